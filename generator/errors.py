@@ -1,0 +1,56 @@
+"""Errors as data: a Problem names a file, a JSON pointer and what is wrong there.
+
+Stages return or raise :class:`GenRepoError` carrying every problem found; only the CLI turns them into exit codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+#: Exit codes shared by every command (README "Guarantees").
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong in one document: ``file: /json/pointer: message``."""
+
+    file: str
+    pointer: str
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.pointer or '/'}: {self.message}"
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON form used by ``--json`` outputs."""
+        return {"file": self.file, "pointer": self.pointer or "/", "message": self.message, "severity": self.severity}
+
+
+class GenRepoError(Exception):
+    """Bad input or a failed stage; carries every problem found, not just the first."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, problems: Iterable[Problem] | str) -> None:
+        if isinstance(problems, str):
+            problems = [Problem("<gen-repo>", "", problems)]
+        self.problems: list[Problem] = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class SpecError(GenRepoError):
+    """A GraphSpec (or a value meant to become part of one) is invalid."""
+
+
+def json_pointer(parts: Iterable[str | int]) -> str:
+    """RFC 6901 pointer for a path of keys and indices."""
+    out = ""
+    for part in parts:
+        out += "/" + str(part).replace("~", "~0").replace("/", "~1")
+    return out
