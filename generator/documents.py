@@ -16,6 +16,8 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.resources import resource_dir
@@ -28,6 +30,8 @@ MAX_YAML_ALIASES = 100
 MAX_NESTING = 64
 
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+#: torch.save() writes a zip archive of pickles (AITune checkpoints); refused like a bare pickle.
+_TORCH_SAVE_MAGIC = b"PK\x03\x04"
 
 
 class _AliasCountingLoader(yaml.SafeLoader):
@@ -78,7 +82,7 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         raw = path.read_bytes()
     except OSError as error:
         raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror or error}")]) from None
-    if raw.startswith(_PICKLE_MAGIC):
+    if raw.startswith(_PICKLE_MAGIC) or raw.startswith(_TORCH_SAVE_MAGIC):
         raise GenRepoError(
             [
                 Problem(
@@ -127,12 +131,24 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
+@functools.cache
+def schema_registry() -> Registry:
+    """Every schema in ``schemas/`` by its ``$id``, so that ``$ref``s across files resolve offline."""
+    resources = []
+    for path in sorted(resource_dir("schemas").glob("*.schema.json")):
+        contents = json.loads(path.read_text(encoding="utf-8"))
+        uri = contents.get("$id", f"https://gen-repo.dev/schemas/{path.name}")
+        resources.append((uri, Resource.from_contents(contents, default_specification=DRAFT202012)))
+    registry: Registry = Registry().with_resources(resources)
+    return registry.crawl()
+
+
 @functools.lru_cache(maxsize=None)
 def schema_validator(schema_file: str) -> Draft202012Validator:
     """The Draft 2020-12 validator for ``schemas/<schema_file>`` (parsed once per process)."""
     schema = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    return Draft202012Validator(schema, registry=schema_registry())
 
 
 def schema_problems(document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = ()) -> list[Problem]:

@@ -1,0 +1,624 @@
+"""Client-side request validation for Triton models: a model's contract and the checks Triton applies to a request.
+
+Importable with numpy and tritonclient only (no torch, no onnx): client teams use it before a request leaves them.
+
+A :class:`ModelContract` holds what a request must look like (input names, data types, full shapes with the batch axis
+first when ``max_batch_size > 0``, and per-axis size ranges). It comes from
+
+- a repository gen-repo built (``<model>/<version>/gen_repo/contract.json``: exact min/opt/max ranges),
+- any ``config.pbtxt`` (ranges from ``dims`` alone, see below), or
+- a live server (``get_model_config`` over gRPC or HTTP).
+
+Ranges from a config alone: a static dim allows exactly that size; a ``-1`` dim allows any size ``>= 0`` with no upper
+bound, because that is what Triton itself accepts for a variable-size dimension (model_configuration.md: "any value
+greater-or-equal-to 0"); the batch axis allows ``1..max_batch_size``. Only contract.json knows tighter ranges (the
+TensorRT optimization profile), so prefer :meth:`ModelContract.from_repository` for gen-repo repositories.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2
+
+__all__ = [
+    "CONTRACT_FORMAT",
+    "DATA_TYPES",
+    "ModelContract",
+    "RequestProblem",
+    "RequestProblemKind",
+    "RequestValidationError",
+    "TensorContract",
+    "config_to_contract",
+    "numpy_dtype",
+    "to_infer_inputs",
+    "wire_datatype",
+]
+
+CONTRACT_FORMAT = "gen-repo-contract/1"
+
+#: Config data type -> (Triton wire datatype, numpy dtype name). TYPE_STRING travels as BYTES in numpy object arrays;
+#: BF16 has no numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in :func:`numpy_dtype`).
+DATA_TYPES: dict[str, tuple[str, str]] = {
+    "TYPE_BOOL": ("BOOL", "bool"),
+    "TYPE_UINT8": ("UINT8", "uint8"),
+    "TYPE_UINT16": ("UINT16", "uint16"),
+    "TYPE_UINT32": ("UINT32", "uint32"),
+    "TYPE_UINT64": ("UINT64", "uint64"),
+    "TYPE_INT8": ("INT8", "int8"),
+    "TYPE_INT16": ("INT16", "int16"),
+    "TYPE_INT32": ("INT32", "int32"),
+    "TYPE_INT64": ("INT64", "int64"),
+    "TYPE_FP16": ("FP16", "float16"),
+    "TYPE_FP32": ("FP32", "float32"),
+    "TYPE_FP64": ("FP64", "float64"),
+    "TYPE_STRING": ("BYTES", "object"),
+    "TYPE_BF16": ("BF16", "bfloat16"),
+}
+_WIRE_TO_CONFIG = {wire: config for config, (wire, _) in DATA_TYPES.items()}
+
+
+def wire_datatype(data_type: str) -> str:
+    """Triton's protocol datatype (``"FP32"``) for a config data type (``"TYPE_FP32"``); wire names pass through."""
+    if data_type in DATA_TYPES:
+        return DATA_TYPES[data_type][0]
+    if data_type in _WIRE_TO_CONFIG:
+        return data_type
+    raise ValueError(f"unknown Triton data type {data_type!r}; expected one of {', '.join(DATA_TYPES)}")
+
+
+def config_data_type(datatype: str) -> str:
+    """Config data type (``"TYPE_FP32"``) for a wire datatype (``"FP32"``); config names pass through."""
+    if datatype in DATA_TYPES:
+        return datatype
+    if datatype in _WIRE_TO_CONFIG:
+        return _WIRE_TO_CONFIG[datatype]
+    raise ValueError(f"unknown Triton datatype {datatype!r}; expected one of {', '.join(_WIRE_TO_CONFIG)}")
+
+
+def numpy_dtype(data_type: str) -> np.dtype[Any]:
+    """Return the numpy dtype a request uses for a config (``TYPE_FP32``) or wire (``FP32``) data type."""
+    name = DATA_TYPES[config_data_type(data_type)][1]
+    if name == "bfloat16":
+        import ml_dtypes  # tritonclient's own BF16 representation; imported only when a model uses BF16
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+class RequestProblemKind(str, enum.Enum):
+    """What is wrong with one input of a request."""
+
+    MISSING = "missing"  # a required input is not in the request
+    UNKNOWN = "unknown"  # the request names an input the model does not have
+    DTYPE = "dtype"  # numpy dtype does not match the input's data type
+    RANK = "rank"  # number of axes differs from the full shape (batch axis included when batching)
+    BATCH_TOO_LARGE = "batch_too_large"  # batch axis above max_batch_size
+    BATCH_MISMATCH = "batch_mismatch"  # inputs disagree on the batch size (Triton needs one batch size per request)
+    DIM_OUT_OF_RANGE = "dim_out_of_range"  # an axis outside its allowed range
+
+
+@dataclass(frozen=True, slots=True)
+class RequestProblem:
+    """One problem with a request, as data; ``message`` is the readable form naming input, axis, value and range."""
+
+    kind: RequestProblemKind
+    input: str
+    message: str
+    axis: int | None = None
+    value: int | None = None
+    allowed: tuple[int, int | None] | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``check-request --json``)."""
+        return {
+            "kind": self.kind.value,
+            "input": self.input,
+            "message": self.message,
+            "axis": self.axis,
+            "value": self.value,
+            "allowed": list(self.allowed) if self.allowed is not None else None,
+        }
+
+
+class RequestValidationError(ValueError):
+    """Raised by ``validate(..., raise_on_error=True)``; carries every problem found."""
+
+    def __init__(self, model: str, problems: Sequence[RequestProblem]) -> None:
+        self.model = model
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p.message}" for p in self.problems)
+        super().__init__(f"request for model '{model}' is invalid ({len(self.problems)} problem(s)):\n{lines}")
+
+
+Shape = tuple[int, ...]
+MaxShape = tuple[int | None, ...]
+
+
+def _range_text(low: int, high: int | None) -> str:
+    if high is None:
+        return f">= {low}"
+    if low == high:
+        return f"exactly {low}"
+    return f"{low}..{high}"
+
+
+@dataclass(frozen=True, slots=True)
+class TensorContract:
+    """One input or output: config dims plus full request shapes (batch axis first when the model batches).
+
+    ``max_shape`` entries are ``None`` where the size has no upper bound (a ``-1`` dim known only from a config).
+    """
+
+    name: str
+    data_type: str
+    dims: Shape
+    min_shape: Shape
+    max_shape: MaxShape
+    opt_shape: Shape | None = None
+    optional: bool = False
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """Numpy dtype of the tensor in a request."""
+        return numpy_dtype(self.data_type)
+
+    @property
+    def datatype(self) -> str:
+        """Triton wire datatype (``"FP32"``, ``"BYTES"``)."""
+        return wire_datatype(self.data_type)
+
+    @property
+    def rank(self) -> int:
+        """Number of axes of the full shape a request carries."""
+        return len(self.min_shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        """contract.json form of this tensor (``max_shape`` uses -1 for unbounded)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "data_type": self.data_type,
+            "dims": list(self.dims),
+            "min_shape": list(self.min_shape),
+            "max_shape": [-1 if d is None else d for d in self.max_shape],
+        }
+        if self.opt_shape is not None:
+            out["opt_shape"] = list(self.opt_shape)
+        if self.optional:
+            out["optional"] = True
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ModelContract:
+    """What a request to one model must look like; build with the ``from_*`` loaders."""
+
+    name: str
+    max_batch_size: int
+    inputs: tuple[TensorContract, ...]
+    outputs: tuple[TensorContract, ...] = ()
+    version: int | None = None
+    platform: str = ""
+    backend: str = ""
+    source: str = field(default="", compare=False)
+
+    # ------------------------------------------------------------------ loaders
+    @classmethod
+    def from_contract_json(cls, path: str | Path, config: model_config_pb2.ModelConfig | None = None) -> ModelContract:
+        """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag."""
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls.from_contract_dict(doc, source=str(path), config=config)
+
+    @classmethod
+    def from_contract_dict(
+        cls, doc: Mapping[str, Any], source: str = "", config: model_config_pb2.ModelConfig | None = None
+    ) -> ModelContract:
+        """Build from a contract.json document (format ``gen-repo-contract/1``)."""
+        fmt = doc.get("format")
+        if fmt != CONTRACT_FORMAT:
+            raise ValueError(f"{source or 'contract'}: format is {fmt!r}, expected {CONTRACT_FORMAT!r}")
+        optional = {i.name for i in config.input if i.optional} if config is not None else set()
+
+        def tensor(t: Mapping[str, Any]) -> TensorContract:
+            opt = t.get("opt_shape")
+            return TensorContract(
+                name=str(t["name"]),
+                data_type=config_data_type(str(t["data_type"])),
+                dims=tuple(int(d) for d in t["dims"]),
+                min_shape=tuple(int(d) for d in t["min_shape"]),
+                max_shape=tuple(None if int(d) < 0 else int(d) for d in t["max_shape"]),
+                opt_shape=tuple(int(d) for d in opt) if opt is not None else None,
+                optional=bool(t.get("optional", False)) or t["name"] in optional,
+            )
+
+        return cls(
+            name=str(doc["model"]),
+            max_batch_size=int(doc.get("max_batch_size", 0)),
+            inputs=tuple(tensor(t) for t in doc.get("inputs", [])),
+            outputs=tuple(tensor(t) for t in doc.get("outputs", [])),
+            version=int(doc["version"]) if doc.get("version") is not None else None,
+            platform=str(doc.get("platform", "")),
+            backend=str(doc.get("backend", "")),
+            source=source,
+        )
+
+    @classmethod
+    def from_config(cls, config: model_config_pb2.ModelConfig, name: str = "", source: str = "") -> ModelContract:
+        """Build from a parsed ``ModelConfig`` (ranges from dims, see the module docstring)."""
+        return config_to_contract(config, name=name, source=source)
+
+    @classmethod
+    def from_config_pbtxt(cls, path_or_text: str | Path, name: str = "") -> ModelContract:
+        """Build from a ``config.pbtxt`` file or its text. ``name`` defaults to the config's name or its folder."""
+        source = "<text>"
+        text = str(path_or_text)
+        if isinstance(path_or_text, Path) or ("\n" not in text and text.endswith(".pbtxt") and Path(text).is_file()):
+            path = Path(path_or_text)
+            text = path.read_text(encoding="utf-8")
+            source = str(path)
+            name = name or path.parent.name
+        config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        return config_to_contract(config, name=config.name or name, source=source)
+
+    @classmethod
+    def from_config_dict(cls, doc: Mapping[str, Any], name: str = "", source: str = "") -> ModelContract:
+        """Build from ``get_model_config`` JSON: HTTP's config object or gRPC's ``{"config": {...}}`` (as_json)."""
+        body = doc.get("config", doc) if isinstance(doc.get("config"), Mapping) else doc
+        config = json_format.ParseDict(dict(body), model_config_pb2.ModelConfig(), ignore_unknown_fields=True)
+        return config_to_contract(config, name=config.name or name, source=source)
+
+    @classmethod
+    def from_repository(cls, repo_dir: str | Path, model: str, version: int | None = None) -> ModelContract:
+        """Contract of ``model`` in a model repository.
+
+        Uses ``<model>/<version>/gen_repo/contract.json`` when present (exact ranges), else ``<model>/config.pbtxt``.
+        ``version`` defaults to the highest numeric version folder (Triton's default policy, latest 1).
+        """
+        model_dir = Path(repo_dir) / model
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"{model_dir}: no such model folder")
+        config_path = model_dir / "config.pbtxt"
+        config = (
+            text_format.Parse(config_path.read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
+            if config_path.is_file()
+            else None
+        )
+        if version is None:
+            versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and _is_version(p.name)]
+            version = max(versions) if versions else None
+        if version is not None:
+            contract_path = model_dir / str(version) / "gen_repo" / "contract.json"
+            if contract_path.is_file():
+                return cls.from_contract_json(contract_path, config=config)
+        if config is None:
+            raise FileNotFoundError(f"{model_dir}: neither gen_repo/contract.json nor config.pbtxt")
+        contract = config_to_contract(config, name=config.name or model, source=str(config_path))
+        return _replace_version(contract, version)
+
+    @classmethod
+    def from_server(
+        cls, url: str, model: str, protocol: str = "grpc", version: str = "", timeout: float = 10.0
+    ) -> ModelContract:
+        """Ask a live server (``get_model_config``) over ``"grpc"`` or ``"http"``; ``url`` is ``host:port``."""
+        if protocol == "grpc":
+            import tritonclient.grpc as grpcclient
+
+            gclient = grpcclient.InferenceServerClient(url)
+            try:
+                response = gclient.get_model_config(model, model_version=version, client_timeout=timeout)
+            finally:
+                gclient.close()
+            contract = config_to_contract(response.config, name=model, source=f"grpc://{url}")
+        elif protocol == "http":
+            import tritonclient.http as httpclient
+
+            hclient = httpclient.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
+            try:
+                doc = hclient.get_model_config(model, model_version=version)
+            finally:
+                hclient.close()
+            contract = cls.from_config_dict(doc, name=model, source=f"http://{url}")
+        else:
+            raise ValueError(f"protocol must be 'grpc' or 'http', not {protocol!r}")
+        return _replace_version(contract, int(version) if version else None)
+
+    # ------------------------------------------------------------------ queries
+    def input(self, name: str) -> TensorContract:
+        """Return the input called ``name`` (KeyError naming the known inputs otherwise)."""
+        for tensor in self.inputs:
+            if tensor.name == name:
+                return tensor
+        raise KeyError(f"model '{self.name}' has no input {name!r}; inputs are {[t.name for t in self.inputs]}")
+
+    @property
+    def batching(self) -> bool:
+        """True when requests carry a batch axis first (``max_batch_size > 0``)."""
+        return self.max_batch_size > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """contract.json-like form (``max_shape`` -1 where unbounded)."""
+        out: dict[str, Any] = {
+            "format": CONTRACT_FORMAT,
+            "model": self.name,
+            "max_batch_size": self.max_batch_size,
+            "inputs": [t.to_dict() for t in self.inputs],
+            "outputs": [t.to_dict() for t in self.outputs],
+        }
+        if self.version is not None:
+            out["version"] = self.version
+        if self.platform:
+            out["platform"] = self.platform
+        if self.backend:
+            out["backend"] = self.backend
+        return out
+
+    # ------------------------------------------------------------------ validation
+    def validate(self, inputs: Mapping[str, Any], raise_on_error: bool = False) -> list[RequestProblem]:
+        """Every problem Triton would reject ``inputs`` (name -> numpy array) for; empty when the request is valid.
+
+        Checks names (missing required, unknown), dtype, rank, the batch axis (``1..max_batch_size``, one batch size
+        for all inputs) and each axis against its range. ``raise_on_error`` raises :class:`RequestValidationError`.
+        """
+        problems: list[RequestProblem] = []
+        known = {t.name for t in self.inputs}
+        for name in sorted(inputs):
+            if name not in known:
+                problems.append(
+                    RequestProblem(
+                        RequestProblemKind.UNKNOWN,
+                        name,
+                        f"input '{name}' is not an input of model '{self.name}'; "
+                        f"inputs are {', '.join(sorted(known)) or '(none)'}",
+                    )
+                )
+        batch_sizes: dict[str, int] = {}
+        for tensor in self.inputs:
+            if tensor.name not in inputs:
+                if not tensor.optional:
+                    problems.append(
+                        RequestProblem(
+                            RequestProblemKind.MISSING,
+                            tensor.name,
+                            f"input '{tensor.name}' is missing (required by model '{self.name}', "
+                            f"{tensor.data_type}, shape {_shape_text(tensor)})",
+                        )
+                    )
+                continue
+            problems.extend(self._check_tensor(tensor, np.asarray(inputs[tensor.name]), batch_sizes))
+        if len(set(batch_sizes.values())) > 1:
+            listed = ", ".join(f"'{n}' has {b}" for n, b in sorted(batch_sizes.items()))
+            first = sorted(batch_sizes)[0]
+            problems.append(
+                RequestProblem(
+                    RequestProblemKind.BATCH_MISMATCH,
+                    first,
+                    f"inputs disagree on the batch size (axis 0): {listed}; "
+                    "Triton needs one batch size for every input of a request",
+                    axis=0,
+                )
+            )
+        if problems and raise_on_error:
+            raise RequestValidationError(self.name, problems)
+        return problems
+
+    def _check_tensor(
+        self, tensor: TensorContract, value: np.ndarray[Any, Any], batch_sizes: dict[str, int]
+    ) -> list[RequestProblem]:
+        problems: list[RequestProblem] = []
+        name = tensor.name
+        if not _dtype_ok(tensor, value.dtype):
+            expected = "object (bytes/str) or bytes_" if tensor.data_type == "TYPE_STRING" else str(tensor.dtype)
+            problems.append(
+                RequestProblem(
+                    RequestProblemKind.DTYPE,
+                    name,
+                    f"input '{name}' has dtype {value.dtype}, expected {expected} ({tensor.data_type})",
+                )
+            )
+        shape = tuple(int(d) for d in value.shape)
+        if len(shape) != tensor.rank:
+            batch_note = " (batch axis first, max_batch_size > 0)" if self.batching else ""
+            problems.append(
+                RequestProblem(
+                    RequestProblemKind.RANK,
+                    name,
+                    f"input '{name}' has {len(shape)} axes (shape {list(shape)}), expected {tensor.rank}: "
+                    f"shape {_shape_text(tensor)}{batch_note}",
+                    value=len(shape),
+                    allowed=(tensor.rank, tensor.rank),
+                )
+            )
+            return problems
+        for axis, size in enumerate(shape):
+            low, high = tensor.min_shape[axis], tensor.max_shape[axis]
+            if self.batching and axis == 0:
+                batch_sizes[name] = size
+                if size > self.max_batch_size:
+                    problems.append(
+                        RequestProblem(
+                            RequestProblemKind.BATCH_TOO_LARGE,
+                            name,
+                            f"input '{name}' axis 0 (batch) is {size}, above max_batch_size {self.max_batch_size} "
+                            f"(allowed {_range_text(low, high)})",
+                            axis=0,
+                            value=size,
+                            allowed=(low, high),
+                        )
+                    )
+                    continue
+            if size < low or (high is not None and size > high):
+                what = "axis 0 (batch)" if self.batching and axis == 0 else f"axis {axis}"
+                problems.append(
+                    RequestProblem(
+                        RequestProblemKind.DIM_OUT_OF_RANGE,
+                        name,
+                        f"input '{name}' {what} is {size}, allowed {_range_text(low, high)} "
+                        f"(shape {list(shape)}, expected {_shape_text(tensor)})",
+                        axis=axis,
+                        value=size,
+                        allowed=(low, high),
+                    )
+                )
+        return problems
+
+    # ------------------------------------------------------------------ examples
+    def example_inputs(
+        self, shape: str = "opt", batch_size: int | None = None, seed: int = 0
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        """Random inputs that :meth:`validate` accepts, at the ``"min"``, ``"opt"`` or ``"max"`` shape.
+
+        Unbounded axes (``-1`` known only from a config) use their minimum, at least 1; ``"opt"`` falls back to the
+        same when the contract has no opt shape. ``batch_size`` overrides the batch axis (ValueError when out of
+        range or the model does not batch). Integers are small non-negative values, safe as indices.
+        """
+        if shape not in ("min", "opt", "max"):
+            raise ValueError(f"shape must be 'min', 'opt' or 'max', not {shape!r}")
+        if batch_size is not None:
+            if not self.batching:
+                raise ValueError(f"model '{self.name}' does not batch (max_batch_size 0); batch_size must be None")
+            if not 1 <= batch_size <= self.max_batch_size:
+                raise ValueError(f"batch_size {batch_size} outside 1..{self.max_batch_size} for model '{self.name}'")
+        rng = np.random.default_rng(seed)
+        out: dict[str, np.ndarray[Any, Any]] = {}
+        for tensor in self.inputs:
+            dims = list(_pick_shape(tensor, shape))
+            if batch_size is not None:
+                low, high = tensor.min_shape[0], tensor.max_shape[0]
+                if batch_size < low or (high is not None and batch_size > high):
+                    raise ValueError(
+                        f"batch_size {batch_size} outside input '{tensor.name}' batch range {_range_text(low, high)}"
+                    )
+                dims[0] = batch_size
+            out[tensor.name] = _random_array(rng, tensor, tuple(dims))
+        return out
+
+    def to_infer_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]], protocol: str = "grpc") -> list[Any]:
+        """Build tritonclient ``InferInput``s with this model's wire datatypes (see :func:`to_infer_inputs`)."""
+        datatypes = {t.name: t.datatype for t in self.inputs}
+        return to_infer_inputs(inputs, protocol=protocol, datatypes=datatypes)
+
+
+def to_infer_inputs(
+    inputs: Mapping[str, np.ndarray[Any, Any]], protocol: str = "grpc", datatypes: Mapping[str, str] | None = None
+) -> list[Any]:
+    """Turn ``name -> array`` into ``tritonclient.grpc.InferInput`` or ``tritonclient.http.InferInput`` objects.
+
+    The wire datatype comes from ``datatypes`` (name -> ``"FP32"``) when given, else from the array's dtype.
+    """
+    if protocol not in ("grpc", "http"):
+        raise ValueError(f"protocol must be 'grpc' or 'http', not {protocol!r}")
+    # Imported on demand: the HTTP client pulls gevent, which a gRPC-only caller should not pay for.
+    client_module: Any = importlib.import_module(f"tritonclient.{protocol}")
+    from tritonclient.utils import np_to_triton_dtype
+
+    result = []
+    for name in inputs:
+        array = np.asarray(inputs[name])
+        datatype = (datatypes or {}).get(name) or np_to_triton_dtype(array.dtype)
+        if datatype is None:
+            raise ValueError(f"input '{name}': numpy dtype {array.dtype} has no Triton datatype")
+        infer_input = client_module.InferInput(name, list(array.shape), datatype)
+        infer_input.set_data_from_numpy(array)
+        result.append(infer_input)
+    return result
+
+
+def config_to_contract(config: model_config_pb2.ModelConfig, name: str = "", source: str = "") -> ModelContract:
+    """Contract from a ``ModelConfig``: ``-1`` dims allow any size >= 0, the batch axis ``1..max_batch_size``."""
+    max_batch_size = int(config.max_batch_size)
+
+    def tensor(io: Any, is_input: bool) -> TensorContract:
+        dims = tuple(int(d) for d in io.dims)
+        min_shape: list[int] = []
+        max_shape: list[int | None] = []
+        if max_batch_size > 0:
+            min_shape.append(1)
+            max_shape.append(max_batch_size)
+        for d in dims:
+            min_shape.append(0 if d < 0 else d)
+            max_shape.append(None if d < 0 else d)
+        return TensorContract(
+            name=io.name,
+            data_type=model_config_pb2.DataType.Name(io.data_type),
+            dims=dims,
+            min_shape=tuple(min_shape),
+            max_shape=tuple(max_shape),
+            opt_shape=None,
+            optional=bool(getattr(io, "optional", False)) if is_input else False,
+        )
+
+    return ModelContract(
+        name=name or config.name,
+        max_batch_size=max_batch_size,
+        inputs=tuple(tensor(io, True) for io in config.input),
+        outputs=tuple(tensor(io, False) for io in config.output),
+        version=None,
+        platform=config.platform,
+        backend=config.backend,
+        source=source,
+    )
+
+
+# ---------------------------------------------------------------------------- helpers
+def _is_version(name: str) -> bool:
+    return name.isdigit() and (name == "0" or not name.startswith("0"))
+
+
+def _replace_version(contract: ModelContract, version: int | None) -> ModelContract:
+    return ModelContract(
+        name=contract.name,
+        max_batch_size=contract.max_batch_size,
+        inputs=contract.inputs,
+        outputs=contract.outputs,
+        version=version,
+        platform=contract.platform,
+        backend=contract.backend,
+        source=contract.source,
+    )
+
+
+def _shape_text(tensor: TensorContract) -> str:
+    parts = []
+    for low, high in zip(tensor.min_shape, tensor.max_shape, strict=True):
+        parts.append(str(low) if low == high else f"{low}..{'' if high is None else high}")
+    return "[" + ", ".join(parts) + "]"
+
+
+def _dtype_ok(tensor: TensorContract, dtype: np.dtype[Any]) -> bool:
+    if tensor.data_type == "TYPE_STRING":
+        # tritonclient serialises object arrays (bytes or str) and bytes_ arrays; unicode arrays ('U') it refuses.
+        return dtype == np.dtype(object) or dtype.kind == "S"
+    return dtype == tensor.dtype
+
+
+def _pick_shape(tensor: TensorContract, which: str) -> Shape:
+    at_least_one = tuple(max(d, 1) for d in tensor.min_shape)
+    if which == "min":
+        return at_least_one
+    if which == "opt":
+        return tensor.opt_shape if tensor.opt_shape is not None else at_least_one
+    return tuple(lo if hi is None else hi for lo, hi in zip(at_least_one, tensor.max_shape, strict=True))
+
+
+def _random_array(rng: np.random.Generator, tensor: TensorContract, shape: Shape) -> np.ndarray[Any, Any]:
+    data_type = tensor.data_type
+    if data_type == "TYPE_STRING":
+        flat = np.array([f"text-{i}".encode() for i in range(int(np.prod(shape, dtype=np.int64)))], dtype=object)
+        return flat.reshape(shape)
+    if data_type == "TYPE_BOOL":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    dtype = tensor.dtype
+    if data_type in ("TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_BF16"):
+        return rng.standard_normal(size=shape).astype(dtype)
+    return rng.integers(0, 8, size=shape).astype(dtype)

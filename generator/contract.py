@@ -1,0 +1,64 @@
+"""A model's contract (``<model>/<version>/gen_repo/contract.json``), as ``docs/repository-layout.md`` describes.
+
+``dims`` are exactly the config's dims; ``min/opt/max_shape`` are full shapes as a request carries them, batch axis
+first when max_batch_size > 0 (outputs: min/max only). For a per-item scalar (config ``dims: [1]`` with an empty
+``reshape``) the request carries ``[batch, 1]`` while the model sees ``[batch]``: the contract gives the request
+shapes and says ``"reshape": []``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from generator.plan import ModelPlan, TensorPlan
+
+__all__ = ["CONTRACT_FORMAT", "contract_from_plan", "render_contract"]
+
+CONTRACT_FORMAT = "gen-repo-contract/1"
+
+
+def _request_shape(tensor: TensorPlan, shape: tuple[int, ...]) -> list[int]:
+    """Return the shape a request carries for a model-side ``shape`` (per-item scalars gain their ``[1]``)."""
+    if tensor.reshape is not None and tensor.batch_axis is not None:
+        return [shape[0], *tensor.dims]
+    return list(shape)
+
+
+def _tensor(tensor: TensorPlan, with_opt: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": tensor.name,
+        "data_type": tensor.data_type,
+        "dims": list(tensor.dims),
+        "min_shape": _request_shape(tensor, tensor.min_shape),
+        "max_shape": _request_shape(tensor, tensor.max_shape),
+    }
+    if with_opt:
+        entry["opt_shape"] = _request_shape(tensor, tensor.opt_shape)
+    if tensor.reshape is not None:
+        entry["reshape"] = list(tensor.reshape)
+    return entry
+
+
+def contract_from_plan(model_plan: ModelPlan) -> dict[str, Any]:
+    """Build the contract of one planned model as plain data."""
+    config = model_plan.config
+    contract: dict[str, Any] = {
+        "format": CONTRACT_FORMAT,
+        "model": model_plan.name,
+        "version": model_plan.version,
+        "max_batch_size": model_plan.max_batch_size,
+        "inputs": [_tensor(t, True) for t in model_plan.inputs],
+        "outputs": [_tensor(t, False) for t in model_plan.outputs],
+    }
+    if config.platform:
+        contract["platform"] = config.platform
+    else:
+        contract["backend"] = config.backend
+    return contract
+
+
+def render_contract(contract: dict[str, Any]) -> str:
+    """``contract.json`` text: keys sorted, 2-space indent, trailing newline (byte-identical for identical input)."""
+    return json.dumps(contract, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,1 @@
+"""Export stages: torch -> ONNX, ONNX -> TensorRT plan."""

@@ -1,0 +1,465 @@
+"""The repository manifest (``gen-repo.yaml`` or JSON): which GraphSpecs become which Triton models.
+
+A manifest names an output folder, ``defaults`` applied to every model and a list of ``models``; each model has a
+GraphSpec (a file, a graph inside an AITune tune report, or inline), an optional source (ONNX file, ``.pt2`` file or
+a ``module:callable`` factory that is never imported here), a target and Triton options. Loading validates the
+document against ``schemas/manifest.schema.json``, resolves paths relative to the manifest (refusing any that
+escape its folder unless asked), loads the GraphSpecs and checks option conflicts. Every problem is reported at
+once as a :class:`~generator.errors.Problem` with a JSON pointer into the manifest (or into the spec file).
+
+Example::
+
+    output: model_repository
+    defaults:
+      target: auto
+      dynamic_batching: {max_queue_delay_microseconds: 200}
+    models:
+      - name: mlp
+        spec: specs/mlp.graphspec.json
+        source: {factory: "examples.models:make_mlp"}
+      - spec: {file: reports/tune_report.json, graph: text}
+        source: {onnx: text.onnx}
+        target: onnx
+        max_batch_size: 4
+        instance_group: [{kind: KIND_GPU, count: 2}]
+        pbtxt: |
+          model_transaction_policy { decoupled: false }
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.documents import load_document, schema_problems
+from generator.errors import GenRepoError, Problem, json_pointer
+from generator.naming import case_collisions, model_name_from_graph, model_name_problems
+from generator.schema import load_graphspecs, validate_document
+from generator.spec import GraphSpec
+
+__all__ = [
+    "DICT_MERGED_OPTIONS",
+    "OPTION_KEYS",
+    "Manifest",
+    "ManifestModel",
+    "ModelSource",
+    "load_manifest",
+]
+
+#: Option keys a model (or ``defaults``) may carry besides name/version/spec/source.
+OPTION_KEYS = (
+    "target",
+    "max_batch_size",
+    "batching",
+    "widen_batch_min",
+    "dynamic_batching",
+    "instance_group",
+    "version_policy",
+    "warmup",
+    "response_cache",
+    "parameters",
+    "cuda_graphs",
+    "tensor_names",
+    "onnx_tensorrt_accelerator",
+    "compute_capabilities",
+    "pbtxt",
+)
+#: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
+DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching")
+
+DEFAULT_OUTPUT = "model_repository"
+MANIFEST_SCHEMA = "manifest.schema.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSource:
+    """Where a model comes from: ``kind`` onnx|pt2 (``path`` set) or factory (``factory`` = ``module:callable``)."""
+
+    kind: str
+    path: Path | None = None
+    factory: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestModel:
+    """One model entry after loading: names resolved, GraphSpec loaded, defaults merged into ``options``.
+
+    ``spec_file``/``spec_pointer`` locate the graph (the manifest itself and ``/models/<i>/spec`` for an inline
+    graph). ``own_options`` are the option keys the model set itself (the rest came from ``defaults``).
+    """
+
+    index: int
+    name: str
+    version: int
+    graph: GraphSpec
+    spec_file: Path
+    spec_pointer: str
+    source: ModelSource | None
+    target: str
+    options: Mapping[str, Any]
+    own_options: frozenset[str] = frozenset()
+    assumptions: tuple[str, ...] = ()
+    module_name: str | None = None
+
+    @property
+    def pointer(self) -> str:
+        """JSON pointer of this model entry in the manifest."""
+        return f"/models/{self.index}"
+
+    def option_pointer(self, key: str, *rest: str | int) -> str:
+        """Pointer of option ``key`` where it was set: the model entry, else ``/defaults``."""
+        if key in self.own_options:
+            return json_pointer(("models", self.index, key, *rest))
+        return json_pointer(("defaults", key, *rest))
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A loaded manifest: its file, the folder paths are relative to, the output folder and the models."""
+
+    file: Path
+    base_dir: Path
+    output_dir: Path
+    models: tuple[ManifestModel, ...]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Graph:
+    """What a spec loader returns per graph (same fields as ``generator.schema.LoadedGraph``)."""
+
+    file: Path
+    pointer: str
+    module_name: str | None
+    graph: GraphSpec
+    assumptions: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------------------------
+def load_manifest(path: Path | str, *, allow_outside: bool = False) -> Manifest:
+    """Load and check a manifest; raise GenRepoError carrying every problem found.
+
+    ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
+    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere.
+    """
+    path = Path(path)
+    file = str(path)
+    document = load_document(path)
+    problems = schema_problems(document, MANIFEST_SCHEMA, file)
+    if problems:
+        raise GenRepoError(problems)
+    base_dir = path.resolve().parent
+    defaults: dict[str, Any] = dict(document.get("defaults") or {})
+
+    output_raw = document.get("output", DEFAULT_OUTPUT)
+    output_dir, message = _resolve(base_dir, output_raw, allow_outside)
+    if message:
+        problems.append(Problem(file, "/output", message))
+
+    cache: dict[Path, tuple[list[_Graph], list[Problem]]] = {}
+    models: list[ManifestModel] = []
+    for index, entry in enumerate(document["models"]):
+        model, model_problems = _load_model(path, base_dir, index, entry, defaults, allow_outside, cache)
+        problems.extend(model_problems)
+        if model is not None:
+            models.append(model)
+    problems.extend(_name_problems(file, models))
+    if problems:
+        raise GenRepoError(_dedupe(problems))
+    return Manifest(path, base_dir, output_dir, tuple(models), defaults)
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen: set[Problem] = set()
+    out = []
+    for problem in problems:
+        if problem not in seen:
+            seen.add(problem)
+            out.append(problem)
+    return out
+
+
+def _resolve(base_dir: Path, raw: str, allow_outside: bool) -> tuple[Path, str | None]:
+    """``raw`` relative to ``base_dir``, and why it is refused (None when it is fine)."""
+    candidate = base_dir / raw
+    resolved = candidate.resolve()
+    if not allow_outside and not resolved.is_relative_to(base_dir):
+        return resolved, (
+            f"path {raw!r} leads outside the manifest's folder {base_dir.name!r} (via '..', an absolute path or a "
+            "symlink); move the file next to the manifest or allow paths outside it (--allow-outside)"
+        )
+    return resolved, None
+
+
+def _merge_options(defaults: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(dict(defaults))
+    for key, value in own.items():
+        if key in DICT_MERGED_OPTIONS and isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = {**merged[key], **copy.deepcopy(value)}
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _load_model(
+    manifest_path: Path,
+    base_dir: Path,
+    index: int,
+    entry: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    allow_outside: bool,
+    cache: dict[Path, tuple[list[_Graph], list[Problem]]],
+) -> tuple[ManifestModel | None, list[Problem]]:
+    file = str(manifest_path)
+    base = ("models", index)
+    problems: list[Problem] = []
+
+    # Source: paths must exist; a factory is only recorded (the build imports it, with --allow-code).
+    source: ModelSource | None = None
+    raw_source = entry.get("source")
+    if raw_source is not None:
+        kind = next(iter(raw_source))
+        if kind == "factory":
+            source = ModelSource("factory", None, raw_source["factory"])
+        else:
+            source_path, message = _resolve(base_dir, raw_source[kind], allow_outside)
+            if message:
+                problems.append(Problem(file, json_pointer((*base, "source", kind)), message))
+            elif not source_path.is_file():
+                problems.append(
+                    Problem(file, json_pointer((*base, "source", kind)), f"{kind} file {raw_source[kind]!r} not found")
+                )
+            source = ModelSource(kind, source_path, None)
+
+    loaded, spec_problems = _load_spec(manifest_path, base_dir, index, entry["spec"], allow_outside, cache)
+    problems.extend(spec_problems)
+
+    own = {k: v for k, v in entry.items() if k in OPTION_KEYS}
+    options = _merge_options(defaults, own)
+    version = int(entry.get("version", 1))
+    problems.extend(_option_problems(file, index, options, frozenset(own), version))
+    if loaded is None:
+        return None, problems
+
+    name = entry.get("name") or _default_name(loaded, manifest_path)
+    model = ManifestModel(
+        index=index,
+        name=name,
+        version=version,
+        graph=loaded.graph,
+        spec_file=loaded.file,
+        spec_pointer=loaded.pointer,
+        source=source,
+        target=str(options.get("target", "auto")),
+        options=options,
+        own_options=frozenset(own),
+        assumptions=tuple(loaded.assumptions),
+        module_name=loaded.module_name,
+    )
+    return model, problems
+
+
+def _default_name(loaded: _Graph, manifest_path: Path) -> str:
+    """Derive a model name from the graph name and the module name (tune reports) or the spec file's stem.
+
+    The stem is used for AITune's numbered graphs ("0", "1", ...) outside a tune report, so that fixture files do
+    not all become "0".
+    """
+    prefix = loaded.module_name
+    if prefix is None and loaded.graph.name.isdigit() and loaded.file != manifest_path:
+        prefix = loaded.file.name.split(".")[0]
+    return model_name_from_graph(loaded.graph.name, prefix)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# GraphSpecs
+# --------------------------------------------------------------------------------------------------------------------
+def _load_spec(
+    manifest_path: Path,
+    base_dir: Path,
+    index: int,
+    spec: Any,
+    allow_outside: bool,
+    cache: dict[Path, tuple[list[_Graph], list[Problem]]],
+) -> tuple[_Graph | None, list[Problem]]:
+    file = str(manifest_path)
+    pointer = json_pointer(("models", index, "spec"))
+    if isinstance(spec, Mapping) and "file" not in spec:
+        return _inline_spec(manifest_path, index, spec)
+    raw = spec if isinstance(spec, str) else spec["file"]
+    where = pointer if isinstance(spec, str) else pointer + "/file"
+    spec_path, message = _resolve(base_dir, raw, allow_outside)
+    if message:
+        return None, [Problem(file, where, message)]
+    if not spec_path.is_file():
+        return None, [Problem(file, where, f"spec file {raw!r} not found")]
+    if spec_path not in cache:
+        try:
+            cache[spec_path] = (
+                [
+                    _Graph(Path(g.file), g.pointer, g.module_name, g.graph, tuple(g.assumptions))
+                    for g in load_graphspecs(spec_path)
+                ],
+                [],
+            )
+        except GenRepoError as error:
+            cache[spec_path] = ([], list(error.problems))
+    graphs, spec_problems = cache[spec_path]
+    if spec_problems:
+        return None, [Problem(file, where, f"spec file {raw!r} is invalid (see below)"), *spec_problems]
+    choices = ", ".join(_graph_labels(graphs))
+    if isinstance(spec, str) or "graph" not in spec:
+        if len(graphs) != 1:
+            return None, [
+                Problem(
+                    file,
+                    pointer,
+                    f"{raw!r} holds {len(graphs)} graphs; pick one with {{file: {raw}, graph: <module name, "
+                    f"'module/graph' or index>}} (graphs: {choices})",
+                )
+            ]
+        return graphs[0], []
+    selected = _select_graph(graphs, spec["graph"])
+    if selected is None:
+        message = f"no single graph {spec['graph']!r} in {raw!r} (graphs: {choices})"
+        return None, [Problem(file, pointer + "/graph", message)]
+    return selected, []
+
+
+def _graph_labels(graphs: list[_Graph]) -> list[str]:
+    return [
+        f"{i}: {g.module_name}/{g.graph.name}" if g.module_name is not None else f"{i}: {g.graph.name}"
+        for i, g in enumerate(graphs)
+    ]
+
+
+def _select_graph(graphs: list[_Graph], key: str | int) -> _Graph | None:
+    """Pick the graph at index ``key``, or the only one whose module name, ``module/graph`` or name is ``key``."""
+    if isinstance(key, int):
+        return graphs[key] if 0 <= key < len(graphs) else None
+    for label in (
+        lambda g: g.module_name,
+        lambda g: f"{g.module_name}/{g.graph.name}" if g.module_name is not None else None,
+        lambda g: g.graph.name,
+    ):
+        matches = [g for g in graphs if label(g) == key]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            return None
+    return None
+
+
+def _inline_spec(manifest_path: Path, index: int, spec: Mapping[str, Any]) -> tuple[_Graph | None, list[Problem]]:
+    """Validate and load an inline GraphSpec (bare graph or ``{graph: ...}`` wrapper) like a spec file."""
+    file = str(manifest_path)
+    base = json_pointer(("models", index, "spec"))
+    try:
+        graphs = validate_document(dict(spec), file)
+    except GenRepoError as error:
+        return None, [Problem(p.file, base + p.pointer, p.message, p.severity) for p in error.problems]
+    if len(graphs) != 1:
+        return None, [Problem(file, base, "an inline spec must hold exactly one graph")]
+    g = graphs[0]
+    return _Graph(manifest_path, base + g.pointer, g.module_name, g.graph, tuple(g.assumptions)), []
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Option and name checks
+# --------------------------------------------------------------------------------------------------------------------
+def _option_problems(
+    file: str, index: int, options: Mapping[str, Any], own: frozenset[str], version: int
+) -> list[Problem]:
+    """Conflicting options (Triton would refuse the config, or the options contradict each other)."""
+
+    def where(key: str, *rest: str | int) -> str:
+        return json_pointer(("models", index, key, *rest) if key in own else ("defaults", key, *rest))
+
+    problems: list[Problem] = []
+    batching = options.get("batching", "auto")
+    dyn = options.get("dynamic_batching")
+    if batching == "none":
+        if dyn is True or isinstance(dyn, dict):
+            problems.append(
+                Problem(file, where("dynamic_batching"), "dynamic_batching is set but batching is 'none' "
+                        "(max_batch_size 0 cannot batch); remove one of them")
+            )
+        if "max_batch_size" in options:
+            problems.append(
+                Problem(file, where("max_batch_size"), "max_batch_size is set but batching is 'none'; remove one")
+            )
+    if isinstance(dyn, dict):
+        levels = int(dyn.get("priority_levels", 0))
+        if dyn.get("preserve_ordering") and levels > 1:
+            problems.append(
+                Problem(file, where("dynamic_batching", "preserve_ordering"),
+                        f"preserve_ordering cannot be combined with priority_levels {levels} (Triton allows one "
+                        "priority level when responses must keep request order)")
+            )
+        if "default_priority_level" in dyn and not 1 <= int(dyn["default_priority_level"]) <= max(levels, 0):
+            problems.append(
+                Problem(file, where("dynamic_batching", "default_priority_level"),
+                        f"default_priority_level must be in 1..priority_levels ({levels})")
+            )
+        if levels > 0 and "default_priority_level" not in dyn:
+            problems.append(
+                Problem(file, where("dynamic_batching", "priority_levels"),
+                        "priority_levels needs a default_priority_level in 1..priority_levels")
+            )
+        for level in dyn.get("priority_queue_policy", {}):
+            if not 1 <= int(level) <= levels:
+                problems.append(
+                    Problem(file, where("dynamic_batching", "priority_queue_policy", level),
+                            f"priority level {level} is outside 1..priority_levels ({levels})")
+                )
+        if dyn.get("preserve_ordering"):
+            policies = [("default_queue_policy",), *[("priority_queue_policy", k) for k in dyn.get(
+                "priority_queue_policy", {})]]
+            for key in policies:
+                policy = dyn.get(key[0]) if len(key) == 1 else dyn["priority_queue_policy"][key[1]]
+                if policy and policy.get("timeout_action") == "DELAY" and policy.get("default_timeout_microseconds"):
+                    problems.append(
+                        Problem(file, where("dynamic_batching", *key, "timeout_action"),
+                                "timeout_action DELAY cannot be combined with preserve_ordering")
+                    )
+    policy = options.get("version_policy")
+    if isinstance(policy, dict) and "specific" in policy and version not in policy["specific"]:
+        problems.append(
+            Problem(file, where("version_policy", "specific"),
+                    f"version_policy.specific {policy['specific']} does not include this model's version {version}, "
+                    "so Triton would serve nothing")
+        )
+    for g, group in enumerate(options.get("instance_group") or []):
+        if group.get("kind") in ("KIND_CPU", "KIND_MODEL") and "gpus" in group:
+            problems.append(
+                Problem(file, where("instance_group", g, "gpus"), f"gpus cannot be listed for {group['kind']}")
+            )
+    return problems
+
+
+def _name_problems(file: str, models: list[ManifestModel]) -> list[Problem]:
+    """Model names Triton cannot use, duplicates, and names equal on a case-insensitive file system."""
+    problems = []
+    seen: dict[str, int] = {}
+    for model in models:
+        for message in model_name_problems(model.name):
+            problems.append(Problem(file, model.pointer + "/name", message))
+        if model.name in seen:
+            problems.append(
+                Problem(file, model.pointer + "/name",
+                        f"model name {model.name!r} is already used by /models/{seen[model.name]}; set a distinct name")
+            )
+        seen.setdefault(model.name, model.index)
+    by_name = {m.name: m for m in models}
+    for first, second in case_collisions([m.name for m in models]):
+        problems.append(
+            Problem(file, by_name[second].pointer + "/name",
+                    f"model name {second!r} differs from {first!r} only in case; they would share a folder on "
+                    "case-insensitive file systems")
+        )
+    return problems

@@ -1,0 +1,586 @@
+"""The repository plan: one :class:`ModelPlan` per manifest model, with tensors, batching decision and ModelConfig.
+
+Pure: no file writes, no torch. Every shape comes from :class:`~generator.spec.GraphSpec` methods; the config comes
+from :mod:`generator.config`. The batching decision (issue 3):
+
+- *batching* when every input and output has exactly one batch axis, at position 0, with multiplier 1 (a
+  ``BatchDim`` in the explicit definition or a recorded ``batch0`` axis), and the batch ranges agree across the
+  tensors (Triton gives every tensor of a request the same batch size). Then ``max_batch_size =
+  GraphSpec.get_max_batch_size()`` and dims leave the batch axis out. Ranges are compared after recorded minimums
+  are widened to 1; an output's recorded range may be narrower than an input's *declared* (explicit) range, because
+  the declaration widens what was recorded;
+- otherwise *no batching*: ``max_batch_size: 0`` and full dims;
+- the manifest's ``batching: batch|none`` overrides the decision, ``max_batch_size`` lowers it.
+
+Every decision is stated in :attr:`ModelPlan.decisions` so ``gen-repo plan`` can say which case applied and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2
+
+from generator import config as config_mod
+from generator.errors import GenRepoError, Problem
+from generator.manifest import Manifest, ManifestModel, ModelSource
+from generator.naming import SemanticPath, format_tensor_name
+from generator.spec import BatchDim, GraphSpec, TensorSpec
+
+__all__ = [
+    "DTYPE_TO_TRITON",
+    "INT32_MAX",
+    "TARGETS",
+    "ModelPlan",
+    "ModelSource",
+    "RepositoryPlan",
+    "TargetResolver",
+    "TensorPlan",
+    "config_files",
+    "default_target_resolver",
+    "describe_plan",
+    "plan_model",
+    "plan_repository",
+]
+
+#: Concrete targets (``auto`` resolves to one of them).
+TARGETS = ("tensorrt", "onnx", "python")
+#: torch dtype (AITune's string form) -> Triton data type. Anything else is refused with a clear message.
+DTYPE_TO_TRITON = {
+    "torch.float32": "TYPE_FP32",
+    "torch.float16": "TYPE_FP16",
+    "torch.bfloat16": "TYPE_BF16",
+    "torch.int8": "TYPE_INT8",
+    "torch.int16": "TYPE_INT16",
+    "torch.int32": "TYPE_INT32",
+    "torch.int64": "TYPE_INT64",
+    "torch.uint8": "TYPE_UINT8",
+    "torch.bool": "TYPE_BOOL",
+}
+#: TensorRT and Triton carry dims as int32.
+INT32_MAX = 2**31 - 1
+
+#: Chooses a concrete target for a model whose target is ``auto``.
+TargetResolver = Callable[[ManifestModel], str]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorPlan:
+    """One input or output as Triton and the TensorRT profile see it.
+
+    ``dims`` are the config dims (batch axis left out when batching; ``[1]`` for a per-item scalar, whose
+    ``reshape`` is then ``()``). ``min/opt/max_shape`` are full model-side shapes (batch axis first when batching),
+    as the optimization profile sees them; for outputs ``opt_shape == max_shape``.
+    """
+
+    name: str
+    path: SemanticPath
+    dtype: str
+    data_type: str
+    dims: tuple[int, ...]
+    min_shape: tuple[int, ...]
+    opt_shape: tuple[int, ...]
+    max_shape: tuple[int, ...]
+    batch_axis: int | None
+    is_shape_tensor: bool = False
+    reshape: tuple[int, ...] | None = None
+    access_path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPlan:
+    """Everything needed to write one Triton model: names, shapes, the batching decision and the ModelConfig."""
+
+    name: str
+    version: int
+    target: str
+    graph: GraphSpec
+    spec_file: Path
+    spec_pointer: str
+    source: ModelSource | None
+    max_batch_size: int
+    batching: bool
+    decisions: tuple[str, ...]
+    inputs: tuple[TensorPlan, ...]
+    outputs: tuple[TensorPlan, ...]
+    options: Mapping[str, Any]
+    config: model_config_pb2.ModelConfig
+    opt_batch_size: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryPlan:
+    """The whole repository: the manifest it came from, where it goes, and its models in manifest order."""
+
+    manifest_file: Path
+    output_dir: Path
+    models: tuple[ModelPlan, ...] = field(default_factory=tuple)
+
+
+def default_target_resolver(model: ManifestModel) -> str:
+    """Resolve ``target: auto`` to ``python``, the target that runs anywhere (the build passes a real resolver)."""
+    return "python"
+
+
+def plan_repository(manifest: Manifest, target_resolver: TargetResolver | None = None) -> RepositoryPlan:
+    """Plan every model of ``manifest``; raise GenRepoError with every problem of every model at once."""
+    problems: list[Problem] = []
+    plans = []
+    for model in manifest.models:
+        try:
+            plans.append(plan_model(model, manifest.file, target_resolver))
+        except GenRepoError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise GenRepoError(problems)
+    return RepositoryPlan(manifest.file, manifest.output_dir, tuple(plans))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One model
+# --------------------------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Batch:
+    """The batch-axis facts of one tensor."""
+
+    kind: str  # "input" | "output"
+    name: str
+    axes: list[int]
+    multipliers: dict[int, int]
+    low: int | None
+    high: int | None
+    opt: int | None
+    explicit: bool
+    pointer: str
+
+
+@dataclass(slots=True)
+class _Decision:
+    batching: bool
+    max_batch_size: int
+    opt_batch: int
+    notes: list[str]
+
+
+def plan_model(
+    model: ManifestModel, manifest_file: Path | str, target_resolver: TargetResolver | None = None
+) -> ModelPlan:
+    """Plan one manifest model: target, tensor names and shapes, batching decision, ModelConfig."""
+    file = str(manifest_file)
+    problems: list[Problem] = []
+    decisions: list[str] = [f"assumed: {note}" for note in model.assumptions]
+    graph = model.graph
+
+    target = model.target
+    if target == "auto":
+        resolved = (target_resolver or default_target_resolver)(model)
+        if resolved not in TARGETS:
+            raise GenRepoError([Problem(file, model.option_pointer("target"), f"target resolver chose {resolved!r}")])
+        decisions.append(f"target auto resolved to {resolved}")
+        target = resolved
+
+    names, name_problems = _tensor_names(model, file)
+    problems.extend(name_problems)
+    batch_info = _batch_info(model, names)
+    decision = _decide(model, batch_info, file, problems)
+    decisions.extend(decision.notes)
+
+    inputs: list[TensorPlan] = []
+    outputs: list[TensorPlan] = []
+    spec_file = str(model.spec_file)
+    for j, (locator, spec) in enumerate(graph.input_spec.tensor_data):
+        pointer = f"{model.spec_pointer}/input_spec/tensor_data/{j}"
+        shapes = graph.get_effective_input_shapes(locator, spec)
+        tensor = _tensor_plan(
+            names[("input", j)], locator.path, locator.display_path, spec, shapes, decision, spec_file, pointer,
+            problems,
+        )
+        if tensor is not None:
+            inputs.append(tensor)
+    for j, (locator, spec) in enumerate(graph.output_spec.tensor_data):
+        pointer = f"{model.spec_pointer}/output_spec/tensor_data/{j}"
+        shapes = (list(spec.min_shape), list(spec.max_shape), list(spec.max_shape))
+        tensor = _tensor_plan(
+            names[("output", j)], locator.path, locator.display_path, spec, shapes, decision, spec_file, pointer,
+            problems,
+        )
+        if tensor is not None:
+            outputs.append(tensor)
+    if not inputs and not problems:
+        problems.append(Problem(spec_file, model.spec_pointer + "/input_spec", "the graph has no input tensors"))
+    if not outputs and not problems:
+        problems.append(Problem(spec_file, model.spec_pointer + "/output_spec", "the graph has no output tensors"))
+    if problems:
+        raise GenRepoError(problems)
+
+    built = config_mod.build_model_config(
+        config_mod.ConfigRequest(
+            name=model.name,
+            target=target,
+            max_batch_size=decision.max_batch_size,
+            opt_batch=decision.opt_batch,
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            options=model.options,
+            own_options=model.own_options,
+            file=file,
+            model_pointer=model.pointer,
+            option_pointer=model.option_pointer,
+        )
+    )
+    decisions.extend(built.notes)
+    if built.problems:
+        raise GenRepoError(built.problems)
+    return ModelPlan(
+        name=model.name,
+        version=model.version,
+        target=target,
+        graph=graph,
+        spec_file=model.spec_file,
+        spec_pointer=model.spec_pointer,
+        source=model.source,
+        max_batch_size=decision.max_batch_size,
+        batching=decision.batching,
+        decisions=tuple(decisions),
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        options=dict(model.options),
+        config=built.config,
+        opt_batch_size=decision.opt_batch,
+    )
+
+
+def _tensor_names(model: ManifestModel, file: str) -> tuple[dict[tuple[str, int], str], list[Problem]]:
+    """AITune's ``input_<path>``/``output_<path>`` names with the manifest's overrides; collisions refused."""
+    graph = model.graph
+    problems: list[Problem] = []
+    names: dict[tuple[str, int], str] = {}
+    keys: dict[tuple[str, int], set[str]] = {}
+    for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
+        for j, (locator, _) in enumerate(meta.tensor_data):
+            default = format_tensor_name(locator.path, "input" if kind == "input" else "output")
+            names[(kind, j)] = default
+            keys[(kind, j)] = {default, locator.display_path}
+    overrides: Mapping[str, str] = model.options.get("tensor_names") or {}
+    for key, new_name in sorted(overrides.items()):
+        matches = [k for k, accepted in keys.items() if key in accepted]
+        where = model.option_pointer("tensor_names", key)
+        if not matches:
+            known = ", ".join(sorted(n for n in names.values()))
+            problems.append(Problem(file, where, f"no tensor {key!r} in this graph (tensors: {known})"))
+        elif len(matches) > 1:
+            problems.append(Problem(file, where, f"{key!r} names more than one tensor; use its default name"))
+        else:
+            names[matches[0]] = new_name
+    seen: dict[str, tuple[str, int]] = {}
+    for ident, name in names.items():
+        if name in seen:
+            other = seen[name]
+            problems.append(
+                Problem(
+                    str(model.spec_file),
+                    f"{model.spec_pointer}/{ident[0]}_spec/tensor_data/{ident[1]}",
+                    f"tensor name {name!r} of {ident[0]} {ident[1]} collides with {other[0]} {other[1]} after "
+                    "sanitising; rename one with the manifest's tensor_names",
+                )
+            )
+        seen.setdefault(name, ident)
+    return names, problems
+
+
+def _batch_info(model: ManifestModel, names: Mapping[tuple[str, int], str]) -> list[_Batch]:
+    graph = model.graph
+    definitions = list(graph.dynamic_shapes)
+    info = []
+    for j, (locator, spec) in enumerate(graph.input_spec.tensor_data):
+        definition = graph.get_shape_definition(locator)
+        if definition is not None:
+            k = definitions.index(locator.path)
+            axes = [i for i, d in enumerate(definition) if isinstance(d, BatchDim)]
+            first = definition[axes[0]] if axes else None
+            assert first is None or isinstance(first, BatchDim)
+            info.append(
+                _Batch(
+                    "input", names[("input", j)], axes, dict.fromkeys(axes, 1),
+                    first.min if first else None, first.max if first else None,
+                    (first.opt or first.max) if first else None, True,
+                    f"{model.spec_pointer}/dynamic_shapes/{k}/shape/{axes[0] if axes else 0}",
+                )
+            )
+        else:
+            pointer = f"{model.spec_pointer}/input_spec/tensor_data/{j}"
+            info.append(_recorded("input", names[("input", j)], spec, pointer))
+    for j, (_, spec) in enumerate(graph.output_spec.tensor_data):
+        pointer = f"{model.spec_pointer}/output_spec/tensor_data/{j}"
+        info.append(_recorded("output", names[("output", j)], spec, pointer))
+    return info
+
+
+def _recorded(kind: str, name: str, spec: TensorSpec, pointer: str) -> _Batch:
+    axes = spec.batch_axes()
+    multipliers = spec.get_batch_axis_multipliers()
+    low = spec.min_shape[axes[0]] if axes else None
+    high = spec.max_shape[axes[0]] if axes else None
+    return _Batch(kind, name, axes, multipliers, low, high, high, False, pointer)
+
+
+def _structural_reasons(info: list[_Batch]) -> list[str]:
+    """Why the tensors cannot carry Triton's batch dimension (empty when they all can)."""
+    reasons = []
+    if not any(b.kind == "input" for b in info):
+        reasons.append("the graph has no input tensors")
+    for b in info:
+        label = f"{b.kind} {b.name!r}"
+        if not b.axes:
+            reasons.append(f"{label} has no batch axis")
+        elif b.axes != [0]:
+            reasons.append(
+                f"{label} has batch axes at {b.axes}; Triton's batch dimension must be axis 0 and the only one"
+            )
+        elif b.multipliers.get(0, 1) != 1:
+            reasons.append(
+                f"{label} batch axis 0 has multiplier {b.multipliers[0]} (it holds {b.multipliers[0]} x the batch "
+                "size, e.g. a stacked batch); Triton's batch dimension must equal the request's batch size"
+            )
+    return reasons
+
+
+def _range_text(b: _Batch) -> str:
+    return f"{b.kind} {b.name!r} {b.low}..{b.high} ({'declared' if b.explicit else 'recorded'})"
+
+
+def _range_reasons(info: list[_Batch]) -> list[str]:
+    """Why the batch ranges disagree (compared after recorded minimums are widened to 1)."""
+    inputs = [b for b in info if b.kind == "input"]
+    highs = {b.high for b in inputs}
+    if len(highs) > 1:
+        return [
+            "batch ranges differ across inputs: " + ", ".join(_range_text(b) for b in inputs)
+            + "; Triton gives every tensor of a request the same batch size"
+        ]
+    high = next(iter(highs)) if highs else None
+    declared = any(b.explicit for b in inputs)
+    reasons = []
+    for b in info:
+        if b.kind != "output" or b.high == high or high is None or b.high is None:
+            continue
+        if declared and b.high < high:
+            continue  # recorded inside the declared range: the declaration widens what was seen
+        reasons.append(
+            f"output {b.name!r} batch range {b.low}..{b.high} differs from the inputs' ..{high}; Triton gives "
+            "every tensor of a request the same batch size"
+        )
+    return reasons
+
+
+def _decide(model: ManifestModel, info: list[_Batch], file: str, problems: list[Problem]) -> _Decision:
+    """Decide batching, with the sentences that explain it; problems are appended to ``problems``."""
+    options = model.options
+    mode = options.get("batching", "auto")
+    structural = _structural_reasons(info)
+    ranges = [] if structural else _range_reasons(info)
+    graph = model.graph
+    notes: list[str] = []
+
+    if mode == "none":
+        note = "no batching (manifest batching: none): max_batch_size 0 and full dims"
+        if not structural and not ranges:
+            note += "; the spec itself would allow batching"
+        return _Decision(False, 0, 1, [note])
+    if mode == "batch":
+        if structural:
+            problems.append(
+                Problem(
+                    file, model.option_pointer("batching"), "batching: batch cannot apply: " + "; ".join(structural)
+                )
+            )
+            return _Decision(False, 0, 1, [])
+        notes.append("batching forced by the manifest (batching: batch)")
+        if ranges:
+            notes.append(
+                "; ".join(ranges) + f"; every batch axis is unified to 1..{graph.get_max_batch_size()} (tensors "
+                "recorded over a narrower range are widened)"
+            )
+    elif structural or ranges:
+        return _Decision(
+            False, 0, 1,
+            ["no batching: " + "; ".join(structural or ranges) + "; so max_batch_size 0 and full dims (every axis "
+             "as in the spec, the batch axis included)"],
+        )
+    else:
+        bounds = sorted({(b.low, b.high) for b in info if b.kind == "input"}, key=str)
+        shown = ", ".join(f"{lo}..{hi}" for lo, hi in bounds)
+        notes.append(
+            "batching: every input and output has its batch axis at position 0 with multiplier 1 and the batch "
+            f"ranges agree ({shown}), so max_batch_size = GraphSpec.get_max_batch_size() = "
+            f"{graph.get_max_batch_size()} and dims leave the batch axis out"
+        )
+
+    # Batch minimum: the dynamic batcher forms any batch from 1 up, so every profile's batch min must be 1.
+    widen = bool(options.get("widen_batch_min", False))
+    for b in info:
+        if b.low is None or b.low <= 1:
+            continue
+        if b.explicit and not widen:
+            problems.append(
+                Problem(
+                    str(model.spec_file), b.pointer + "/min",
+                    f"{b.kind} {b.name!r} declares BatchDim min {b.low}, but with max_batch_size > 0 Triton's "
+                    "dynamic batcher can form any batch from 1 up, so the profile's batch minimum must be 1; lower "
+                    "the min or set widen_batch_min: true in the manifest",
+                )
+            )
+        elif b.kind == "input":
+            how = "declared" if b.explicit else "recorded"
+            notes.append(
+                f"{b.kind} {b.name!r}: {how} batch minimum {b.low} widened to 1 (with max_batch_size > 0 Triton's "
+                "dynamic batcher can form any batch from 1 up)"
+            )
+
+    limit = graph.get_max_batch_size()
+    max_batch_size = limit
+    if "max_batch_size" in options:
+        wanted = int(options["max_batch_size"])
+        if wanted > limit:
+            problems.append(
+                Problem(
+                    file, model.option_pointer("max_batch_size"),
+                    f"max_batch_size {wanted} exceeds the spec's batch range maximum {limit} (the optimization "
+                    "profile cannot serve larger batches)",
+                )
+            )
+        elif wanted < limit:
+            max_batch_size = wanted
+            notes.append(f"max_batch_size lowered to {wanted} by the manifest (the profile's batch max follows)")
+    opts = [b.opt for b in info if b.kind == "input" and b.explicit and b.opt is not None]
+    opt_batch = min(opts[0] if opts else max_batch_size, max_batch_size)
+    if len(set(opts)) > 1:
+        notes.append(f"inputs declare different opt batch sizes {sorted(set(opts))}; using {opt_batch} for all")
+    notes.append(f"batch range 1..{max_batch_size}, opt batch {opt_batch}")
+    return _Decision(True, max_batch_size, opt_batch, notes)
+
+
+def _tensor_plan(
+    name: str,
+    path: SemanticPath,
+    access_path: str,
+    spec: TensorSpec,
+    shapes: tuple[list[int], list[int], list[int]],
+    decision: _Decision,
+    spec_file: str,
+    pointer: str,
+    problems: list[Problem],
+) -> TensorPlan | None:
+    data_type = DTYPE_TO_TRITON.get(spec.dtype or "")
+    if data_type is None:
+        supported = ", ".join(DTYPE_TO_TRITON)
+        problems.append(
+            Problem(spec_file, pointer + "/dtype", f"dtype {spec.dtype!r} has no Triton data type here (supported: "
+                    f"{supported})")
+        )
+        return None
+    low, opt, high = (list(s) for s in shapes)
+    reshape: tuple[int, ...] | None = None
+    batch_axis: int | None = None
+    if decision.batching:
+        batch_axis = 0
+        low[0], opt[0], high[0] = 1, decision.opt_batch, decision.max_batch_size
+        dims = [-1 if a != b else b for a, b in zip(low[1:], high[1:], strict=True)]
+        if not dims:
+            dims, reshape = [1], ()  # a per-item scalar: Triton needs non-empty dims; reshape [] gives the model [b]
+    else:
+        if not low:
+            problems.append(
+                Problem(spec_file, pointer + "/shape", f"tensor {name!r} is a scalar (0-d): Triton accepts scalars "
+                        "only per batch item (dims [1] with an empty reshape), which needs max_batch_size > 0")
+            )
+            return None
+        dims = [-1 if a != b else b for a, b in zip(low, high, strict=True)]
+    for label, values in (("min", low), ("opt", opt), ("max", high)):
+        if any(v > INT32_MAX or v < 1 for v in values):
+            problems.append(
+                Problem(spec_file, pointer, f"tensor {name!r} {label} shape {values} does not fit int32 dims (1.."
+                        f"{INT32_MAX})")
+            )
+            return None
+    return TensorPlan(
+        name=name,
+        path=path,
+        dtype=str(spec.dtype),
+        data_type=data_type,
+        dims=tuple(dims),
+        min_shape=tuple(low),
+        opt_shape=tuple(opt),
+        max_shape=tuple(high),
+        batch_axis=batch_axis,
+        reshape=reshape,
+        access_path=access_path,
+    )
+
+
+def describe_plan(plan: RepositoryPlan) -> dict[str, Any]:
+    """Plain JSON-able summary of a plan (what ``gen-repo plan --json`` prints)."""
+    return {
+        "manifest": str(plan.manifest_file),
+        "output": str(plan.output_dir),
+        "models": [
+            {
+                "name": m.name,
+                "version": m.version,
+                "target": m.target,
+                "spec": f"{_relative(m.spec_file, plan.manifest_file)}#{m.spec_pointer}",
+                "source": None if m.source is None else {
+                    "kind": m.source.kind,
+                    "path": None if m.source.path is None else str(m.source.path),
+                    "factory": m.source.factory,
+                },
+                "max_batch_size": m.max_batch_size,
+                "batching": m.batching,
+                "decisions": list(m.decisions),
+                "inputs": [_describe_tensor(t) for t in m.inputs],
+                "outputs": [_describe_tensor(t) for t in m.outputs],
+            }
+            for m in plan.models
+        ],
+    }
+
+
+def _relative(path: Path, manifest_file: Path) -> str:
+    """``path`` relative to the manifest's folder when inside it (plan output stays free of absolute paths)."""
+    base = Path(manifest_file).resolve().parent
+    try:
+        return Path(path).resolve().relative_to(base).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _describe_tensor(t: TensorPlan) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "access_path": t.access_path,
+        "data_type": t.data_type,
+        "dims": list(t.dims),
+        "min_shape": list(t.min_shape),
+        "opt_shape": list(t.opt_shape),
+        "max_shape": list(t.max_shape),
+        **({"reshape": list(t.reshape)} if t.reshape is not None else {}),
+    }
+
+
+def config_files(plan: RepositoryPlan) -> dict[str, str]:
+    """Every file ``gen-repo config`` writes, as repository-relative POSIX path -> text (pure, deterministic).
+
+    ``<model>/config.pbtxt`` and ``<model>/<version>/gen_repo/contract.json`` per model (the version folder holds
+    nothing else until the build adds the model files).
+    """
+    from generator.config import render_config
+    from generator.contract import contract_from_plan, render_contract
+
+    files: dict[str, str] = {}
+    for model in plan.models:
+        files[f"{model.name}/config.pbtxt"] = render_config(model.config)
+        files[f"{model.name}/{model.version}/gen_repo/contract.json"] = render_contract(contract_from_plan(model))
+    return files

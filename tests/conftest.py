@@ -1,0 +1,66 @@
+"""Shared pytest fixtures (each section names its owner; append, do not rewrite others' fixtures)."""
+
+# ---- triton_server_factory (owner: server/export engineer; generator/server.py) ---------------------------------
+import pytest
+
+
+@pytest.fixture
+def triton_server_factory():
+    """Start real tritonservers on loopback: ``factory(repo, ready_timeout=120, wait=True, **start_options)``.
+
+    Every server started through the factory is stopped at teardown (also when the test failed). Skips the test
+    when no tritonserver can be found (no explicit path, none on PATH, nvidia-pytriton not installed).
+    """
+    from generator.server import TritonNotFoundError, TritonServer, find_tritonserver
+
+    try:
+        binary = find_tritonserver()
+    except TritonNotFoundError as exc:
+        pytest.skip(f"no tritonserver available: {exc}")
+    servers: list[TritonServer] = []
+
+    def start(model_repository, *, ready_timeout: float = 120.0, wait: bool = True, **options):
+        server = TritonServer(binary)
+        servers.append(server)
+        server.start(model_repository, **options)
+        if wait:
+            server.wait_ready(ready_timeout)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()
+
+
+# ---- aitune_fixture_dir, examples_dir (owner: foundation engineer; generator/spec.py, generator/schema.py) --------
+import os as _os  # noqa: E402 - sections are appended by their owners
+from pathlib import Path as _Path  # noqa: E402
+
+_REPO_ROOT = _Path(__file__).resolve().parent.parent
+#: A copy of ../shared/fixtures/aitune kept in the repository, so CI on a clean clone needs nothing outside it.
+_AITUNE_FIXTURE_COPY = _REPO_ROOT / "tests" / "data" / "aitune"
+_AITUNE_FIXTURE_SHARED = _REPO_ROOT.parent / "shared" / "fixtures" / "aitune"
+
+
+def _find_aitune_fixtures() -> _Path:
+    override = _os.environ.get("GEN_REPO_AITUNE_FIXTURES")
+    candidates = [_Path(override)] if override else []
+    candidates += [_AITUNE_FIXTURE_COPY, _AITUNE_FIXTURE_SHARED]
+    for candidate in candidates:
+        if (candidate / "tune_report.json").is_file():
+            return candidate
+    raise FileNotFoundError(f"AITune fixtures not found (looked in {', '.join(map(str, candidates))})")
+
+
+@pytest.fixture(scope="session")
+def aitune_fixture_dir() -> _Path:
+    """Folder of the real AITune 0.6.0 GraphSpec fixtures (``GEN_REPO_AITUNE_FIXTURES`` overrides it)."""
+    return _find_aitune_fixtures()
+
+
+@pytest.fixture(scope="session")
+def examples_dir() -> _Path:
+    """The repository's ``examples/`` folder (models.py and specs/*.graphspec.json)."""
+    return _REPO_ROOT / "examples"

@@ -1,0 +1,1 @@
+placeholder: a SavedModel protobuf goes here

@@ -1,0 +1,104 @@
+"""``gen-repo plan`` and ``gen-repo config`` end to end through the CLI (generator/cli/plan.py, cli/config.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from generator.cli import main
+from tests.manifest_helpers import AITUNE, EXAMPLES_MANIFEST, batch_graph, write_manifest
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_plan_text_says_which_case_applied():
+    result = _run("plan", str(EXAMPLES_MANIFEST))
+    assert result.exit_code == 0, result.output
+    assert "model 'mlp' version 1: target python, max_batch_size 32 (batching)" in result.output
+    assert "batch ranges agree" in result.output
+    assert "input  input_x TYPE_FP32 dims [16]" in result.output
+
+
+def test_plan_json(tmp_path):
+    document = {"models": [{"name": "s", "spec": str(AITUNE / "stacked_cfg.graphspec.json")}]}
+    result = _run("plan", str(write_manifest(tmp_path, document)), "--json", "--allow-outside")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (model,) = data["models"]
+    assert data["ok"] is True and model["max_batch_size"] == 0 and model["batching"] is False
+    assert any("multiplier 2" in d for d in model["decisions"])
+    assert model["inputs"][0]["dims"] == [-1, 4, 8, 8]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen-repo.yaml"]  # nothing written
+
+
+def test_config_writes_layout_and_is_byte_identical(tmp_path):
+    out = tmp_path / "repo"
+    result = _run("config", str(EXAMPLES_MANIFEST), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["mlp/1/gen_repo/contract.json", "mlp/config.pbtxt", "text/1/gen_repo/contract.json",
+                     "text/config.pbtxt"]
+    first = {f: (out / f).read_bytes() for f in files}
+    golden = Path(__file__).parent / "golden" / "configs" / "examples"
+    assert first["mlp/config.pbtxt"] == (golden / "mlp" / "config.pbtxt").read_bytes()
+    config = text_format.Parse(first["text/config.pbtxt"].decode(), model_config_pb2.ModelConfig())
+    assert config.name == "text"
+    (out / "unrelated.txt").write_text("kept")
+    assert _run("config", str(EXAMPLES_MANIFEST), "-o", str(out)).exit_code == 0
+    assert {f: (out / f).read_bytes() for f in files} == first
+    assert (out / "unrelated.txt").read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]  # no staging folder left behind
+
+
+def test_config_default_output_is_next_to_the_manifest(tmp_path):
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "mlp.json")
+    manifest = write_manifest(tmp_path, {"output": "served", "models": [{"spec": "mlp.json"}]})
+    assert _run("config", str(manifest)).exit_code == 0
+    assert (tmp_path / "served" / "mlp_0" / "config.pbtxt").is_file()
+
+
+def _bad_cases(tmp_path: Path) -> dict[str, tuple[dict, str]]:
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "mlp.json")
+    good = {"name": "good", "spec": "mlp.json"}
+    return {
+        "unknown key": ({"models": [good, {"name": "b", "spec": "mlp.json", "colour": 1}]},
+                        "/models/1: Additional properties are not allowed ('colour' was unexpected)"),
+        "missing file": ({"models": [good, {"name": "b", "spec": "nope.json"}]},
+                         "/models/1/spec: spec file 'nope.json' not found"),
+        "conflict": ({"models": [good, {"name": "b", "spec": "mlp.json", "dynamic_batching": {
+            "preserve_ordering": True, "priority_levels": 2, "default_priority_level": 1}}]},
+                     "/models/1/dynamic_batching/preserve_ordering: preserve_ordering cannot be combined"),
+        "plan problem": ({"models": [good, {"name": "b", "spec": batch_graph(), "max_batch_size": 64}]},
+                         "/models/1/max_batch_size: max_batch_size 64 exceeds"),
+        "name": ({"models": [good, {"name": "a/b", "spec": "mlp.json"}]}, "/models/1/name: model name 'a/b'"),
+    }
+
+
+@pytest.mark.parametrize("case", ["unknown key", "missing file", "conflict", "plan problem", "name"])
+@pytest.mark.parametrize("command", ["plan", "config"])
+def test_bad_manifests_exit_2_and_write_nothing(tmp_path, case, command):
+    document, expected = _bad_cases(tmp_path)[case]
+    manifest = write_manifest(tmp_path, document)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = [command, str(manifest)] + (["-o", str(tmp_path / "out")] if command == "config" else [])
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert f"error: {manifest}: {expected}" in result.stderr
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, no staging folder
+
+
+def test_errors_as_json(tmp_path):
+    manifest = write_manifest(tmp_path, {"models": [{"spec": "nope.json"}]})
+    result = CliRunner().invoke(main, ["plan", str(manifest), "--json"])
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert data["ok"] is False and data["errors"][0]["pointer"] == "/models/0/spec"

@@ -1,0 +1,368 @@
+"""generator.export.onnx: real torch -> ONNX exports, checked in onnxruntime against torch."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from torch import nn
+
+from examples.models import make_mlp, make_text
+from generator.errors import GenRepoError
+from generator.export.onnx import (
+    ExportError,
+    OnnxCheckError,
+    TensorIO,
+    check_onnx,
+    constants_from_graph,
+    export_onnx,
+    io_from_graph,
+    load_pt2,
+    normalize_dtype,
+    onnx_io_problems,
+    prepare_source_onnx,
+    tolerance_for,
+)
+from generator.reference import make_reference_cases
+from generator.spec import GraphSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path("/work/shared/fixtures/aitune")
+
+
+def _graph(path: Path) -> GraphSpec:
+    return GraphSpec.from_dict(json.loads(path.read_text())["graph"])
+
+
+def _session(path: Path) -> ort.InferenceSession:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def _dims(value_info: onnx.ValueInfoProto) -> list[int | str]:
+    return [d.dim_param if d.dim_param else d.dim_value for d in value_info.type.tensor_type.shape.dim]
+
+
+class Nested(nn.Module):
+    """``forward(x, extras={mask, scale, pair: (a, b), mode})`` -> ``{"logits", "aux": (features,)}``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.head = nn.Linear(16, 4)
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, extras: dict) -> dict:
+        mask = extras["mask"].unsqueeze(-1).to(x.dtype)
+        pooled = (x * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        a, b = extras["pair"]
+        h = pooled * extras["scale"] + a - b
+        if extras["mode"] == "sum":  # a non-tensor leaf, fixed at export
+            h = h + 1.0
+        return {"logits": self.head(h), "aux": (self.proj(h),)}
+
+
+class TwoOutputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(4)
+        self.body = nn.Linear(16, 32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        features = torch.relu(self.body(x))
+        return self.head(features), features
+
+
+class IntBool(nn.Module):
+    """int64 ids and a bool flag per position -> float scores and an int64 count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.embed = nn.Embedding(10, 4)
+
+    def forward(self, ids: torch.Tensor, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        values = self.embed(ids) * keep.unsqueeze(-1).to(torch.float32)
+        return values.sum(dim=1), keep.to(torch.int64).sum(dim=1)
+
+
+INT_BOOL_INPUTS = [
+    TensorIO("input_ids", "ids", "int64", (1, 3), (4, 6), (8, 12), 0),
+    TensorIO("input_keep", "keep", "bool", (1, 3), (4, 6), (8, 12), 0),
+]
+INT_BOOL_OUTPUTS = [
+    TensorIO("output_0", 0, "float32", (1, 4), (8, 4), (8, 4), 0),
+    TensorIO("output_1", 1, "int64", (1,), (8,), (8,), 0),
+]
+
+
+def _export_and_check(module: nn.Module, inputs, outputs, tmp_path: Path, name: str, max_batch_size: int, **kw):
+    path = tmp_path / "model.onnx"
+    result = export_onnx(module, path, inputs, outputs, **kw)
+    cases = make_reference_cases(module, inputs, outputs, model_name=name, max_batch_size=max_batch_size,
+                                 forward_signature=kw.get("forward_signature"), constants=kw.get("constants"))
+    results = check_onnx(path, inputs, outputs, cases)
+    assert results and all(r.ok for r in results)
+    assert [r.case for r in results][:: len(outputs)] == ["min", "opt", "max"]
+    return result, path
+
+
+def _check_at_sizes(path: Path, module_fn, feeds_list) -> None:
+    """onnxruntime equals torch at shapes the export never saw."""
+    session = _session(path)
+    for feeds in feeds_list:
+        got = session.run(None, feeds)
+        want = module_fn(feeds)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_mlp(tmp_path: Path) -> None:
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    assert inputs[0].name == "input_x" and inputs[0].min_shape == (1, 16) and inputs[0].max_shape == (32, 16)
+    model = make_mlp()
+    result, path = _export_and_check(model, inputs, outputs, tmp_path, "mlp", 32,
+                                     forward_signature=graph.forward_signature)
+    assert result.exporter == "dynamo" and not result.notes
+    assert result.dynamic_axes == {"input_x": [0]}
+    proto = onnx.load(str(path))
+    assert [i.name for i in proto.graph.input] == ["input_x"]
+    assert [o.name for o in proto.graph.output] == ["output"]
+    dims = _dims(proto.graph.input[0])
+    assert isinstance(dims[0], str) and dims[1] == 16  # batch dynamic, feature static
+    with torch.no_grad():
+        _check_at_sizes(path, lambda f: [model(torch.from_numpy(f["input_x"])).numpy()],
+                        [{"input_x": np.random.default_rng(b).standard_normal((b, 16), dtype=np.float32)}
+                         for b in (1, 3, 17, 32)])
+    # The feature axis is really static.
+    with pytest.raises(Exception, match=r"(?i)dimension|shape|index"):
+        _session(path).run(None, {"input_x": np.zeros((2, 15), np.float32)})
+
+
+def test_tiny_text_dynamic_batch_and_sequence(tmp_path: Path) -> None:
+    graph = _graph(ROOT / "examples/specs/text.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    assert [p.name for p in inputs] == ["input_input_ids", "input_attention_mask"]
+    assert inputs[0].min_shape == (1, 4) and inputs[0].opt_shape == (4, 16) and inputs[0].max_shape == (16, 64)
+    model = make_text()
+    _, path = _export_and_check(model, inputs, outputs, tmp_path, "text", 16)
+    proto = onnx.load(str(path))
+    assert [o.name for o in proto.graph.output] == ["output_0", "output_1"]
+    assert all(isinstance(d, str) for i in proto.graph.input for d in _dims(i))
+
+    def run_torch(feeds):
+        with torch.no_grad():
+            out = model(torch.from_numpy(feeds["input_input_ids"]), torch.from_numpy(feeds["input_attention_mask"]))
+        return [o.numpy() for o in out]
+
+    rng = np.random.default_rng(0)
+    _check_at_sizes(path, run_torch, [
+        {"input_input_ids": rng.integers(0, 100, (b, s)), "input_attention_mask": np.ones((b, s), np.int64)}
+        for b, s in ((1, 4), (5, 9), (16, 64), (2, 33))
+    ])
+
+
+def test_nested_inputs_and_outputs(tmp_path: Path) -> None:
+    graph = _graph(FIXTURES / "nested_dict.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    assert [p.name for p in inputs] == [
+        "input_x", "input_extras_mask", "input_extras_scale", "input_extras_pair_0", "input_extras_pair_1"]
+    assert [p.name for p in outputs] == ["output_logits", "output_aux_0"]
+    constants = constants_from_graph(graph)
+    assert constants == {("extras", "mode"): "sum"}
+    _, path = _export_and_check(Nested().eval(), inputs, outputs, tmp_path, "nested", 8,
+                                forward_signature=graph.forward_signature, constants=constants)
+    proto = onnx.load(str(path))
+    elem = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
+    assert elem["input_extras_mask"] == onnx.TensorProto.BOOL
+    assert _dims(proto.graph.input[2])[1] == 1  # scale's second axis is static
+
+
+def test_multi_output_fixture(tmp_path: Path) -> None:
+    graph = _graph(FIXTURES / "two_outputs.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    _, path = _export_and_check(TwoOutputs().eval(), inputs, outputs, tmp_path, "two", 16)
+    proto = onnx.load(str(path))
+    assert [(_dims(o)[1]) for o in proto.graph.output] == [4, 32]
+
+
+def test_int64_and_bool_inputs(tmp_path: Path) -> None:
+    model = IntBool().eval()
+    _, path = _export_and_check(model, INT_BOOL_INPUTS, INT_BOOL_OUTPUTS, tmp_path, "intbool", 8)
+    session = _session(path)
+    ids = np.array([[1, 2, 3, 4, 5]], np.int64)
+    keep = np.array([[True, False, True, True, False]])
+    scores, count = session.run(None, {"input_ids": ids, "input_keep": keep})
+    assert count.dtype == np.int64 and count.tolist() == [3]
+    with torch.no_grad():
+        np.testing.assert_allclose(scores, model(torch.from_numpy(ids), torch.from_numpy(keep))[0].numpy(), rtol=1e-6)
+
+
+def test_static_shape_model(tmp_path: Path) -> None:
+    graph = _graph(FIXTURES / "static_single_bs.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    assert inputs[0].min_shape == inputs[0].max_shape == (4, 16)
+    torch.manual_seed(6)
+    model = nn.Linear(16, 4).eval()
+    result, path = _export_and_check(model, inputs, outputs, tmp_path, "static", 0,
+                                     forward_signature=graph.forward_signature)
+    assert result.dynamic_axes == {"input_x": []}
+    proto = onnx.load(str(path))
+    assert _dims(proto.graph.input[0]) == [4, 16]
+    assert _dims(proto.graph.output[0]) == [4, 4]
+    with pytest.raises(Exception, match=r"(?i)dimension|shape|index"):
+        _session(path).run(None, {"input_x": np.zeros((3, 16), np.float32)})
+
+
+def test_file_is_self_contained_after_move(tmp_path: Path) -> None:
+    """The dynamo exporter's external ``.data`` pitfall: the file alone, elsewhere, still loads and runs."""
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    export_dir = tmp_path / "export"
+    result = export_onnx(make_mlp(), export_dir / "model.onnx", inputs, outputs)
+    assert sorted(p.name for p in export_dir.iterdir()) == ["model.onnx"]  # no .data, no temp files left
+    moved = tmp_path / "elsewhere" / "renamed.onnx"
+    moved.parent.mkdir()
+    shutil.copy(result.path, moved)
+    shutil.rmtree(export_dir)
+    proto = onnx.load(str(moved))
+    assert all(init.data_location != onnx.TensorProto.EXTERNAL for init in proto.graph.initializer)
+    assert onnx_io_problems(moved, inputs, outputs) == []
+    out = _session(moved).run(None, {"input_x": np.ones((2, 16), np.float32)})[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(out, make_mlp()(torch.ones(2, 16)).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_external_data_source_is_inlined(tmp_path: Path) -> None:
+    """A source ONNX with external weights is refused by the I/O check, and copied in as one file."""
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    src = tmp_path / "src" / "model.onnx"
+    src.parent.mkdir()
+    torch.onnx.export(make_mlp(), (torch.randn(2, 16),), str(src), input_names=["input_x"], output_names=["output"],
+                      dynamic_shapes=({0: torch.export.Dim.DYNAMIC},), dynamo=True, external_data=True)
+    assert (src.parent / "model.onnx.data").exists()  # the pitfall is real
+    problems = onnx_io_problems(src, inputs, outputs)
+    assert any("external file" in p.message for p in problems)
+    target = prepare_source_onnx(src, tmp_path / "repo" / "model.onnx", inputs, outputs)
+    shutil.rmtree(src.parent)
+    assert onnx_io_problems(target, inputs, outputs) == []
+    assert _session(target).run(None, {"input_x": np.ones((3, 16), np.float32)})[0].shape == (3, 4)
+
+
+def test_source_onnx_mismatching_spec_is_refused(tmp_path: Path) -> None:
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    src = tmp_path / "other.onnx"
+    # Wrong input name, wrong element type, static batch.
+    torch.onnx.export(make_mlp().double(), (torch.randn(2, 16, dtype=torch.float64),), str(src),
+                      input_names=["features"], output_names=["output"], dynamo=True, external_data=False)
+    with pytest.raises(OnnxCheckError) as info:
+        prepare_source_onnx(src, tmp_path / "repo" / "model.onnx", inputs, outputs)
+    text = str(info.value)
+    assert "missing ['input_x']" in text and "unexpected ['features']" in text
+    assert "element type float64, the plan expects float32" in text  # the output's dtype
+    assert not (tmp_path / "repo" / "model.onnx").exists()
+    # Right names, static batch axis: refused because the plan lets the batch vary.
+    torch.onnx.export(make_mlp(), (torch.randn(2, 16),), str(src), input_names=["input_x"], output_names=["output"],
+                      dynamo=True, external_data=False)
+    problems = onnx_io_problems(src, inputs, outputs)
+    assert any("axis 0 is fixed to 2, the plan lets it vary 1..32" in p.message for p in problems)
+    # Wrong rank.
+    wrong_rank = [replace(inputs[0], min_shape=(1, 16, 1), opt_shape=(32, 16, 1), max_shape=(32, 16, 1))]
+    assert any("rank" in p.message for p in onnx_io_problems(src, wrong_rank, outputs))
+
+
+def test_onnxruntime_disagreeing_with_torch_is_caught(tmp_path: Path) -> None:
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    path = export_onnx(make_mlp(), tmp_path / "model.onnx", inputs, outputs).path
+    torch.manual_seed(99)
+    other = make_mlp()
+    with torch.no_grad():
+        other.net[0].bias.add_(0.01)
+    cases = make_reference_cases(other, inputs, outputs, model_name="mlp", max_batch_size=32)
+    with pytest.raises(OnnxCheckError, match="onnxruntime differs from torch"):
+        check_onnx(path, inputs, outputs, cases)
+
+
+def test_pt2_source(tmp_path: Path) -> None:
+    graph = _graph(ROOT / "examples/specs/text.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    batch, seq = torch.export.Dim("batch", min=1, max=16), torch.export.Dim("seq", min=4, max=64)
+    program = torch.export.export(
+        make_text(), (torch.zeros(4, 16, dtype=torch.int64), torch.ones(4, 16, dtype=torch.int64)),
+        dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}),
+    )
+    archive = tmp_path / "text.pt2"
+    torch.export.save(program, str(archive))
+    module = load_pt2(archive)
+    _export_and_check(module, inputs, outputs, tmp_path, "text", 16)
+    with pytest.raises(GenRepoError, match=r"cannot load torch\.export archive"):
+        load_pt2(tmp_path / "missing.pt2")
+
+
+def test_model_not_matching_plan_gives_clear_error(tmp_path: Path) -> None:
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    bad_outputs = [replace(outputs[0], path=("logits",))]
+    with pytest.raises(ExportError, match=r"forward's result has no output\['logits'\]"):
+        export_onnx(make_mlp(), tmp_path / "model.onnx", inputs, bad_outputs)
+    wrong_rank = [replace(outputs[0], min_shape=(1,), max_shape=(32,))]
+    with pytest.raises(ExportError, match="forward returns rank 2, the plan says 1"):
+        export_onnx(make_mlp(), tmp_path / "model.onnx", inputs, wrong_rank)
+    assert not (tmp_path / "model.onnx").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_model_that_forces_a_dynamic_axis_static_fails_clearly(tmp_path: Path) -> None:
+    class FixedBatch(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(4, 16) * 2  # only works for batch 4
+
+    inputs = [TensorIO("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0)]
+    outputs = [TensorIO("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
+    with pytest.raises(ExportError) as info:
+        export_onnx(FixedBatch(), tmp_path / "model.onnx", inputs, outputs,
+                    example=[torch.zeros(4, 16)])
+    assert "does not allow the plan's dynamic axes {'input_x': [0]}" in str(info.value)
+    assert "static shape of 4" in str(info.value)
+    assert not (tmp_path / "model.onnx").exists()
+
+
+def test_legacy_fallback_is_used_and_reported(tmp_path: Path) -> None:
+    """Data-dependent control flow defeats torch.export; the legacy tracer still exports it, and says so."""
+
+    class DataDependent(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if bool((x.abs() >= 0).all()):  # always true for real inputs
+                return x * 2
+            return x * 3
+
+    inputs = [TensorIO("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0)]
+    outputs = [TensorIO("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
+    result = export_onnx(DataDependent(), tmp_path / "model.onnx", inputs, outputs)
+    assert result.exporter == "legacy"
+    assert len(result.notes) == 1 and "dynamo=True) failed (GuardOnDataDependentSymNode" in result.notes[0]
+    cases = make_reference_cases(DataDependent(), inputs, outputs, model_name="dd", max_batch_size=8)
+    check_onnx(result.path, inputs, outputs, cases)
+    with pytest.raises(ExportError, match="dynamo=True"):
+        export_onnx(DataDependent(), tmp_path / "strict.onnx", inputs, outputs, allow_legacy=False)
+
+
+def test_dtype_names_and_tolerances() -> None:
+    assert normalize_dtype("torch.float32") == normalize_dtype("TYPE_FP32") == normalize_dtype(np.float32) == "float32"
+    assert normalize_dtype(torch.bool) == normalize_dtype("TYPE_BOOL") == "bool"
+    assert normalize_dtype("torch.int64") == "int64"
+    assert tolerance_for("int64") == (0.0, 0.0)
+    assert tolerance_for("float16")[0] > tolerance_for("float32")[0]
+    with pytest.raises(GenRepoError, match="unsupported tensor dtype"):
+        normalize_dtype("torch.complex64")

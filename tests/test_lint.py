@@ -1,0 +1,154 @@
+"""gen-repo lint: the hand-written corpus (good/ has no findings, each bad/<case> exactly its planted defect)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator.cli import main
+from generator.lint import RULES, Finding, PbtxtLocator, lint_repository, parse_config_text
+
+CORPUS = Path(__file__).parent / "lint_corpus"
+GOOD = CORPUS / "good"
+BAD_CASES = sorted(p.name for p in (CORPUS / "bad").iterdir() if p.is_dir())
+
+
+def _expected(case: str) -> dict[str, object]:
+    return json.loads((CORPUS / "bad" / case / "expected.json").read_text())
+
+
+def test_good_corpus_has_no_findings() -> None:
+    assert lint_repository(GOOD) == []
+
+
+def test_good_corpus_covers_the_usual_model_kinds() -> None:
+    configs = "\n".join(p.read_text() for p in GOOD.glob("*/config.pbtxt"))
+    for needle in (
+        'platform: "onnxruntime_onnx"',
+        'platform: "tensorrt_plan"',
+        'platform: "pytorch_libtorch"',
+        'platform: "tensorflow_savedmodel"',
+        'platform: "ensemble"',
+        'backend: "python"',
+        "cc_model_filenames",
+        "default_model_filename",
+        "sequence_batching",
+        "model_warmup",
+        "reshape",
+    ):
+        assert needle in configs, needle
+    # gen-repo's own additions sit in the good corpus and must stay unflagged.
+    assert (GOOD / "mlp_python" / "1" / "gen_repo" / "contract.json").is_file()
+    assert (GOOD / "gen-repo.lock.json").is_file()
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_case_reports_exactly_the_planted_defect(case: str) -> None:
+    expected = _expected(case)
+    findings = lint_repository(CORPUS / "bad" / case)
+    got = [(f.rule, f.file, f.line, f.severity) for f in findings]
+    assert got == [(expected["rule"], expected["file"], expected["line"], expected["severity"])], [
+        str(f) for f in findings
+    ]
+    assert RULES[findings[0].rule][0] == findings[0].severity
+
+
+def test_every_rule_has_a_bad_case() -> None:
+    covered = {_expected(case)["rule"] for case in BAD_CASES}
+    # Tested below instead of in the corpus: a path that does not exist, an environment without onnx.
+    assert set(RULES) - covered == {"repository-missing", "onnx-skipped"}
+
+
+def test_missing_repository_is_one_error(tmp_path: Path) -> None:
+    findings = lint_repository(tmp_path / "nope")
+    assert [(f.rule, f.severity) for f in findings] == [("repository-missing", "error")]
+
+
+def test_onnx_checks_are_skipped_with_a_warning_without_onnx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnx", None)  # what an install without the export extra looks like
+    findings = lint_repository(CORPUS / "bad" / "onnx-dim")
+    assert [(f.rule, f.severity, f.file) for f in findings] == [("onnx-skipped", "warning", "detector/config.pbtxt")]
+
+
+def test_parse_error_has_line_and_column() -> None:
+    text = 'name: "m"\nmax_batch_size: 4\ninput [ { name: "a" dimz: [ 1 ] } ]\n'
+    config, findings = parse_config_text(text, "m/config.pbtxt")
+    assert config is None
+    assert [(f.rule, f.line, f.column) for f in findings] == [("config-parse", 3, 21)]
+    assert "dimz" in findings[0].message and not findings[0].message.startswith("3:21")
+
+
+def test_locator_indexes_repeated_blocks_both_syntaxes() -> None:
+    text = (
+        'input [\n  { name: "a" dims: [ 1 ] },\n  { name: "b"\n    dims: [ 2, 3 ] }\n]\n'
+        'output { name: "x" dims: 1 }\noutput {\n  name: "y"\n}\n'
+        'cc_model_filenames { key: "9.0" value: "b.plan" }\ncc_model_filenames {\n  key: "8.0"\n  value: "a.plan" }\n'
+    )
+    locator = PbtxtLocator(text)
+    assert locator.find(("input", 1, "dims", "#", 1)) == (4, 16)
+    assert locator.find(("output", 1, "name")) == (8, 3)
+    assert locator.find(("output", 1, "reshape")) == locator.find(("output", 1))  # nearest ancestor
+    assert locator.map_entry(("cc_model_filenames",), "8.0") == ("cc_model_filenames", 1)
+    assert locator.find((*locator.map_entry(("cc_model_filenames",), "8.0"), "value")) == (13, 3)
+
+
+def test_findings_are_sorted_and_deterministic(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    for case in ("dims-invalid", "tensor-format", "version-non-numeric", "preferred-batch-size"):
+        for model in (CORPUS / "bad" / case).iterdir():
+            if model.is_dir():
+                shutil.copytree(model, repo / f"{case}_{model.name}")
+    for model in repo.iterdir():  # model folders were renamed: make the config names follow
+        config = model / "config.pbtxt"
+        text = config.read_text()
+        config.write_text(text.replace(text.split('"')[1], model.name, 1))
+    first = lint_repository(repo)
+    assert first == lint_repository(repo)
+    assert first == sorted(first, key=Finding.sort_key)
+    assert {f.rule for f in first} == {"dims-invalid", "tensor-format", "version-non-numeric", "preferred-batch-size"}
+
+
+def test_only_files_matter_for_gen_repo_additions(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(GOOD / "mlp_python", repo / "mlp_python")
+    (repo / "mlp_python" / "1" / "gen_repo" / "reference.npz").write_bytes(b"PK")
+    (repo / "gen-repo.lock.json").write_text("{}\n")
+    assert lint_repository(repo) == []
+
+
+# ---------------------------------------------------------------------------- CLI
+def test_cli_exit_codes() -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["lint", str(GOOD)]).exit_code == 0
+    error = runner.invoke(main, ["lint", str(CORPUS / "bad" / "dims-invalid")])
+    assert error.exit_code == 1
+    assert "zerodims/config.pbtxt:8:16: error:" in error.output and "[dims-invalid]" in error.output
+    warning_only = runner.invoke(main, ["lint", str(CORPUS / "bad" / "version-non-numeric")])
+    assert warning_only.exit_code == 0 and "warning:" in warning_only.output
+    assert runner.invoke(main, ["lint", str(CORPUS / "does-not-exist")]).exit_code == 2
+    assert runner.invoke(main, ["lint"]).exit_code == 2
+
+
+def test_cli_json_output() -> None:
+    result = CliRunner().invoke(main, ["lint", "--json", str(CORPUS / "bad" / "reshape-size")])
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False
+    assert payload["summary"] == {"errors": 1, "warnings": 0}
+    assert payload["findings"] == [
+        {
+            "column": 15,
+            "file": "reshape_elementcount/config.pbtxt",
+            "line": 9,
+            "message": payload["findings"][0]["message"],
+            "rule": "reshape-size",
+            "severity": "error",
+        }
+    ]
+    good = json.loads(CliRunner().invoke(main, ["lint", "--json", str(GOOD)]).stdout)
+    assert good["ok"] is True and good["findings"] == []
