@@ -1,22 +1,30 @@
 """``gen-repo build``: manifest -> plan -> per-model artifacts (cached) -> staged repository -> atomic swap.
 
-The pipeline passes plain data from stage to stage: :class:`~generator.plan.RepositoryPlan` in, one
-:class:`ModelArtifacts` per model out of :func:`build_model_artifacts` (the only stage that runs torch, onnxruntime or
-TensorRT, and the unit of parallelism and caching), then :func:`build_repository` stages everything with
-:class:`~generator.repository.RepositoryWriter` and returns a :class:`BuildReport`. Failures are values until the
-CLI: a failed model is a :class:`ModelResult` with its problems.
+The pipeline passes plain data from stage to stage: :class:`~generator.plan.RepositoryPlan` in, then
+:func:`preflight` (everything that can be refused before any work: user code without ``--allow-code``, a TensorRT
+target without TensorRT, missing GPUs), one :class:`ModelArtifacts` per model out of :func:`build_model_artifacts`
+(the only stage that runs torch, onnxruntime or TensorRT, and the unit of parallelism and caching), then
+:func:`build_repository` stages everything with :class:`~generator.repository.RepositoryWriter` and returns a
+:class:`BuildReport`. Failures are values until the CLI: a failed model is a :class:`ModelResult` with its problems.
+
+Progress is reported as :class:`BuildEvent` values (model, stage, message) to a callback; worker processes send
+theirs through a queue that a thread of the parent drains, so the callback always runs in the parent.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import importlib
 import multiprocessing
+import os
+import queue as queue_module
 import shutil
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,14 +38,25 @@ from generator.manifest import Manifest, ManifestModel, load_manifest
 from generator.plan import ModelPlan, RepositoryPlan, plan_repository
 from generator.resources import resource_dir
 
-#: What ``target: auto`` may become, in order of preference (issue 4): a TensorRT plan where a GPU and TensorRT
-#: exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
+#: What ``target: auto`` may become, in order of preference (issue 4): a TensorRT plan where a GPU and standard
+#: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
 AUTO_TARGETS = ("tensorrt", "onnx")
+#: The stages of one model, in order (progress bars count them). ``tensorrt`` only runs for the tensorrt target.
+STAGES = ("source", "export", "reference", "check", "tensorrt")
+#: Final states of a model in events and results.
+FINAL_STAGES = ("built", "cached", "failed")
+#: ONNX node metadata the dynamo exporter writes that holds absolute file paths and line numbers (of the model's
+#: and gen-repo's own source): removed so the same model gives the same bytes wherever the checkout lives.
+_PATH_METADATA_KEYS = ("pkg.torch.onnx.stack_trace",)
 
 
 @dataclass(frozen=True, slots=True)
 class BuildOptions:
-    """How to build; everything that changes artifacts is part of the cache key."""
+    """How to build; everything that changes artifacts is part of the cache key.
+
+    ``code_path`` lists folders searched (after ``sys.path``) for ``module:callable`` factories; the build adds the
+    manifest's folder, so a factory module may sit next to the manifest.
+    """
 
     allow_code: bool = False
     keep_going: bool = False
@@ -50,6 +69,27 @@ class BuildOptions:
     #: engines are not Triton plans).
     tensorrt_module: str = "tensorrt"
     tensorrt: Mapping[str, Any] = field(default_factory=dict)
+    code_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BuildEvent:
+    """One progress event: the model, its stage and a sentence.
+
+    ``model`` is "*" for the whole build; ``stage`` is one of :data:`STAGES` or :data:`FINAL_STAGES`, or
+    ``note``/``queued``.
+    """
+
+    model: str
+    stage: str
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.stage}" + (f": {self.message}" if self.message else "")
+
+
+#: Progress callback; called in the parent process only (from a helper thread when ``jobs > 1``).
+Progress = Callable[[BuildEvent], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +128,12 @@ class ModelResult:
 
 @dataclass(frozen=True, slots=True)
 class BuildReport:
-    """What a build did: per-model results and whether the repository was swapped in."""
+    """What a build did: per-model results, build-wide notes and whether the repository was swapped in."""
 
     output_dir: Path
     models: tuple[ModelResult, ...]
     committed: bool
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -105,11 +146,12 @@ class BuildReport:
             "output_dir": str(self.output_dir),
             "committed": self.committed,
             "ok": self.ok,
+            "notes": list(self.notes),
             "models": [m.to_dict() for m in self.models],
         }
 
 
-class BuildFailed(GenRepoError):
+class BuildFailed(GenRepoError):  # noqa: N818 (the CLI and tests know it by this name)
     """At least one model failed and ``--keep-going`` was not given: nothing was written."""
 
     exit_code = 1
@@ -119,11 +161,33 @@ class BuildFailed(GenRepoError):
         super().__init__([p for m in report.models for p in m.problems])
 
 
+@dataclass(frozen=True, slots=True)
+class TensorRTTarget:
+    """What the tensorrt target builds with (found by :func:`preflight`; recorded in the lock file).
+
+    ``engines`` maps each engine file of a model to the compute capability it is built for (None: built without a
+    GPU, TensorRT-RTX on a CPU).
+    """
+
+    module: str
+    version: str
+    triton_plan: bool
+
+    def lock_entry(self, engines: Mapping[str, str | None]) -> dict[str, Any]:
+        """Return the lock file's ``tensorrt`` entry of one model."""
+        return {
+            "module": self.module,
+            "version": self.version,
+            "triton_plan": self.triton_plan,
+            "engines": {name: {"compute_capability": cc} for name, cc in sorted(engines.items())},
+        }
+
+
 # --------------------------------------------------------------------------------------------------------------------
-# Target resolution and tool versions
+# Target resolution, preflight and tool versions
 # --------------------------------------------------------------------------------------------------------------------
 def tensorrt_available(module_name: str = "tensorrt") -> tuple[Any | None, str]:
-    """The TensorRT module if it can build here, else None, with a sentence why.
+    """Return the TensorRT module if it can build here, else None, with a sentence why.
 
     Standard TensorRT needs an NVIDIA GPU; the GPU is detected without creating a TensorRT runtime (a runtime
     created without a GPU can crash the process). TensorRT-RTX builds on a CPU.
@@ -140,14 +204,19 @@ def tensorrt_available(module_name: str = "tensorrt") -> tuple[Any | None, str]:
 
 
 def make_target_resolver(options: BuildOptions, notes: list[str]) -> Callable[[ManifestModel], str]:
-    """``target: auto`` -> tensorrt where TensorRT and a GPU exist, else onnx; the reason goes into ``notes``."""
+    """``target: auto`` -> tensorrt where standard TensorRT and a GPU exist, else onnx; the reason goes to ``notes``.
+
+    Only standard TensorRT counts: ``auto`` must give something Triton serves, and TensorRT-RTX engines are not
+    Triton plans (``--target tensorrt --tensorrt-module tensorrt_rtx`` builds them on purpose).
+    """
     cached: dict[str, str] = {}
 
     def resolve(model: ManifestModel) -> str:
         if "target" not in cached:
-            trt, why = tensorrt_available(options.tensorrt_module)
+            trt, why = tensorrt_available("tensorrt")
             cached["target"] = "tensorrt" if trt is not None else "onnx"
-            notes.append(f"target auto -> {cached['target']}: {why}")
+            reason = f"TensorRT can build here ({why})" if trt is not None else f"no TensorRT plan possible: {why}"
+            notes.append(f"target auto -> {cached['target']} ({reason})")
         return cached["target"]
 
     return resolve
@@ -167,33 +236,155 @@ def tool_versions() -> dict[str, str]:
     return versions
 
 
+def _model_pointer(plan: RepositoryPlan, model: ModelPlan, *rest: str) -> str:
+    """JSON pointer of a model's manifest entry (plans keep manifest order)."""
+    index = plan.models.index(model)
+    return "/".join([f"/models/{index}", *rest])
+
+
+def preflight(plan: RepositoryPlan, options: BuildOptions) -> TensorRTTarget | None:
+    """Refuse, before anything is imported or exported, what cannot work; return the TensorRT in use (if any).
+
+    Problems (all at once, exit code 2): a factory source without ``allow_code`` (the module is never imported); a
+    tensorrt target when the TensorRT module cannot build here; ``compute_capabilities`` without a GPU of each
+    capability (and with TensorRT-RTX, which cannot pick a GPU here).
+    """
+    file = str(plan.manifest_file)
+    problems: list[Problem] = []
+    for model in plan.models:
+        if model.source is not None and model.source.kind == "factory" and not options.allow_code:
+            problems.append(
+                Problem(
+                    file,
+                    _model_pointer(plan, model, "source", "factory"),
+                    f"model {model.name!r}: source factory {model.source.factory!r} is user code and would be "
+                    "imported and run; pass --allow-code to allow it (nothing was imported)",
+                )
+            )
+    trt_models = [m for m in plan.models if m.target == "tensorrt"]
+    target: TensorRTTarget | None = None
+    if trt_models:
+        trt, why = tensorrt_available(options.tensorrt_module)
+        if trt is None:
+            hint = (
+                "build on a machine with an NVIDIA GPU and TensorRT, or choose --target onnx (or python, which a CPU "
+                "Triton serves); --tensorrt-module tensorrt_rtx exercises the engine build on a CPU"
+            )
+            for model in trt_models:
+                problems.append(
+                    Problem(
+                        file,
+                        _model_pointer(plan, model),
+                        f"model {model.name!r} has target tensorrt, but {why}; {hint}",
+                    )
+                )
+        else:
+            target = TensorRTTarget(
+                options.tensorrt_module, str(getattr(trt, "__version__", "?")), options.tensorrt_module == "tensorrt"
+            )
+            problems += _compute_capability_problems(plan, trt_models, options)
+    if problems:
+        raise GenRepoError(problems)
+    return target
+
+
+def _compute_capability_problems(
+    plan: RepositoryPlan, models: Sequence[ModelPlan], options: BuildOptions
+) -> list[Problem]:
+    from generator.gpu import detect_gpus
+
+    problems = []
+    wanted = {m.name: sorted(m.config.cc_model_filenames) for m in models if m.config.cc_model_filenames}
+    if not wanted:
+        return []
+    if options.tensorrt_module != "tensorrt":
+        for model in models:
+            if model.name in wanted:
+                problems.append(
+                    Problem(
+                        str(plan.manifest_file),
+                        _model_pointer(plan, model, "compute_capabilities"),
+                        f"model {model.name!r}: one plan per compute capability needs standard TensorRT and a GPU of "
+                        f"each capability; {options.tensorrt_module} builds without choosing a GPU",
+                    )
+                )
+        return problems
+    present = {g.compute_capability for g in detect_gpus() if g.compute_capability}
+    for model in models:
+        missing = [cc for cc in wanted.get(model.name, []) if cc not in present]
+        if missing:
+            problems.append(
+                Problem(
+                    str(plan.manifest_file),
+                    _model_pointer(plan, model, "compute_capabilities"),
+                    f"model {model.name!r}: no GPU of compute capability {', '.join(missing)} on this machine (found: "
+                    f"{', '.join(sorted(present)) or 'none'}); a plan runs only on the GPU kind it was built on",
+                )
+            )
+    return problems
+
+
+def engine_targets(model: ModelPlan) -> dict[str, str | None]:
+    """Map each engine file to the compute capability it is built for.
+
+    One per ``cc_model_filenames`` entry, else the default file for the GPU this process builds for (None without a
+    GPU).
+    """
+    if model.config.cc_model_filenames:
+        return {name: cc for cc, name in sorted(model.config.cc_model_filenames.items())}
+    from generator.gpu import current_gpu, detect_gpus
+
+    gpu = current_gpu(detect_gpus())
+    return {model.config.default_model_filename or "model.plan": None if gpu is None else gpu.compute_capability}
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # One model: source -> ONNX -> checks -> reference data -> (plan)
 # --------------------------------------------------------------------------------------------------------------------
-def _import_factory(spec: str, allow_code: bool, where: Problem) -> Any:
+@contextlib.contextmanager
+def _code_path(folders: Sequence[str]) -> Iterator[None]:
+    """Temporarily append ``folders`` to ``sys.path`` (factory modules next to the manifest)."""
+    added = [f for f in folders if f not in sys.path]
+    sys.path.extend(added)
+    try:
+        yield
+    finally:
+        for folder in added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
+
+
+def _import_factory(spec: str, options: BuildOptions, where: Problem) -> Any:
     """Call ``module:callable`` (only with --allow-code) and return the nn.Module it makes."""
-    if not allow_code:
+    if not options.allow_code:
         raise GenRepoError(
             [replace(where, message=f"source factory {spec!r} is user code; pass --allow-code to import and run it")]
         )
     module_name, _, attr = spec.partition(":")
     try:
-        factory = importlib.import_module(module_name)
+        with _code_path(options.code_path):
+            factory = importlib.import_module(module_name)
+        target: Any = factory
         for part in attr.split("."):
-            factory = getattr(factory, part)
-        module = factory()
+            target = getattr(target, part)
+        module = target()
     except Exception as error:  # user code: anything can happen; report it as the model's problem
-        raise GenRepoError([replace(where, message=f"source factory {spec!r} failed: {type(error).__name__}: {error}")])
+        message = f"source factory {spec!r} failed: {type(error).__name__}: {error}"
+        raise GenRepoError([replace(where, message=message)]) from error
     return module
 
 
-def _factory_fingerprint(spec: str) -> str:
-    """Content hash of a factory's module file (part of the cache key); imports nothing but parent packages."""
+def _factory_fingerprint(spec: str, code_path: Sequence[str]) -> str:
+    """Content hash of a factory's module file (part of the cache key); runs no module code of a top-level module.
+
+    Only the module's own file counts: a change in a module it imports needs ``--no-cache``.
+    """
     import importlib.util
 
     module_name = spec.partition(":")[0]
     try:
-        found = importlib.util.find_spec(module_name)
+        with _code_path(code_path):
+            found = importlib.util.find_spec(module_name)
     except (ImportError, ValueError):
         found = None
     if found is None or not found.origin or not Path(found.origin).is_file():
@@ -201,43 +392,85 @@ def _factory_fingerprint(spec: str) -> str:
     return hash_file(found.origin)
 
 
-def source_fingerprint(model: ModelPlan) -> str:
-    """What identifies the model source's content for the cache key."""
+def source_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
+    """Return what identifies the model source's content for the cache key (never its path)."""
     source = model.source
     if source is None:
         return "none"
     if source.kind == "factory":
-        return f"factory:{source.factory}:{_factory_fingerprint(str(source.factory))}"
+        return f"factory:{source.factory}:{_factory_fingerprint(str(source.factory), code_path)}"
     assert source.path is not None
     return f"{source.kind}:{hash_file(source.path)}"
 
 
-def model_cache_key(cache: BuildCache, model: ModelPlan, options: BuildOptions, versions: Mapping[str, str]) -> str:
-    """Build-cache key: spec, source content, target, options, tool versions and (for TensorRT) the GPU."""
-    gpu = ""
+def model_cache_key(
+    cache: BuildCache,
+    model: ModelPlan,
+    options: BuildOptions,
+    versions: Mapping[str, str],
+    tensorrt: TensorRTTarget | None = None,
+) -> str:
+    """Build-cache key: spec, source content, target, options, tool versions and (for TensorRT) module and GPUs."""
+    trt_part: dict[str, Any] = {}
     if model.target == "tensorrt":
-        from generator.gpu import detect_gpus
-
-        gpu = ",".join(sorted({g.compute_capability or g.name for g in detect_gpus()}))
+        trt_part = {
+            "options": dict(options.tensorrt),
+            "module": options.tensorrt_module,
+            "version": tensorrt.version if tensorrt is not None else "",
+            "engines": engine_targets(model),
+        }
     return cache.key(
         spec=model.graph.to_dict(),
-        source=source_fingerprint(model),
+        source=source_fingerprint(model, options.code_path),
         target=model.target,
         name=model.name,
         contract=contract_from_plan(model),
         options=dict(model.options),
-        tensorrt=dict(options.tensorrt) if model.target == "tensorrt" else {},
-        tensorrt_module=options.tensorrt_module if model.target == "tensorrt" else "",
         tools=dict(versions),
-        gpu=gpu,
+        tensorrt=trt_part,
     )
 
 
-def build_model_artifacts(model: ModelPlan, options: BuildOptions, workdir: Path) -> ModelArtifacts:
-    """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise GenRepoError on failure."""
+def normalize_onnx(path: Path) -> None:
+    """Remove what makes an exported ONNX file depend on where it was built (absolute paths in stack traces)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+
+    def clean(graph: Any) -> None:
+        for node in graph.node:
+            kept = [p for p in node.metadata_props if p.key not in _PATH_METADATA_KEYS]
+            if len(kept) != len(node.metadata_props):
+                del node.metadata_props[:]
+                node.metadata_props.extend(kept)
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    clean(attribute.g)
+                for sub in attribute.graphs:
+                    clean(sub)
+
+    clean(model.graph)
+    for function in model.functions:
+        clean(function)
+    onnx.save_model(model, str(path), save_as_external_data=False)
+
+
+def build_model_artifacts(
+    model: ModelPlan,
+    options: BuildOptions,
+    workdir: Path,
+    stage: Callable[[str, str], None] | None = None,
+    tensorrt: TensorRTTarget | None = None,
+    cache_root: Path | None = None,
+) -> ModelArtifacts:
+    """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise GenRepoError on failure.
+
+    ``stage(stage, message)`` is told when each stage starts. ``cache_root`` holds the TensorRT timing cache.
+    """
     from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
     from generator.reference import make_reference_cases, write_reference
 
+    report = stage or (lambda name, message: None)
     where = Problem(str(model.spec_file), model.spec_pointer, "")
     notes: list[str] = []
     onnx_path = workdir / "model.onnx"
@@ -247,6 +480,7 @@ def build_model_artifacts(model: ModelPlan, options: BuildOptions, workdir: Path
     forward_signature = model.graph.forward_signature
     constants = constants_from_graph(model.graph)
     module = None
+    report("source", f"{source.kind} source")
     if source.kind == "onnx":
         assert source.path is not None
         prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
@@ -256,13 +490,17 @@ def build_model_artifacts(model: ModelPlan, options: BuildOptions, workdir: Path
             assert source.path is not None
             module = load_pt2(source.path)
         else:
-            module = _import_factory(str(source.factory), options.allow_code, where)
+            module = _import_factory(str(source.factory), options, where)
+        report("export", "torch -> ONNX")
+        _quiet_torch_onnx_logs()
         result = export_onnx(
             module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants
         )
+        normalize_onnx(onnx_path)
         notes.extend(result.notes)
         notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
 
+    report("reference", "reference inputs and outputs at the min, opt and max shapes")
     if module is not None:
         cases = make_reference_cases(
             module,
@@ -274,6 +512,7 @@ def build_model_artifacts(model: ModelPlan, options: BuildOptions, workdir: Path
             constants=constants,
         )
         # onnxruntime must reproduce torch at the min, opt and max shapes.
+        report("check", "onnxruntime against torch")
         check_onnx(onnx_path, model.inputs, model.outputs, cases)
     else:
         cases = _onnxruntime_reference_cases(model, onnx_path)
@@ -290,13 +529,26 @@ def build_model_artifacts(model: ModelPlan, options: BuildOptions, workdir: Path
     elif model.target == "onnx":
         files.append("model.onnx")
     elif model.target == "tensorrt":
-        files += _build_plans(model, options, onnx_path, workdir, notes)
+        report("tensorrt", f"{options.tensorrt_module} engine build")
+        files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
     return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes))
 
 
+def _quiet_torch_onnx_logs() -> None:
+    """Silence torch.onnx's warnings about missing optional operator libraries (torchvision): noise in a build log.
+
+    Done after importing torch: its logging setup on import resets the ``torch.onnx`` logger's level.
+    """
+    import logging
+
+    import torch  # noqa: F401
+
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+
+
 def _onnxruntime_reference_cases(model: ModelPlan, onnx_path: Path) -> list[Any]:
-    """Reference cases for an ONNX source: inputs as for torch, outputs from onnxruntime."""
+    """Make reference cases for an ONNX source: inputs as for torch, outputs from onnxruntime."""
     import onnxruntime as ort
 
     from generator.reference import CASE_SHAPES, ReferenceCase, reference_inputs
@@ -310,34 +562,126 @@ def _onnxruntime_reference_cases(model: ModelPlan, onnx_path: Path) -> list[Any]
         arrays = reference_inputs(model.inputs, model_name=model.name, case=case)
         values = session.run(names, arrays)
         batch = int(next(iter(arrays.values())).shape[0]) if model.max_batch_size > 0 and arrays else None
-        cases.append(ReferenceCase(case, batch, arrays, dict(zip(names, values))))
+        cases.append(ReferenceCase(case, batch, arrays, dict(zip(names, values, strict=True))))
     return cases
 
 
-def _build_plans(model: ModelPlan, options: BuildOptions, onnx_path: Path, workdir: Path, notes: list[str]) -> list[str]:
-    """TensorRT plan(s) with one optimization profile from the plan's effective shapes."""
+def _trt_options(options: BuildOptions, timing_cache: Path | None) -> Any:
     from generator.export.tensorrt import BuildOptions as TrtOptions
-    from generator.export.tensorrt import build_engine, profile_shapes
+
+    values = dict(options.tensorrt)
+    if "precision" in values:
+        values["precision"] = tuple(values["precision"])
+    return TrtOptions(**values, timing_cache_path=timing_cache)
+
+
+def _build_engines(
+    model: ModelPlan,
+    options: BuildOptions,
+    onnx_path: Path,
+    workdir: Path,
+    notes: list[str],
+    tensorrt: TensorRTTarget | None,
+    cache_root: Path | None,
+) -> list[str]:
+    """TensorRT engine(s) with one optimization profile from the plan's effective shapes.
+
+    One engine per ``cc_model_filenames`` entry, each built in a fresh process pinned (``CUDA_VISIBLE_DEVICES``) to
+    a GPU of that compute capability, one after the other; otherwise one engine for this process's GPU. The timing
+    cache lives in the cache folder (one file per TensorRT version and GPU kind) and is reused by later builds.
+    """
+    from generator.export.tensorrt import profile_shapes
 
     trt, why = tensorrt_available(options.tensorrt_module)
     if trt is None:
         raise GenRepoError([Problem(str(model.spec_file), model.spec_pointer, f"cannot build a TensorRT plan: {why}")])
-    trt_options = TrtOptions(**dict(options.tensorrt)) if options.tensorrt else TrtOptions()
-    result = build_engine(trt, onnx_path, profile_shapes(model.inputs), trt_options)
-    filename = model.config.default_model_filename or "model.plan"
-    (workdir / filename).write_bytes(result.plan_bytes)
-    notes.append(result.summary())
-    if options.tensorrt_module != "tensorrt":
-        notes.append(f"built with {options.tensorrt_module}: the engine is not a Triton tensorrt_plan")
-    return [filename]
+    version = str(getattr(trt, "__version__", "?"))
+    cache = BuildCache(cache_root) if cache_root is not None else None
+    profiles = profile_shapes(model.inputs)
+    files = []
+    targets = engine_targets(model)
+    for filename, cc in targets.items():
+        device = "cpu" if cc is None else "sm_" + cc.replace(".", "")
+        timing = cache.timing_cache_path(f"{options.tensorrt_module}-{version}", device) if cache else None
+        trt_options = _trt_options(options, timing)
+        if model.config.cc_model_filenames:
+            from generator.gpu import detect_gpus
+
+            gpu = next(g for g in detect_gpus() if g.compute_capability == cc)
+            context = multiprocessing.get_context("spawn")
+            with concurrent.futures.ProcessPoolExecutor(
+                max_workers=1, mp_context=context, initializer=_pin_gpu, initargs=(gpu.index,)
+            ) as pool:
+                plan_bytes, summary = pool.submit(
+                    _engine_bytes, options.tensorrt_module, str(onnx_path), profiles, trt_options
+                ).result()
+        else:
+            plan_bytes, summary = _engine_bytes(options.tensorrt_module, str(onnx_path), profiles, trt_options)
+        (workdir / filename).write_bytes(plan_bytes)
+        files.append(filename)
+        loaded = "reused" if summary.get("timing_cache_loaded") else "started"
+        notes.append(
+            f"{filename}: {summary['flavor']} {summary['trt_version']} for compute capability "
+            f"{summary['compute_capability'] or 'none (no GPU)'}, {summary['plan_size']} bytes in "
+            f"{summary['build_seconds']:.1f} s, timing cache {loaded}"
+        )
+        for flag, reason in sorted(summary.get("skipped_flags", {}).items()):
+            notes.append(f"{filename}: {flag} skipped: {reason}")
+    if tensorrt is not None and not tensorrt.triton_plan:
+        notes.append(
+            f"built with {options.tensorrt_module}: the engine is NOT a Triton tensorrt_plan (a test of the build path)"
+        )
+    return files
 
 
-def _build_one(model: ModelPlan, options: BuildOptions, cache_root: Path, key: str) -> ModelResult:
+def _pin_gpu(index: int) -> None:
+    """Worker initializer: make GPU ``index`` (nvidia-smi order) CUDA's device 0 before TensorRT is imported."""
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
+
+
+def _engine_bytes(module_name: str, onnx_path: str, profiles: Any, trt_options: Any) -> tuple[bytes, dict[str, Any]]:
+    """Build one engine (in this process) and return its bytes and summary."""
+    from generator.export.tensorrt import build_engine
+    from generator.gpu import import_tensorrt
+
+    trt = import_tensorrt(module_name)
+    result = build_engine(trt, onnx_path, profiles, trt_options)
+    return result.plan_bytes, result.summary()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Workers
+# --------------------------------------------------------------------------------------------------------------------
+#: In a worker process only: where its progress events go (set by the pool's initializer; a queue cannot be
+#: pickled into each task).
+_WORKER_EVENTS: Any = None
+
+
+def _init_worker(events: Any) -> None:
+    global _WORKER_EVENTS
+    _WORKER_EVENTS = events
+
+
+def _worker_say(event: BuildEvent) -> None:
+    if _WORKER_EVENTS is not None:
+        _WORKER_EVENTS.put(event)
+
+
+def _build_one(
+    model: ModelPlan,
+    options: BuildOptions,
+    cache_root: Path,
+    key: str,
+    tensorrt: TensorRTTarget | None = None,
+    say: Progress | None = None,
+) -> ModelResult:
     """Worker: build (or find in the cache) one model's artifacts; failures come back as a result, not raised.
 
     Artifacts always go through the cache (content-addressed by ``key``): that is also how a worker process hands
     them to the process that stages the repository.
     """
+    emit = say or _worker_say
     started = time.monotonic()
     cache = BuildCache(cache_root)
     try:
@@ -346,11 +690,19 @@ def _build_one(model: ModelPlan, options: BuildOptions, cache_root: Path, key: s
         # Work beside the cache, not in /tmp: nothing is written outside the output and cache folders.
         cache_root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".build-", dir=cache_root) as tmp:
-            artifacts = build_model_artifacts(model, options, Path(tmp))
+            artifacts = build_model_artifacts(
+                model,
+                options,
+                Path(tmp),
+                lambda stage, message: emit(BuildEvent(model.name, stage, message)),
+                tensorrt,
+                cache_root,
+            )
             cache.put(key, {name: artifacts.folder / name for name in artifacts.files})
         return ModelResult(model.name, model.target, "built", time.monotonic() - started, key, artifacts.notes)
     except GenRepoError as error:
-        return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (), tuple(error.problems))
+        seconds = time.monotonic() - started
+        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems))
     except Exception as error:  # a bug or a library failure: still one model's failure, reported with its type
         problem = Problem(str(model.spec_file), model.spec_pointer, f"build failed: {type(error).__name__}: {error}")
         return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (), (problem,))
@@ -359,10 +711,9 @@ def _build_one(model: ModelPlan, options: BuildOptions, cache_root: Path, key: s
 # --------------------------------------------------------------------------------------------------------------------
 # The repository
 # --------------------------------------------------------------------------------------------------------------------
-Progress = Callable[[str, str], None]
-
-
-def plan_build(manifest_path: Path, options: BuildOptions, output_dir: Path | None = None) -> tuple[RepositoryPlan, list[str]]:
+def plan_build(
+    manifest_path: Path, options: BuildOptions, output_dir: Path | None = None
+) -> tuple[RepositoryPlan, list[str]]:
     """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine."""
     notes: list[str] = []
     manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside)
@@ -382,27 +733,34 @@ def build_repository(
 ) -> BuildReport:
     """Build every model of the manifest and swap the repository in atomically.
 
-    Without ``keep_going`` any failed model raises :class:`BuildFailed` and the previous repository stays untouched;
-    with it, failed models keep their previous build (if any) and the rest is swapped in.
+    Raises GenRepoError (exit code 2) for a manifest that cannot be built at all, before any model is imported or
+    exported (see :func:`preflight`). Without ``keep_going`` any failed model raises :class:`BuildFailed` and the
+    previous repository stays untouched; with it, failed models keep their previous build (if any) and the rest is
+    swapped in.
     """
     from generator.repository import RepositoryWriter, build_lock
 
-    say = progress or (lambda model, message: None)
-    plan, notes = plan_build(Path(manifest_path), options, Path(output_dir) if output_dir is not None else None)
+    say = progress or (lambda event: None)
+    manifest_path = Path(manifest_path)
+    plan, notes = plan_build(manifest_path, options, Path(output_dir) if output_dir is not None else None)
     for note in notes:
-        say("*", note)
+        say(BuildEvent("*", "note", note))
+    tensorrt = preflight(plan, options)
+    code_dir = str(manifest_path.resolve().parent)
+    options = replace(options, code_path=(*options.code_path, code_dir) if code_dir not in options.code_path else
+                      options.code_path)
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
     cache = BuildCache(cache_root)
     versions = tool_versions()
-    keys = {m.name: model_cache_key(cache, m, options, versions) for m in plan.models}
+    keys = {m.name: model_cache_key(cache, m, options, versions, tensorrt) for m in plan.models}
     if not options.use_cache:
         for key in keys.values():
             shutil.rmtree(cache.entry_path(key), ignore_errors=True)
 
-    results = _run_models(plan, options, cache_root, keys, say)
+    results = _run_models(plan, options, cache_root, keys, say, tensorrt)
     failed = [r for r in results if r.status == "failed"]
     if failed and not options.keep_going:
-        raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False))
+        raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))
 
     by_name = {m.name: m for m in plan.models}
     final: list[ModelResult] = []
@@ -416,6 +774,8 @@ def build_repository(
                 if kept is not None and model.name in previous:
                     lock_models[model.name] = previous[model.name]
                     result = replace(result, status="kept-previous")
+                elif kept is not None:  # a folder without a lock entry cannot be vouched for: leave it out
+                    shutil.rmtree(kept)
                 final.append(result)
                 continue
             entry = cache.get(keys[model.name])
@@ -424,48 +784,107 @@ def build_repository(
             version_dir = writer.model_dir(model.name, model.version)
             shutil.copytree(entry, version_dir, dirs_exist_ok=True)
             (version_dir.parent / "config.pbtxt").write_text(render_config(model.config), encoding="utf-8")
-            lock_models[model.name] = {
-                "cache_key": keys[model.name],
-                "spec_sha256": hash_bytes(_canonical_spec(model)),
-                "target": model.target,
-                "version": model.version,
-            }
+            lock_models[model.name] = _lock_entry(model, keys[model.name], tensorrt)
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
-    return BuildReport(plan.output_dir, tuple(final), committed=True)
+    return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
 
 
-def _canonical_spec(model: ModelPlan) -> bytes:
+def _lock_entry(model: ModelPlan, key: str, tensorrt: TensorRTTarget | None) -> dict[str, Any]:
+    """Return what identifies one model's build in the lock file (no paths, no timestamps)."""
     from generator.cache import canonical_json
 
-    return canonical_json(model.graph.to_dict()).encode("utf-8")
+    entry: dict[str, Any] = {
+        "cache_key": key,
+        "source": model.source.kind if model.source is not None else None,
+        "spec_sha256": hash_bytes(canonical_json(model.graph.to_dict()).encode("utf-8")),
+        "target": model.target,
+        "version": model.version,
+    }
+    if model.target == "tensorrt" and tensorrt is not None:
+        entry["tensorrt"] = tensorrt.lock_entry(engine_targets(model))
+    return entry
 
 
 def _run_models(
-    plan: RepositoryPlan, options: BuildOptions, cache_root: Path, keys: Mapping[str, str], say: Progress
+    plan: RepositoryPlan,
+    options: BuildOptions,
+    cache_root: Path,
+    keys: Mapping[str, str],
+    say: Progress,
+    tensorrt: TensorRTTarget | None,
 ) -> list[ModelResult]:
-    """Build every model, in parallel processes with ``jobs > 1`` (TensorRT builds run one at a time)."""
+    """Build every model: cache hits at once, the rest in parallel processes with ``jobs > 1``.
+
+    TensorRT models are built in this process, one at a time (one build per GPU; multi-GPU builds pin a process per
+    GPU themselves).
+    """
     results: dict[str, ModelResult] = {}
-    parallel = [m for m in plan.models if m.target != "tensorrt"] if options.jobs > 1 else []
-    serial = [m for m in plan.models if m not in parallel]
+    cache = BuildCache(cache_root)
+    todo = []
+    for model in plan.models:
+        started = time.monotonic()
+        if cache.get(keys[model.name]) is not None:
+            results[model.name] = ModelResult(model.name, model.target, "cached", time.monotonic() - started,
+                                              keys[model.name])
+            say(BuildEvent(model.name, "cached", "unchanged: taken from the build cache"))
+        else:
+            todo.append(model)
+            say(BuildEvent(model.name, "queued", f"target {model.target}"))
+    parallel = [m for m in todo if m.target != "tensorrt"] if options.jobs > 1 and len(todo) > 1 else []
+    serial = [m for m in todo if m not in parallel]
     if parallel:
-        # spawn: torch and onnxruntime are not fork-safe once initialised.
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
-            futures = {}
-            for model in parallel:
-                say(model.name, f"building ({model.target})")
-                futures[pool.submit(_build_one, model, options, cache_root, keys[model.name])] = model
-            for future in concurrent.futures.as_completed(futures):
-                result = future.result()
-                results[result.name] = result
-                say(result.name, _describe(result))
+        for result in _run_parallel(parallel, options, cache_root, keys, say):
+            results[result.name] = result
+            say(BuildEvent(result.name, result.status, _describe(result)))
     for model in serial:
-        say(model.name, f"building ({model.target})")
-        result = _build_one(model, options, cache_root, keys[model.name])
+        result = _build_one(model, options, cache_root, keys[model.name], tensorrt, say)
         results[model.name] = result
-        say(model.name, _describe(result))
+        say(BuildEvent(model.name, result.status, _describe(result)))
     return [results[m.name] for m in plan.models]
+
+
+def _run_parallel(
+    models: Sequence[ModelPlan], options: BuildOptions, cache_root: Path, keys: Mapping[str, str], say: Progress
+) -> Iterator[ModelResult]:
+    """Build ``models`` in spawned processes (torch and onnxruntime are not fork-safe once initialised).
+
+    Worker events travel through a queue; a thread here hands them to ``say`` until the pool is done.
+    """
+    context = multiprocessing.get_context("spawn")
+    events: Any = context.Queue()
+    done = threading.Event()
+
+    def drain() -> None:
+        while not (done.is_set() and events.empty()):
+            try:
+                say(events.get(timeout=0.1))
+            except queue_module.Empty:
+                continue
+            except (EOFError, OSError):
+                return
+
+    thread = threading.Thread(target=drain, name="gen-repo-build-progress", daemon=True)
+    thread.start()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=min(options.jobs, len(models)), mp_context=context, initializer=_init_worker,
+            initargs=(events,),
+        ) as pool:
+            futures = {pool.submit(_build_one, m, options, cache_root, keys[m.name]): m for m in models}
+            for future in concurrent.futures.as_completed(futures):
+                model = futures[future]
+                try:
+                    yield future.result()
+                except Exception as error:  # the worker process died (killed, out of memory)
+                    problem = Problem(str(model.spec_file), model.spec_pointer,
+                                      f"build process failed: {type(error).__name__}: {error}")
+                    yield ModelResult(model.name, model.target, "failed", 0.0, keys[model.name], (), (problem,))
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        events.close()
+        events.join_thread()
 
 
 def _describe(result: ModelResult) -> str:

@@ -28,6 +28,9 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 MAX_YAML_ALIASES = 100
 #: Containers nested deeper than this are refused (a GraphSpec nests about 8 levels).
 MAX_NESTING = 64
+#: Values (containers and scalars, counted as often as YAML aliases repeat them) above this are refused: a few
+#: nested aliases expand exponentially without tripping MAX_YAML_ALIASES. A GraphSpec has a few hundred.
+MAX_DOCUMENT_VALUES = 1_000_000
 
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 #: torch.save() writes a zip archive of pickles (AITune checkpoints); refused like a bare pickle.
@@ -111,11 +114,31 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         raise GenRepoError([Problem(name, "", f"invalid YAML{where}: {problem}")]) from None
     except (ValueError, RecursionError) as error:
         raise GenRepoError([Problem(name, "", f"cannot parse: {error}")]) from None
+    if _too_many_values(data, MAX_DOCUMENT_VALUES):
+        raise GenRepoError(
+            [Problem(name, "", f"document expands to more than {MAX_DOCUMENT_VALUES} values (YAML alias bomb?)")]
+        )
     if _depth(data, MAX_NESTING):
         raise GenRepoError([Problem(name, "", f"document nests deeper than {MAX_NESTING} levels")])
     if _has_non_finite(data):
         raise GenRepoError([Problem(name, "", "document contains NaN or Infinity, which are not valid here")])
     return data
+
+
+def _too_many_values(value: Any, limit: int) -> bool:
+    """Tell whether ``value`` expands to more than ``limit`` values; stops early, so its cost is bounded by limit."""
+    stack = [value]
+    count = 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _has_non_finite(value: Any) -> bool:

@@ -17,6 +17,7 @@ Every decision is stated in :attr:`ModelPlan.decisions` so ``gen-repo plan`` can
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,10 @@ DTYPE_TO_TRITON = {
 }
 #: TensorRT and Triton carry dims as int32.
 INT32_MAX = 2**31 - 1
+#: Byte sizes (Triton's byte_size, TensorRT's volume) are int64.
+INT64_MAX = 2**63 - 1
+_DTYPE_BYTES = {"TYPE_BOOL": 1, "TYPE_INT8": 1, "TYPE_UINT8": 1, "TYPE_INT16": 2, "TYPE_FP16": 2, "TYPE_BF16": 2,
+                "TYPE_INT32": 4, "TYPE_FP32": 4, "TYPE_INT64": 8}
 
 #: Chooses a concrete target for a model whose target is ``auto``.
 TargetResolver = Callable[[ManifestModel], str]
@@ -506,6 +511,14 @@ def _tensor_plan(
                         f"{INT32_MAX})")
             )
             return None
+    # Triton and TensorRT size a tensor in bytes as int64: a shape whose product overflows it cannot be served.
+    byte_size = math.prod(high) * _DTYPE_BYTES.get(data_type, 8)
+    if byte_size > INT64_MAX:
+        problems.append(
+            Problem(spec_file, pointer, f"tensor {name!r} max shape {high} holds {byte_size} bytes, more than an "
+                    f"int64 byte size can count ({INT64_MAX}); its dims multiply to too many elements")
+        )
+        return None
     return TensorPlan(
         name=name,
         path=path,

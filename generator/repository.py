@@ -126,8 +126,9 @@ def _deferred_signals() -> Iterator[None]:
     try:
         yield
     finally:
-        for restored, handler in previous.items():
-            signal.signal(restored, handler)
+        # SIGINT last: once its handler is back a Ctrl-C may raise here, and every other handler must be restored.
+        for restored in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(restored, previous[restored])
         for pending in dict.fromkeys(received):
             signal.raise_signal(pending)
 
@@ -641,15 +642,17 @@ class RepositoryWriter:
         """Delete a tree that is garbage, renaming it to a trash name first (a ``.old`` aside is never half-gone)."""
         trash = self._sibling("trash")
         try:
-            os.rename(path, trash)
-        except FileNotFoundError:
-            return
-        except OSError:
-            trash = path
-        try:
+            try:
+                os.rename(path, trash)
+            except FileNotFoundError:
+                return
+            except OSError:
+                trash = path
             _remove_tree(trash)
         except BaseException:
-            _remove_tree(trash)  # a Ctrl-C mid-delete: finish the cleanup, then let it propagate
+            # Ctrl-C mid-delete (or right after the rename): finish the cleanup, then let it propagate.
+            _remove_tree(trash)
+            _remove_tree(path)
             raise
 
     # -- crash recovery --------------------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
         if isinstance(graph, dict):
             _graph_problems(graph, pointer, add, broken)
     if problems:
-        raise GenRepoError(sorted(problems, key=_problem_order))
+        raise GenRepoError(sorted(problems, key=_document_order(document)))
 
     loaded = []
     for pointer, graph, module_name in locations:
@@ -208,10 +208,28 @@ def _collector(problems: list[Problem], file: str) -> Add:
     return add
 
 
-def _problem_order(problem: Problem) -> tuple[Any, ...]:
-    """Document order: pointer steps compared numerically where they are indices."""
-    steps = tuple((0, int(s), "") if s.isdigit() else (1, 0, s) for s in problem.pointer.split("/")[1:])
-    return (problem.file, steps, problem.message)
+def _document_order(document: Any) -> Callable[[Problem], tuple[Any, ...]]:
+    """Sort key putting problems in the order their fields appear in the document (then by message)."""
+
+    def key(problem: Problem) -> tuple[Any, ...]:
+        node = document
+        steps: list[tuple[int, str]] = []
+        for raw in problem.pointer.split("/")[1:]:
+            step = raw.replace("~1", "/").replace("~0", "~")
+            position = 1 << 30
+            if isinstance(node, dict):
+                if step in node:
+                    position = list(node).index(step)
+                node = node.get(step)
+            elif isinstance(node, list) and step.isdigit():
+                position = int(step)
+                node = node[position] if position < len(node) else None
+            else:
+                node = None
+            steps.append((position, step))
+        return (problem.file, steps, problem.message)
+
+    return key
 
 
 def _tune_report_graphs(report: dict[str, Any]) -> list[tuple[str, Any, str | None]]:

@@ -64,3 +64,24 @@ def aitune_fixture_dir() -> _Path:
 def examples_dir() -> _Path:
     """The repository's ``examples/`` folder (models.py and specs/*.graphspec.json)."""
     return _REPO_ROOT / "examples"
+
+
+# ---- example_repository (owner: smoke engineer; generator/smoke.py) --------------------------------------------------
+@pytest.fixture(scope="session")
+def example_repository(tmp_path_factory) -> _Path:
+    """The example manifest (``examples/gen-repo.yaml``: mlp and text) built for the python target, once per session.
+
+    Built with ``generator.build.build_repository`` into a session folder with its own build cache (no stale
+    artifacts from earlier sessions). Tests must not modify it: copy it (``shutil.copytree``) to edit.
+    """
+    from generator.build import BuildOptions, build_repository
+
+    base = tmp_path_factory.mktemp("example_repository")
+    output = base / "model_repository"
+    report = build_repository(
+        _REPO_ROOT / "examples" / "gen-repo.yaml",
+        BuildOptions(allow_code=True, target="python", cache_dir=base / "cache"),
+        output_dir=output,
+    )
+    assert report.ok, report.to_dict()
+    return output

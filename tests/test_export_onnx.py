@@ -34,7 +34,6 @@ from generator.reference import make_reference_cases
 from generator.spec import GraphSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path("/work/shared/fixtures/aitune")
 
 
 def _graph(path: Path) -> GraphSpec:
@@ -170,8 +169,8 @@ def test_tiny_text_dynamic_batch_and_sequence(tmp_path: Path) -> None:
     ])
 
 
-def test_nested_inputs_and_outputs(tmp_path: Path) -> None:
-    graph = _graph(FIXTURES / "nested_dict.graphspec.json")
+def test_nested_inputs_and_outputs(tmp_path: Path, aitune_fixture_dir: Path) -> None:
+    graph = _graph(aitune_fixture_dir / "nested_dict.graphspec.json")
     inputs, outputs = io_from_graph(graph)
     assert [p.name for p in inputs] == [
         "input_x", "input_extras_mask", "input_extras_scale", "input_extras_pair_0", "input_extras_pair_1"]
@@ -186,8 +185,8 @@ def test_nested_inputs_and_outputs(tmp_path: Path) -> None:
     assert _dims(proto.graph.input[2])[1] == 1  # scale's second axis is static
 
 
-def test_multi_output_fixture(tmp_path: Path) -> None:
-    graph = _graph(FIXTURES / "two_outputs.graphspec.json")
+def test_multi_output_fixture(tmp_path: Path, aitune_fixture_dir: Path) -> None:
+    graph = _graph(aitune_fixture_dir / "two_outputs.graphspec.json")
     inputs, outputs = io_from_graph(graph)
     _, path = _export_and_check(TwoOutputs().eval(), inputs, outputs, tmp_path, "two", 16)
     proto = onnx.load(str(path))
@@ -206,8 +205,8 @@ def test_int64_and_bool_inputs(tmp_path: Path) -> None:
         np.testing.assert_allclose(scores, model(torch.from_numpy(ids), torch.from_numpy(keep))[0].numpy(), rtol=1e-6)
 
 
-def test_static_shape_model(tmp_path: Path) -> None:
-    graph = _graph(FIXTURES / "static_single_bs.graphspec.json")
+def test_static_shape_model(tmp_path: Path, aitune_fixture_dir: Path) -> None:
+    graph = _graph(aitune_fixture_dir / "static_single_bs.graphspec.json")
     inputs, outputs = io_from_graph(graph)
     assert inputs[0].min_shape == inputs[0].max_shape == (4, 16)
     torch.manual_seed(6)

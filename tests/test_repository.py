@@ -536,11 +536,11 @@ def test_killed_at_random_points_never_breaks_repository(dest: Path, sig: signal
             wait_for_line(proc, "committed v0")
             time.sleep(rng.uniform(0, 0.4))
             proc.send_signal(sig)
-            proc.wait(timeout=60)
+            out, err = proc.communicate(timeout=60)
         finally:
             proc.kill()
         if sig == signal.SIGINT:
-            assert leftovers(dest) == []
+            assert leftovers(dest) == [], (out[-300:], err[-3000:])  # Ctrl-C cleans up wherever it lands
             assert_consistent(dest)
         with RepositoryWriter(dest) as writer:
             assert_consistent(dest)

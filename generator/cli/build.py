@@ -1,27 +1,69 @@
-"""``gen-repo build MANIFEST``: build every model and swap the repository in atomically."""
+"""``gen-repo build MANIFEST``: build every model and swap the repository in atomically.
+
+Progress goes to stderr: rich progress bars (one per model, advancing stage by stage) on a terminal, one plain
+``model: stage: message`` line per event otherwise (CI logs) and with ``--json``, whose report goes to stdout.
+Exit codes: 0 every model built, 1 a model failed (with ``--keep-going`` the rest was still written), 2 the manifest
+cannot be built at all (bad manifest, user code without ``--allow-code``, a TensorRT target without TensorRT).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
-from generator.build import BuildFailed, BuildOptions, BuildReport, build_repository
+from generator.build import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildOptions, BuildReport, Progress
 from generator.cli._common import report_errors
 from generator.errors import EXIT_FAILED, EXIT_OK
 
 
-def _printer(plain: bool) -> tuple[object, object]:
-    """A progress callback: rich status lines on a terminal, plain ``model: message`` lines in CI logs."""
-    if plain:
-        return (lambda model, message: click.echo(f"{model}: {message}", err=True)), None
-    from rich.console import Console
+class _RichProgress:
+    """One progress bar per model; the bar advances with each stage and fills when the model is done."""
 
-    console = Console(stderr=True)
-    return (lambda model, message: console.print(f"[bold]{model}[/bold]: {message}")), console
+    def __init__(self, console: Any) -> None:
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[model]}"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.fields[stage]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, event: BuildEvent) -> None:
+        if event.model == "*":
+            self.console.print(f"[cyan]note[/cyan]: {event.message}")
+            return
+        task = self.tasks.get(event.model)
+        if task is None:
+            task = self.tasks[event.model] = self.progress.add_task(
+                event.model, total=len(STAGES) + 1, model=event.model, stage=""
+            )
+        if event.stage in FINAL_STAGES:
+            colour = {"failed": "red", "cached": "green", "built": "green"}[event.stage]
+            self.progress.update(task, completed=len(STAGES) + 1, stage=f"[{colour}]{event.message}")
+            self.progress.stop_task(task)
+        else:
+            done = STAGES.index(event.stage) if event.stage in STAGES else 0
+            self.progress.update(task, completed=done, stage=f"{event.stage}: {event.message}")
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        with self.progress:
+            yield
+
+
+def _plain(event: BuildEvent) -> None:
+    click.echo(str(event), err=True)
 
 
 def _table(report: BuildReport) -> None:
@@ -42,7 +84,8 @@ def _table(report: BuildReport) -> None:
 @click.option("-o", "--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Repository folder (default: the manifest's `output`).")
 @click.option("--target", type=click.Choice(["auto", "tensorrt", "onnx", "python"]),
-              help="Override every model's target. auto: tensorrt with a GPU and TensorRT, else onnx.")
+              help="Override every model's target. auto: tensorrt with a GPU and TensorRT, else onnx (it says which); "
+                   "python: ONNX run by onnxruntime in Triton's Python backend (what a CPU-only Triton serves).")
 @click.option("--allow-code", is_flag=True, help="Allow importing `module:callable` model factories (user code).")
 @click.option("--allow-outside", is_flag=True, help="Allow manifest paths outside the manifest's folder.")
 @click.option("--keep-going", is_flag=True, help="Build what can be built; failed models keep their previous build.")
@@ -52,29 +95,45 @@ def _table(report: BuildReport) -> None:
               help="Build cache folder (default: $GEN_REPO_CACHE or ~/.cache/gen-repo).")
 @click.option("--no-cache", is_flag=True, help="Rebuild every model even when the cache has it.")
 @click.option("--tensorrt-module", type=click.Choice(["tensorrt", "tensorrt_rtx"]), default="tensorrt",
-              show_default=True, help="TensorRT flavour; tensorrt_rtx builds on a CPU but its engines are not Triton plans.")
+              show_default=True,
+              help="TensorRT flavour for --target tensorrt; tensorrt_rtx builds on a CPU but its engines are NOT "
+                   "Triton plans (a test of the build path).")
 @click.option("--workspace-mib", type=click.IntRange(1), help="TensorRT builder workspace limit in MiB.")
 @click.option("--precision", multiple=True, type=click.Choice(["fp32", "tf32", "fp16", "bf16"]),
               help="TensorRT precisions to allow (repeat).")
+@click.option("--builder-optimization-level", type=click.IntRange(0, 5), help="TensorRT builder optimization level.")
+@click.option("--plain", is_flag=True, help="Plain progress lines even on a terminal.")
 @click.option("--json", "json_output", is_flag=True, help="Print the build report as JSON on stdout.")
 @report_errors
 def command(manifest: Path, output_dir: Path | None, target: str | None, allow_code: bool, allow_outside: bool,
             keep_going: bool, jobs: int, cache_dir: Path | None, no_cache: bool, tensorrt_module: str,
-            workspace_mib: int | None, precision: tuple[str, ...], json_output: bool) -> None:
+            workspace_mib: int | None, precision: tuple[str, ...], builder_optimization_level: int | None,
+            plain: bool, json_output: bool) -> None:
     """Build the Triton model repository described by MANIFEST."""
+    from generator.build import build_repository  # the work is in the library; imported when the command runs
+
     tensorrt: dict[str, object] = {}
     if workspace_mib:
         tensorrt["workspace_bytes"] = workspace_mib * 1024 * 1024
     if precision:
         tensorrt["precision"] = tuple(precision)
+    if builder_optimization_level is not None:
+        tensorrt["builder_optimization_level"] = builder_optimization_level
     options = BuildOptions(allow_code=allow_code, keep_going=keep_going, jobs=jobs, cache_dir=cache_dir,
                            use_cache=not no_cache, target=target, allow_outside=allow_outside,
                            tensorrt_module=tensorrt_module, tensorrt=tensorrt)
-    # torch.onnx warns about every missing optional operator library (torchvision); those lines are noise here.
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    say, _ = _printer(plain=json_output or not sys.stderr.isatty())
+    say: Progress
+    running: contextlib.AbstractContextManager[Any]
+    if json_output or plain or not sys.stderr.isatty():
+        say, running = _plain, contextlib.nullcontext()
+    else:
+        from rich.console import Console
+
+        rich_progress = _RichProgress(Console(stderr=True))
+        say, running = rich_progress, rich_progress.running()
     try:
-        report = build_repository(manifest, options, output_dir, progress=say)  # type: ignore[arg-type]
+        with running:
+            report = build_repository(manifest, options, output_dir, progress=say)
     except BuildFailed as failed:
         if json_output:
             click.echo(json.dumps(failed.report.to_dict(), indent=2, sort_keys=True))
@@ -88,5 +147,15 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         _table(report)
-        click.echo(f"repository written to {report.output_dir}", err=True)
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        if tensorrt_module != "tensorrt" and any(m.target == "tensorrt" for m in report.models):
+            click.echo(f"note: engines built with {tensorrt_module} are NOT Triton plans: Triton cannot load this "
+                       "repository's tensorrt models", err=True)
+        failed_models = [m.name for m in report.models if m.status not in ("built", "cached")]
+        if failed_models:
+            click.echo(f"--keep-going: {', '.join(failed_models)} failed (see above); the rest was written to "
+                       f"{report.output_dir}", err=True)
+        else:
+            click.echo(f"repository written to {report.output_dir}", err=True)
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)

@@ -1,0 +1,235 @@
+"""Config generation throughput: N synthetic GraphSpecs -> config.pbtxt files, gen-repo vs NVIDIA Model Navigator.
+
+    python bench/bench_config_gen.py [--counts 1000 10000] [--repeats 3]
+
+gen-repo's path is timed from a loaded GraphSpec: plan (batching decision, names, shapes) -> ModelConfig message ->
+text_format -> mkdir + write. Navigator gets the decisions for free (its ModelConfig dataclass is filled from our plan
+outside the clock) and is timed for ``ModelConfig(...)`` + ``ModelConfigGenerator(...).to_file(path)`` (which does the
+mkdir and write itself). Same names, dims, data types, max_batch_size, dynamic batching, instance groups and warmup;
+the mix is a third each tensorrt, onnx and python targets. Navigator is optional: pip install
+triton-model-navigator==0.14.0 --no-deps plus its pure-Python deps (see bench/README.md); skipped with a message if
+absent. Prints a table, then the ratio lines last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from generator.config import render_config  # noqa: E402
+from generator.manifest import ManifestModel  # noqa: E402
+from generator.plan import ModelPlan, plan_model  # noqa: E402
+from generator.spec import GraphSpec, infer_batch_multipliers  # noqa: E402
+
+TARGETS = ("tensorrt", "onnx", "python")
+DTYPES = ("torch.float32", "torch.float16", "torch.int64", "torch.int32")
+
+
+def synthetic_graph(i: int, rng: random.Random) -> dict[str, Any]:
+    """One AITune-style GraphSpec: 1-3 inputs with a batch axis and sometimes a dynamic axis, 1-2 outputs."""
+    high = rng.choice((4, 8, 16, 32, 64))
+    inputs, dynamic = [], []
+    explicit = rng.random() < 0.3
+    for k in range(rng.randint(1, 3)):
+        rank = rng.randint(2, 4)
+        static = [rng.choice((3, 16, 64, 128, 224)) for _ in range(rank - 1)]
+        shape: list[Any] = ["batch0", *static]
+        low_shape, high_shape = [1, *static], [high, *static]
+        if rank >= 3 and rng.random() < 0.5:
+            shape[1], low_shape[1], high_shape[1] = "dim1", 8, 256
+        name = f"in{k}"
+        inputs.append({"access_path": name, "semantic_path": name, "shape": shape, "min_shape": low_shape,
+                       "max_shape": high_shape, "dtype": rng.choice(DTYPES)})
+        if explicit:
+            dims: list[Any] = [{"type": "BatchDim", "name": "batch", "min": 1, "max": high, "opt": max(1, high // 2)}]
+            for a in range(1, rank):
+                if shape[a] == "dim1":
+                    dims.append({"type": "DynamicDim", "name": "seq", "min": 8, "max": 256, "opt": 64})
+                else:
+                    dims.append(static[a - 1])
+            dynamic.append({"path": name, "shape": dims})
+    outputs = []
+    for k in range(rng.randint(1, 2)):
+        width = rng.choice((2, 10, 1000))
+        path: Any = [] if k == 0 else [k]
+        outputs.append({"access_path": "output" if k == 0 else f"output[{k}]", "semantic_path": path,
+                        "shape": ["batch0", width], "min_shape": [1, width], "max_shape": [high, width],
+                        "dtype": "torch.float32"})
+    params = [{"name": d["access_path"], "kind": "POSITIONAL_OR_KEYWORD", "has_default": False} for d in inputs]
+    return {"type": "GraphSpec", "name": f"g{i}",
+            "input_spec": {"tensor_data": inputs, "other_data": [], "strict": True, "llm_phase": None},
+            "output_spec": {"tensor_data": outputs, "other_data": [], "strict": True, "llm_phase": None},
+            "forward_signature": {"parameters": params}, "dynamic_shapes": dynamic}
+
+
+def manifest_models(count: int, seed: int = 0) -> list[ManifestModel]:
+    """``count`` planned-to-be models, loaded (schema-valid by construction) outside the clock."""
+    rng = random.Random(seed)
+    models = []
+    for i in range(count):
+        graph = GraphSpec.from_dict(synthetic_graph(i, rng))
+        infer_batch_multipliers(graph)
+        target = TARGETS[i % len(TARGETS)]
+        options: dict[str, Any] = {"dynamic_batching": {"max_queue_delay_microseconds": 100}}
+        if target == "tensorrt":
+            options["warmup"] = True
+        models.append(ManifestModel(index=i, name=f"model_{i:05d}", version=1, graph=graph,
+                                    spec_file=Path("synthetic.json"), spec_pointer=f"/{i}", source=None,
+                                    target=target, options=options, own_options=frozenset(options)))
+    return models
+
+
+def run_ours(models: list[ManifestModel], out: Path) -> float:
+    """Plan + build ModelConfig + render + mkdir + write, per model."""
+    start = time.perf_counter()
+    for model in models:
+        plan = plan_model(model, "synthetic.yaml")
+        folder = out / plan.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.pbtxt").write_text(render_config(plan.config), encoding="utf-8")
+    return time.perf_counter() - start
+
+
+def run_ours_no_io(models: list[ManifestModel]) -> float:
+    start = time.perf_counter()
+    for model in models:
+        render_config(plan_model(model, "synthetic.yaml").config)
+    return time.perf_counter() - start
+
+
+@dataclass
+class NavigatorArgs:
+    """What Navigator's ModelConfig needs, computed from our plan outside the clock."""
+
+    kwargs: dict[str, Any]
+
+
+def navigator_available() -> tuple[Any, str]:
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            import model_navigator.triton.model_config as nav_config
+            import model_navigator.triton.model_config_generator as nav_generator
+            from loguru import logger
+    except Exception as error:  # noqa: BLE001 - any import failure means "not installed here"
+        return None, f"{type(error).__name__}: {error}"
+    # Navigator logs through loguru at DEBUG to stderr by default; silence the sink (its f-strings, including a
+    # json.dumps of the whole config, are still evaluated: that is part of its real cost).
+    logger.remove()
+    return (nav_config, nav_generator), ""
+
+
+def navigator_args(plans: list[ModelPlan], nav: Any) -> list[NavigatorArgs]:
+    import numpy as np
+    from model_navigator.triton import specialized_configs as sc
+
+    numpy_of = {"TYPE_FP32": np.float32, "TYPE_FP16": np.float16, "TYPE_INT64": np.int64, "TYPE_INT32": np.int32,
+                "TYPE_BF16": np.float32, "TYPE_BOOL": np.bool_, "TYPE_INT8": np.int8, "TYPE_UINT8": np.uint8}
+    out = []
+    for plan in plans:
+        config = plan.config
+        kwargs: dict[str, Any] = {"model_name": plan.name, "model_version": plan.version,
+                                  "max_batch_size": plan.max_batch_size, "batching": plan.max_batch_size > 0}
+        if config.platform == "tensorrt_plan":
+            kwargs["platform"] = sc.Platform.TensorRTPlan
+        elif config.platform == "onnxruntime_onnx":
+            kwargs["platform"] = sc.Platform.ONNXRuntimeONNX
+        else:
+            kwargs["backend"] = sc.Backend.Python
+        if config.default_model_filename:
+            kwargs["default_model_filename"] = config.default_model_filename
+        kwargs["inputs"] = [sc.InputTensorSpec(name=t.name, shape=tuple(t.dims), dtype=np.dtype(numpy_of[t.data_type]))
+                            for t in plan.inputs]
+        kwargs["outputs"] = [sc.OutputTensorSpec(name=t.name, shape=tuple(t.dims),
+                                                 dtype=np.dtype(numpy_of[t.data_type])) for t in plan.outputs]
+        if config.HasField("dynamic_batching"):
+            kwargs["batcher"] = sc.DynamicBatcher(
+                max_queue_delay_microseconds=config.dynamic_batching.max_queue_delay_microseconds,
+                preferred_batch_size=list(config.dynamic_batching.preferred_batch_size))
+        kind = {1: sc.DeviceKind.KIND_GPU, 2: sc.DeviceKind.KIND_CPU}.get(config.instance_group[0].kind,
+                                                                         sc.DeviceKind.KIND_AUTO)
+        # Navigator accepts `profile` only with backend=TensorRT, not platform tensorrt_plan: left out.
+        kwargs["instance_groups"] = [sc.InstanceGroup(kind=kind, count=g.count)
+                                     for g in config.instance_group]
+        if config.model_warmup:
+            w = config.model_warmup[0]
+            dtypes = {t.name: np.dtype(numpy_of[t.data_type]) for t in plan.inputs}
+            kwargs["warmup"] = {w.name: sc.ModelWarmup(batch_size=w.batch_size, inputs={
+                name: sc.ModelWarmupInput(
+                    shape=tuple(entry.dims), dtype=dtypes[name],
+                    input_data_type=sc.ModelWarmupInputDataType.RANDOM if entry.random_data
+                    else sc.ModelWarmupInputDataType.ZERO)
+                for name, entry in sorted(w.inputs.items())})}
+        out.append(NavigatorArgs(kwargs))
+    return out
+
+
+def run_navigator(args: list[NavigatorArgs], nav: Any, out: Path) -> float:
+    nav_config, nav_generator = nav
+    ModelConfig, Generator = nav_config.ModelConfig, nav_generator.ModelConfigGenerator  # noqa: N806
+    start = time.perf_counter()
+    for a in args:
+        config = ModelConfig(**a.kwargs)
+        Generator(config).to_file(out / a.kwargs["model_name"] / "config.pbtxt")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--counts", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per count; the median is reported")
+    args = parser.parse_args()
+
+    nav, why = navigator_available()
+    if nav is None:
+        print(f"Model Navigator not importable ({why}); measuring gen-repo only")
+    rows = []
+    ratios = []
+    for count in args.counts:
+        models = manifest_models(count)
+        plans = [plan_model(m, "synthetic.yaml") for m in models]
+        nav_args = navigator_args(plans, nav) if nav else []
+        ours, ours_io_free, theirs = [], [], []
+        for _ in range(args.repeats):
+            for who in ("ours", "navigator"):
+                tmp = Path(tempfile.mkdtemp(prefix=f"bench-config-{who}-"))
+                gc.collect()
+                try:
+                    if who == "ours":
+                        ours.append(run_ours(models, tmp))
+                    elif nav:
+                        theirs.append(run_navigator(nav_args, nav, tmp))
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+            ours_io_free.append(run_ours_no_io(models))
+        rows.append(("gen-repo (plan+config+write)", count, statistics.median(ours), min(ours), max(ours)))
+        rows.append(("gen-repo (plan+config, no I/O)", count, statistics.median(ours_io_free), min(ours_io_free),
+                     max(ours_io_free)))
+        if theirs:
+            rows.append(("Model Navigator 0.14 to_file", count, statistics.median(theirs), min(theirs), max(theirs)))
+            ratios.append((count, (count / statistics.median(ours)) / (count / statistics.median(theirs))))
+    print(f"{'generator':<32} {'N':>6} {'median s':>9} {'configs/s':>10} {'min..max configs/s':>22}")
+    for name, count, median, low, high in rows:
+        print(f"{name:<32} {count:>6} {median:>9.3f} {count / median:>10.0f} {count / high:>10.0f}..{count / low:<10.0f}")
+    print()
+    for count, ratio in ratios:
+        print(f"ratio N={count}: gen-repo / Navigator = {ratio:.2f}x configs/s (goal >= 5x)")
+    if not ratios:
+        print("ratio: n/a (Model Navigator not installed)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""``gen-repo validate``: exit codes, tables, error lists and --json (click runner and one real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator.cli import main
+
+FIXTURES = [
+    "explicit_dynamic",
+    "image_fp16",
+    "mlp",
+    "nested_dict",
+    "stacked_cfg",
+    "static_single_bs",
+    "text",
+    "two_outputs",
+]
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def bad_specs(tmp_path: Path, aitune_fixture_dir: Path) -> list[Path]:
+    text = json.loads((aitune_fixture_dir / "text.graphspec.json").read_text())
+    text["graph"]["input_spec"]["tensor_data"][0]["min_shape"] = [1]
+    text["graph"]["input_spec"]["tensor_data"][1]["shape"][1] = "dim0"
+    first = tmp_path / "bad_text.json"
+    first.write_text(json.dumps(text))
+    second = tmp_path / "bad.yaml"
+    second.write_text("graph:\n  name: 0\n")
+    return [first, second]
+
+
+def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fixture_dir: Path) -> None:
+    files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES]
+    files.append(str(aitune_fixture_dir / "tune_report.json"))
+    result = runner.invoke(main, ["validate", *files])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    assert "13 graph(s) in 9 file(s) valid" in result.output
+    # stacked_cfg: the table shows the inputs, shapes, batch ranges and both max batch sizes, plus assumptions.
+    assert "input_latents" in result.output and "[2, 4, 8, 8]" in result.output
+    assert "axis 0: 2..8 (x2)" in result.output
+    assert "max batch size: 8  normalized max batch size: 4  min batch size: 1" in result.output
+    assert "assumed: input 'input_latents' axis 0: batch multiplier 2 inferred" in result.output
+    # static_single_bs: no batch axis, min batch size unknown.
+    assert "max batch size: 1  normalized max batch size: 1  min batch size: -" in result.output
+    # tune report graphs are titled with their module.
+    assert "module 'nested_dict'" in result.output
+    assert "input_extras_pair_1" in result.output
+    assert "torch.float16" in result.output
+
+
+def test_invalid_specs_exit_2_with_every_error_of_every_file(runner: CliRunner, bad_specs: list[Path]) -> None:
+    result = runner.invoke(main, ["validate", *map(str, bad_specs)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    first, second = map(str, bad_specs)
+    assert f"error: {first}: /graph/input_spec/tensor_data/0/min_shape: has 1 axes but shape has 2; shape, " \
+           "min_shape and max_shape must have the same rank" in lines
+    assert any(line.startswith(f"error: {first}: /graph/input_spec/tensor_data/1/shape/1: ") for line in lines)
+    assert f"error: {second}: /graph: 'input_spec' is a required property" in lines
+    assert f"error: {second}: /graph/name: 0 is not of type 'string'" in lines
+    assert f"{len(lines)} error(s)" in result.output
+
+
+def test_valid_and_invalid_together_exit_2(runner: CliRunner, aitune_fixture_dir: Path, bad_specs: list[Path]) -> None:
+    result = runner.invoke(main, ["validate", str(aitune_fixture_dir / "mlp.graphspec.json"), str(bad_specs[1])])
+    assert result.exit_code == 2
+    assert "input_x" not in result.output  # no tables when anything is wrong
+
+
+def test_json_output_when_valid(runner: CliRunner, aitune_fixture_dir: Path) -> None:
+    result = runner.invoke(main, ["validate", "--json", str(aitune_fixture_dir / "explicit_dynamic.graphspec.json")])
+    assert result.exit_code == 0
+    payload = json.loads(result.output)
+    assert payload["ok"] is True
+    (graph,) = payload["graphs"]
+    assert graph["max_batch_size"] == 32 and graph["min_batch_size"] == 1
+    assert [i["name"] for i in graph["inputs"]] == ["input_input_ids", "input_attention_mask", "input_token_type_ids"]
+    assert graph["inputs"][0]["opt_shape"] == [8, 256]
+    assert graph["inputs"][0]["explicit_definition"] is True
+    assert result.output == json.dumps(payload, indent=2, sort_keys=True) + "\n"  # sorted keys
+
+
+def test_json_output_when_invalid(runner: CliRunner, bad_specs: list[Path]) -> None:
+    result = runner.invoke(main, ["validate", "--json", *map(str, bad_specs)])
+    assert result.exit_code == 2
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False
+    pointers = [(e["file"], e["pointer"]) for e in payload["errors"]]
+    assert (str(bad_specs[0]), "/graph/input_spec/tensor_data/0/min_shape") in pointers
+    assert (str(bad_specs[1]), "/graph/name") in pointers
+    assert "Traceback" not in result.output
+
+
+def test_missing_file_and_pickle_are_errors_not_tracebacks(runner: CliRunner, tmp_path: Path) -> None:
+    pickled = tmp_path / "spec.pkl"
+    pickled.write_bytes(b"\x80\x04\x95\x00")
+    result = runner.invoke(main, ["validate", str(tmp_path / "missing.json"), str(pickled)])
+    assert result.exit_code == 2
+    assert "cannot read file" in result.output and "never unpickles" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_no_arguments_is_a_usage_error(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["validate"])
+    assert result.exit_code == 2
+    assert "Missing argument" in result.output
+
+
+def _gen_repo() -> list[str]:
+    script = Path(sys.executable).parent / "gen-repo"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("gen-repo")
+    return [found] if found else [sys.executable, "-m", "generator.cli"]
+
+
+def test_real_process(tmp_path: Path, aitune_fixture_dir: Path, bad_specs: list[Path]) -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    ok = subprocess.run(
+        [*_gen_repo(), "validate", str(aitune_fixture_dir / "nested_dict.graphspec.json")],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "input_extras_mask" in ok.stdout and "Traceback" not in ok.stdout + ok.stderr
+    bad = subprocess.run(
+        [*_gen_repo(), "validate", "--json", *map(str, bad_specs)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )
+    assert bad.returncode == 2
+    assert json.loads(bad.stdout)["ok"] is False
+    assert "Traceback" not in bad.stdout + bad.stderr
+    plain = subprocess.run(
+        [*_gen_repo(), "validate", *map(str, bad_specs)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )
+    assert plain.returncode == 2
+    assert plain.stderr.count("error: ") == 5 and "5 error(s)" in plain.stderr
+    assert "Traceback" not in plain.stdout + plain.stderr
