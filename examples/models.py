@@ -14,6 +14,7 @@ class MLP(nn.Module):
         self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Two linear layers with a ReLU."""
         return self.net(x)
 
 
@@ -26,6 +27,7 @@ class TinyText(nn.Module):
         self.head = nn.Linear(8, 2)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked mean of token embeddings, then a linear head."""
         mask = attention_mask.unsqueeze(-1).to(torch.float32)
         pooled = (self.embed(input_ids) * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         return self.head(pooled), pooled

@@ -620,11 +620,15 @@ def _build_engines(
         (workdir / filename).write_bytes(plan_bytes)
         files.append(filename)
         loaded = "reused" if summary.get("timing_cache_loaded") else "started"
+        if timing is not None:
+            loaded += f" ({timing.relative_to(cache.root).as_posix() if cache else timing.name} in the cache folder)"
         notes.append(
             f"{filename}: {summary['flavor']} {summary['trt_version']} for compute capability "
             f"{summary['compute_capability'] or 'none (no GPU)'}, {summary['plan_size']} bytes in "
             f"{summary['build_seconds']:.1f} s, timing cache {loaded}"
         )
+        # TensorRT-RTX reads the file but treats timing caches as no-ops; say so rather than claim a reuse.
+        notes += [f"{filename}: {n}" for n in summary.get("notes", []) if "timing cache" in n.lower()]
         for flag, reason in sorted(summary.get("skipped_flags", {}).items()):
             notes.append(f"{filename}: {flag} skipped: {reason}")
     if tensorrt is not None and not tensorrt.triton_plan:

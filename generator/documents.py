@@ -44,7 +44,8 @@ class _AliasCountingLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._aliases = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        """Count aliases while composing; refuse past the budget."""
         if self.check_event(yaml.events.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_YAML_ALIASES:
@@ -102,11 +103,12 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
     try:
         if path.suffix.lower() in {".yaml", ".yml"}:
-            data = yaml.load(text, Loader=_AliasCountingLoader)  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=_AliasCountingLoader)  # a SafeLoader subclass
         else:
             data = json.loads(text, parse_constant=_reject_non_finite)
     except json.JSONDecodeError as error:
-        raise GenRepoError([Problem(name, "", f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}")])
+        message = f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        raise GenRepoError([Problem(name, "", message)]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -166,7 +168,7 @@ def schema_registry() -> Registry:
     return registry.crawl()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema_validator(schema_file: str) -> Draft202012Validator:
     """The Draft 2020-12 validator for ``schemas/<schema_file>`` (parsed once per process)."""
     schema = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))

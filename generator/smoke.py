@@ -84,6 +84,11 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 _TRANSPORT_CODES = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "StatusCode.CANCELLED")
 #: Triton prefixes request errors with the request id; ours are anonymous, so the prefix is noise.
 _REQUEST_ID = re.compile(r"^\[request id: [^\]]*\]\s*")
+#: Added to refusals of random inputs built from a config alone.
+_RANGE_HINT = (
+    " (inputs were random with size 1 for every -1 dim: a config alone gives no ranges; pass --repo with the "
+    "repository gen-repo built, whose gen_repo/contract.json has them)"
+)
 #: How many failed burst requests a result quotes.
 _QUOTED_FAILURES = 5
 
@@ -664,6 +669,7 @@ class _Run:
                     self.add(CheckResult(model, name, "error", 0.0, f"not run: {problem}"))
                 return
         served = state.get("served_config")
+        state["config_only"] = side.contract is None
         state["contract"] = side.contract or config_to_contract(served, name=model, source=f"{self.protocol}://{self.url}")
         self.check(model, "config", lambda: self.check_config(model, side, state))
         self.check(model, "inference", lambda: self.check_inference(model, side, state))
@@ -788,7 +794,8 @@ class _Run:
         if why:
             details["inputs"] = "random inputs inside the config's dims"
         if problems:
-            return "failed", "; ".join(problems), details
+            hint = _RANGE_HINT if side.contract is None and "error" in str(per_case) else ""
+            return "failed", "; ".join(problems) + hint, details
         names = ", ".join(c.name for c in cases)
         source = "reference inputs" if not why else "random inputs"
         return "passed", f"served {len(cases)} requests ({names}) with {source}; outputs complete", details
@@ -896,9 +903,10 @@ class _Run:
         if outcome.transport_error:
             self.transport(outcome.transport_error, f"{model}/burst")
         if outcome.failures:
+            hint = _RANGE_HINT if state.get("config_only") else ""
             return "failed", (
                 f"{len(outcome.failures)} of {options.burst} requests failed "
-                f"({min(options.concurrency, options.burst)} in flight); first: {outcome.failures[0]}"
+                f"({min(options.concurrency, options.burst)} in flight); first: {outcome.failures[0]}{hint}"
             ), details
         if outcome.succeeded != options.burst:
             return "failed", f"only {outcome.succeeded} of {options.burst} requests ran", details

@@ -13,7 +13,7 @@ import inspect
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from generator.errors import SpecError
 from generator.naming import SemanticPath, format_tensor_name
@@ -41,7 +41,7 @@ def path_from_json(value: Any) -> SemanticPath:
     """AITune's JSON semantic path (scalar, or list for deeper paths; ``[]`` for a bare output) to a Locator path."""
     if isinstance(value, list):
         return tuple(value)
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def path_to_json(path: SemanticPath) -> str | int | list[str | int]:
@@ -228,10 +228,8 @@ class TensorSpec:
         """TensorSpec of one observed tensor (numpy array or torch tensor); ``batch_size`` NaN when unknown."""
         shape = [int(s) for s in tensor.shape]
         multipliers: list[float | None]
-        if math.isnan(batch_size):
-            multipliers = [None] * len(shape)
-        else:
-            multipliers = [size / batch_size for size in shape]
+        # NaN batch size: AITune records NaN multipliers; None is this module's "unknown".
+        multipliers = [None] * len(shape) if math.isnan(batch_size) else [size / batch_size for size in shape]
         return TensorSpec(list(shape), shape[:], shape[:], dtype_name(tensor), multipliers)
 
     def describe(self) -> str:
@@ -290,16 +288,16 @@ class TensorSpec:
         """Same rank and equal static sizes wherever both are static."""
         if self.rank != other.rank:
             return False
-        return all(
-            not (isinstance(a, int) and isinstance(b, int) and a != b) for a, b in zip(self.shape, other.shape)
-        )
+        pairs = zip(self.shape, other.shape, strict=True)
+        return all(not (isinstance(a, int) and isinstance(b, int) and a != b) for a, b in pairs)
 
     def update_shapes_seen(self, other: TensorSpec) -> None:
         """Widen the recorded ranges with another observation (AITune's batch-axis detection by multipliers)."""
         if self.rank != other.rank:
             raise SpecError("Tensors must have the same rank")
-        mine = self.bs_multipliers if self.bs_multipliers is not None else [None] * self.rank
-        theirs = other.bs_multipliers if other.bs_multipliers is not None else [None] * self.rank
+        unknown: list[float | None] = [None] * self.rank
+        mine: list[float | None] = list(self.bs_multipliers) if self.bs_multipliers is not None else unknown[:]
+        theirs: list[float | None] = other.bs_multipliers if other.bs_multipliers is not None else unknown
         for i in range(self.rank):
             if self.shape[i] == other.shape[i]:
                 continue
@@ -503,7 +501,16 @@ def batch_tensor(tensor: Any, tensor_spec: TensorSpec, batch_size: int) -> Any:
     return tensor
 
 
-_KINDS = {kind.name: kind for kind in type(inspect.Parameter.POSITIONAL_ONLY)}
+_KINDS: dict[str, Any] = {
+    kind.name: kind
+    for kind in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    )
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -587,7 +594,7 @@ class GraphSpec:
     def make_batch(self, args: tuple[Any, ...], kwargs: dict[str, Any], batch_size: int) -> tuple[tuple, dict]:
         """The call ``(args, kwargs)`` normalized and resized to ``batch_size``."""
         bound = self.forward_signature.normalize(args, kwargs)
-        bound.arguments = self.input_spec.make_batch(dict(bound.arguments), batch_size)  # type: ignore[assignment]
+        bound.arguments = self.input_spec.make_batch(dict(bound.arguments), batch_size)
         return bound.args, bound.kwargs
 
     def update_max_batch_size(self, sample: tuple[tuple, dict], max_batch_size: int) -> None:
@@ -624,8 +631,11 @@ class GraphSpec:
         return min_shape, opt_shape, max_shape
 
     def iter_batch_size_ranges(self, normalized: bool = False) -> Iterator[tuple[int, int]]:
-        """AITune's ``_iter_batch_size_ranges``: (min, max) per BatchDim of an explicit definition, else per
-        recorded batch axis (divided by its multiplier when ``normalized``)."""
+        """AITune's ``_iter_batch_size_ranges``: (min, max) of each batch axis.
+
+        Per BatchDim of an explicit definition, else per recorded batch axis (divided by its multiplier when
+        ``normalized``).
+        """
         for locator, tensor_spec in self.input_spec.tensor_data:
             definition = self.get_shape_definition(locator)
             if definition is not None:
@@ -738,7 +748,11 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
         return []
     ref_min, ref_max = min(ranges, key=lambda r: (r[1], r[0]))
     notes = []
-    for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
+    sides: tuple[tuple[Literal["input", "output"], SampleMetadata], ...] = (
+        ("input", graph.input_spec),
+        ("output", graph.output_spec),
+    )
+    for kind, meta in sides:
         for loc, spec in meta.tensor_data:
             if spec.multipliers_known():
                 continue

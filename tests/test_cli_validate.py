@@ -127,7 +127,7 @@ def _gen_repo() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("gen-repo")
-    return [found] if found else [sys.executable, "-m", "generator.cli"]
+    return [found] if found else [sys.executable, "-c", "from generator.cli import main; main()"]
 
 
 def test_real_process(tmp_path: Path, aitune_fixture_dir: Path, bad_specs: list[Path]) -> None:

@@ -38,9 +38,11 @@ class LazyGroup(click.Group):
     """A click group that imports a sub-command's module only when that command runs (or help lists it)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Commands whose module is present, in help order."""
         return [c for c in COMMANDS if importlib.util.find_spec(_module_name(c)) is not None]
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import the command's module on first use."""
         if cmd_name not in COMMANDS or importlib.util.find_spec(_module_name(cmd_name)) is None:
             return None
         command = importlib.import_module(_module_name(cmd_name)).command
