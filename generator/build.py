@@ -70,6 +70,8 @@ class BuildOptions:
     tensorrt_module: str = "tensorrt"
     tensorrt: Mapping[str, Any] = field(default_factory=dict)
     code_path: tuple[str, ...] = ()
+    #: Build on a Ray cluster (``auto`` or an address) instead of local processes; see generator.distributed.
+    ray_address: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -823,6 +825,10 @@ def _run_models(
     TensorRT models are built in this process, one at a time (one build per GPU; multi-GPU builds pin a process per
     GPU themselves).
     """
+    if options.ray_address is not None:  # imports Ray only here (issue 8)
+        from generator.distributed import run_models_on_ray
+
+        return run_models_on_ray(plan, options, cache_root, keys, say, tensorrt, address=options.ray_address)
     results: dict[str, ModelResult] = {}
     cache = BuildCache(cache_root)
     todo = []

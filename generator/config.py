@@ -21,11 +21,13 @@ identical messages give byte-identical text.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf import text_format
+from google.protobuf import descriptor, text_encoding, text_format
+from google.protobuf.internal import type_checkers
 from tritonclient.grpc import model_config_pb2
 
 from generator.errors import Problem
@@ -112,8 +114,96 @@ def parse_config(text: str) -> model_config_pb2.ModelConfig:
 
 
 def render_config(model_config: model_config_pb2.ModelConfig) -> str:
-    """``config.pbtxt`` text: protobuf text_format, deterministic (byte-identical for identical messages)."""
-    return text_format.MessageToString(model_config)
+    """``config.pbtxt`` text: protobuf text_format, deterministic (byte-identical for identical messages).
+
+    Printed by :func:`_print_text`, a lean copy of ``text_format.MessageToString``'s default output (protobuf's own
+    printer is pure Python with several calls per field and was most of the cost of generating a config; see
+    bench/bench_config_gen.py). Anything it does not cover (extensions, groups, ``Any``) falls back to text_format, so
+    the text is always exactly ``text_format.MessageToString(model_config)``.
+    """
+    out: list[str] = []
+    try:
+        _print_text(model_config, "", out)
+    except _Unsupported:
+        return text_format.MessageToString(model_config)
+    return "".join(out)
+
+
+class _Unsupported(Exception):
+    """A message the fast printer leaves to text_format."""
+
+
+_FD = descriptor.FieldDescriptor
+#: Field kinds of the fast printer.
+_MESSAGE, _MAP, _ENUM, _STRING, _BYTES, _BOOL, _FLOAT, _OTHER = range(8)
+#: Characters text_format's CEscape leaves alone: printable ASCII except the quote characters and backslash.
+#: text_format.MessageToString's own default for ``as_utf8`` (True from protobuf 4.x on; older releases escape).
+_AS_UTF8 = bool(getattr(text_format, "_as_utf8_default", False))
+_PLAIN = frozenset(chr(c) for c in range(32, 127)) - {'"', "'", "\\"}
+
+
+@functools.cache
+def _field_kind(field: Any) -> tuple[int, str, bool, dict[int, str]]:
+    """(kind, printed name with its separator, repeated, enum names) of a field descriptor, computed once."""
+    if field.is_extension or field.type == _FD.TYPE_GROUP:
+        raise _Unsupported
+    cpp = field.cpp_type
+    repeated = field.label == _FD.LABEL_REPEATED
+    if cpp == _FD.CPPTYPE_MESSAGE:
+        options = field.message_type.GetOptions() if field.message_type.has_options else None
+        kind = _MAP if options is not None and options.map_entry else _MESSAGE
+        return kind, f"{field.name} {{\n", repeated, {}
+    if cpp == _FD.CPPTYPE_ENUM:
+        names = {v.number: v.name for v in field.enum_type.values}
+        return _ENUM, f"{field.name}: ", repeated, names
+    if cpp == _FD.CPPTYPE_STRING:
+        return (_BYTES if field.type == _FD.TYPE_BYTES else _STRING), f"{field.name}: ", repeated, {}
+    if cpp == _FD.CPPTYPE_BOOL:
+        return _BOOL, f"{field.name}: ", repeated, {}
+    if cpp == _FD.CPPTYPE_FLOAT:
+        return _FLOAT, f"{field.name}: ", repeated, {}
+    return _OTHER, f"{field.name}: ", repeated, {}  # integers and doubles: str(value)
+
+
+def _scalar_text(kind: int, value: Any, enum_names: dict[int, str]) -> str:
+    if kind == _ENUM:
+        return enum_names.get(value, str(value))
+    if kind == _STRING:
+        if _PLAIN.issuperset(value):
+            return f'"{value}"'
+        if _AS_UTF8:
+            return '"' + text_encoding.CEscape(value, True) + '"'
+        return '"' + text_encoding.CEscape(value.encode("utf-8"), False) + '"'
+    if kind == _BYTES:
+        return '"' + text_encoding.CEscape(value, False) + '"'
+    if kind == _BOOL:
+        return "true" if value else "false"
+    if kind == _FLOAT:
+        return str(value) if math.isnan(value) else str(type_checkers.ToShortestFloat(value))
+    return str(value)
+
+
+def _print_text(message: Any, pad: str, out: list[str]) -> None:
+    """Append ``message``'s text_format lines (default options) at indentation ``pad`` to ``out``."""
+    if message.DESCRIPTOR.full_name == "google.protobuf.Any":
+        raise _Unsupported
+    inner = pad + "  "
+    for field, value in message.ListFields():
+        kind, head, repeated, enum_names = _field_kind(field)
+        if kind == _MAP:
+            entry_class = value.GetEntryClass()
+            for key in sorted(value):
+                out.append(pad + head)
+                _print_text(entry_class(key=key, value=value[key]), inner, out)
+                out.append(pad + "}\n")
+        elif kind == _MESSAGE:
+            for element in value if repeated else (value,):
+                out.append(pad + head)
+                _print_text(element, inner, out)
+                out.append(pad + "}\n")
+        else:
+            for element in value if repeated else (value,):
+                out.append(pad + head + _scalar_text(kind, element, enum_names) + "\n")
 
 
 def build_model_config(request: ConfigRequest) -> ConfigBuild:

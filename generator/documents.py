@@ -114,7 +114,10 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error)
         raise GenRepoError([Problem(name, "", f"invalid YAML{where}: {problem}")]) from None
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
+        # The message of a RecursionError depends on the stack depth; say what is wrong with the document instead.
+        raise GenRepoError([Problem(name, "", f"document nests deeper than {MAX_NESTING} levels")]) from None
+    except ValueError as error:
         raise GenRepoError([Problem(name, "", f"cannot parse: {error}")]) from None
     if _too_many_values(data, MAX_DOCUMENT_VALUES):
         raise GenRepoError(

@@ -187,7 +187,13 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
 def _resolve(base_dir: Path, raw: str, allow_outside: bool) -> tuple[Path, str | None]:
     """``raw`` relative to ``base_dir``, and why it is refused (None when it is fine)."""
     candidate = base_dir / raw
-    resolved = candidate.resolve()
+    try:
+        resolved = candidate.resolve()  # ValueError: a NUL byte
+        resolved.stat()  # OSError other than "not found": a name too long, a symlink loop, no permission
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as error:
+        return candidate, f"path {raw[:200]!r} cannot be used: {getattr(error, 'strerror', None) or error}"
     if not allow_outside and not resolved.is_relative_to(base_dir):
         return resolved, (
             f"path {raw!r} leads outside the manifest's folder {base_dir.name!r} (via '..', an absolute path or a "

@@ -653,7 +653,9 @@ class _Run:
         ready = self.check(model, "ready", lambda: self.check_ready(model))
         if ready.status != "passed":
             status = "skipped" if ready.status == "failed" else "error"
-            reason = f"model '{model}' is not ready" if ready.status == "failed" else ready.message
+            reason = f"model '{model}' is not ready" if ready.status == "failed" else (
+                self.lost or ready.message.removeprefix("not run: ")
+            )
             for name in CHECKS[1:]:
                 self.add(CheckResult(model, name, status, 0.0, f"not run: {reason}"))
             return
@@ -846,7 +848,9 @@ class _Run:
             if not self.alive():  # a "rejection" by a server that died answering is not a rejection
                 self.lost = f"the server stopped answering after the {model}/{check} request"
                 raise ServerLostError(f"server lost: {self.lost}") from exc
-            return "passed", f"rejected {what}: {_short(_exception_text(exc))}", details
+            # Triton appends a long NOTE on max_batch_size to shape errors; the details keep the whole text.
+            reason = _exception_text(exc).split(" NOTE: ")[0]
+            return "passed", f"rejected {what}: {_short(reason)}", details
         details["served_outputs"] = {n: list(a.shape) for n, a in result.items()}
         return "failed", f"the server SERVED {what} instead of rejecting it", details
 

@@ -371,32 +371,39 @@ def test_model_that_does_not_load(faulty_server: TritonServer, faulty_repository
 
 @pytest.mark.triton
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("how", ["killed", "frozen"])
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
-def test_server_killed_mid_run(protocol: str, example_repository: Path, triton_server_factory) -> None:
+def test_server_lost_mid_run(protocol: str, how: str, example_repository: Path, triton_server_factory) -> None:
+    """Killed (connections refused) or frozen with SIGSTOP (no answer at all): a clear report, no hang."""
     server = triton_server_factory(example_repository)
     url = server.grpc_url if protocol == "grpc" else server.http_url
     seen: list[CheckResult] = []
+    box: dict[str, SmokeReport] = {}
 
-    def kill_after_config(result: CheckResult) -> None:
+    def lose_server_after_config(result: CheckResult) -> None:
         seen.append(result)
         if (result.model, result.check) == ("mlp", "config"):
-            os.killpg(server.pid, signal.SIGKILL)  # the server and its Python backend stubs, no goodbye
+            # The whole process group: the server and its Python backend stubs.
+            os.killpg(server.pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
 
-    box: dict[str, SmokeReport] = {}
-    worker = threading.Thread(
-        target=lambda: box.setdefault("report", run_smoke(url, protocol, example_repository,
-                                                          options=SmokeOptions(timeout_s=5), progress=kill_after_config)),
-        daemon=True,
-    )
+    def run() -> None:
+        options = SmokeOptions(timeout_s=3)
+        box["report"] = run_smoke(url, protocol, example_repository, options=options, progress=lose_server_after_config)
+
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    worker.join(150)
-    assert not worker.is_alive(), "run_smoke hung after the server was killed"
+    try:
+        worker.join(150)
+    finally:
+        if how == "frozen":
+            os.killpg(server.pid, signal.SIGCONT)  # let the factory stop it normally
+    assert not worker.is_alive(), f"run_smoke hung after the server was {how}"
     report = box["report"]
     assert seen == report.results  # progress saw every result, in order
-    assert report.exit_code == 1 and report.server_lost
+    assert report.exit_code == 1 and "stopped answering during mlp/inference" in report.server_lost
     assert _statuses(report, "mlp")["ready"] == _statuses(report, "mlp")["config"] == "passed"
     after = [r for r in report.results if (r.model, r.check) not in {("mlp", "ready"), ("mlp", "config")}]
     assert len(after) == 2 * len(CHECKS) - 2 and {r.status for r in after} == {"error"}
-    assert "server lost" in report.for_model("mlp")["inference"].message
-    assert all("stopped answering during mlp/inference" in r.message for r in after)
+    assert report.for_model("mlp")["inference"].message.startswith("server lost: the server stopped answering")
+    assert all(r.message.startswith("not run: the server stopped answering during mlp/inference") for r in after[1:])
     assert set(_statuses(report, "text").values()) == {"error"}

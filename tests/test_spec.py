@@ -345,7 +345,8 @@ def test_property_valid_specs_keep_the_invariants(data: dict[str, Any]) -> None:
         assert all(lo <= opt <= hi for lo, opt, hi in zip(min_shape, opt_shape, max_shape, strict=True))
     raw = list(graph.iter_batch_size_ranges())
     normalized = list(graph.iter_batch_size_ranges(normalized=True))
-    max_raw, max_norm, min_batch = graph.get_max_batch_size(), graph.get_max_batch_size(True), graph.get_min_batch_size()
+    max_raw, max_norm = graph.get_max_batch_size(), graph.get_max_batch_size(normalized=True)
+    min_batch = graph.get_min_batch_size()
     assert (min_batch is None) == (not raw)
     for lo, hi in raw:
         assert min_batch is not None and min_batch <= lo <= hi <= max_raw

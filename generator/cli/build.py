@@ -103,12 +103,14 @@ def _table(report: BuildReport) -> None:
               help="TensorRT precisions to allow (repeat).")
 @click.option("--builder-optimization-level", type=click.IntRange(0, 5), help="TensorRT builder optimization level.")
 @click.option("--plain", is_flag=True, help="Plain progress lines even on a terminal.")
+@click.option("--ray", "ray_address", metavar="auto|ADDRESS",
+              help="Build on a Ray cluster: `auto` (the running one) or its address (pip install 'gen-repo[ray]').")
 @click.option("--json", "json_output", is_flag=True, help="Print the build report as JSON on stdout.")
 @report_errors
 def command(manifest: Path, output_dir: Path | None, target: str | None, allow_code: bool, allow_outside: bool,
             keep_going: bool, jobs: int, cache_dir: Path | None, no_cache: bool, tensorrt_module: str,
             workspace_mib: int | None, precision: tuple[str, ...], builder_optimization_level: int | None,
-            plain: bool, json_output: bool) -> None:
+            plain: bool, json_output: bool, ray_address: str | None = None) -> None:
     """Build the Triton model repository described by MANIFEST."""
     from generator.build import build_repository  # the work is in the library; imported when the command runs
 
@@ -121,7 +123,7 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
         tensorrt["builder_optimization_level"] = builder_optimization_level
     options = BuildOptions(allow_code=allow_code, keep_going=keep_going, jobs=jobs, cache_dir=cache_dir,
                            use_cache=not no_cache, target=target, allow_outside=allow_outside,
-                           tensorrt_module=tensorrt_module, tensorrt=tensorrt)
+                           tensorrt_module=tensorrt_module, tensorrt=tensorrt, ray_address=ray_address)
     say: Progress
     running: contextlib.AbstractContextManager[Any]
     if json_output or plain or not sys.stderr.isatty():
