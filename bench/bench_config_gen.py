@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from generator.config import render_config  # noqa: E402
+from generator.config import ConfigRequest, build_model_config, render_config  # noqa: E402
 from generator.manifest import ManifestModel  # noqa: E402
 from generator.plan import ModelPlan, plan_model  # noqa: E402
 from generator.spec import GraphSpec, infer_batch_multipliers  # noqa: E402
@@ -104,6 +104,28 @@ def run_ours(models: list[ManifestModel], out: Path) -> float:
     return time.perf_counter() - start
 
 
+def config_requests(models: list[ManifestModel], plans: list[ModelPlan]) -> list[ConfigRequest]:
+    """The config stage's input (the plan's decisions), like Navigator's ModelConfig arguments: built off the clock."""
+    return [
+        ConfigRequest(name=p.name, target=p.target, max_batch_size=p.max_batch_size, opt_batch=p.opt_batch_size,
+                      inputs=p.inputs, outputs=p.outputs, options=m.options, file="synthetic.yaml",
+                      model_pointer=m.pointer, option_pointer=m.option_pointer, own_options=m.own_options)
+        for m, p in zip(models, plans, strict=True)
+    ]
+
+
+def run_config_stage(requests: list[ConfigRequest], out: Path | None) -> float:
+    """ConfigRequest -> ModelConfig (with Triton's rules checked) -> text, and mkdir + write when ``out`` is given."""
+    start = time.perf_counter()
+    for request in requests:
+        text = render_config(build_model_config(request).config)
+        if out is not None:
+            folder = out / request.name
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.pbtxt").write_text(text, encoding="utf-8")
+    return time.perf_counter() - start
+
+
 def run_ours_no_io(models: list[ManifestModel]) -> float:
     start = time.perf_counter()
     for model in models:
@@ -124,7 +146,7 @@ def navigator_available() -> tuple[Any, str]:
             import model_navigator.triton.model_config as nav_config
             import model_navigator.triton.model_config_generator as nav_generator
             from loguru import logger
-    except Exception as error:  # noqa: BLE001 - any import failure means "not installed here"
+    except Exception as error:  # any import failure means "not installed here"
         return None, f"{type(error).__name__}: {error}"
     # Navigator logs through loguru at DEBUG to stderr by default; silence the sink (its f-strings, including a
     # json.dumps of the whole config, are still evaluated: that is part of its real cost).
@@ -222,24 +244,31 @@ def main() -> None:
         models = manifest_models(count)
         plans = [plan_model(m, "synthetic.yaml") for m in models]
         nav_args = navigator_args(plans, nav) if nav else []
-        ours, ours_io_free, theirs, theirs_io_free = [], [], [], []
+        requests = config_requests(models, plans)
+        ours, ours_io_free, theirs, theirs_io_free, stage, stage_io_free = [], [], [], [], [], []
         for _ in range(args.repeats):
-            for who in ("ours", "navigator"):
+            for who in ("ours", "stage", "navigator"):
                 tmp = Path(tempfile.mkdtemp(prefix=f"bench-config-{who}-", dir=args.tmp_dir))
                 gc.collect()
                 try:
                     if who == "ours":
                         ours.append(run_ours(models, tmp))
+                    elif who == "stage":
+                        stage.append(run_config_stage(requests, tmp))
                     elif nav:
                         theirs.append(run_navigator(nav_args, nav, tmp))
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
             ours_io_free.append(run_ours_no_io(models))
+            stage_io_free.append(run_config_stage(requests, None))
             if nav:
                 theirs_io_free.append(run_navigator_no_io(nav_args, nav))
         rows.append(("gen-repo (plan+config+write)", count, statistics.median(ours), min(ours), max(ours)))
         rows.append(("gen-repo (plan+config, no I/O)", count, statistics.median(ours_io_free), min(ours_io_free),
                      max(ours_io_free)))
+        rows.append(("gen-repo config stage + write", count, statistics.median(stage), min(stage), max(stage)))
+        rows.append(("gen-repo config stage, no I/O", count, statistics.median(stage_io_free), min(stage_io_free),
+                     max(stage_io_free)))
         if theirs:
             rows.append(("Model Navigator 0.14 to_file", count, statistics.median(theirs), min(theirs), max(theirs)))
             rows.append(("Model Navigator 0.14, no I/O", count, statistics.median(theirs_io_free), min(theirs_io_free),
@@ -248,9 +277,15 @@ def main() -> None:
                            min(theirs) / min(ours)))
             ratios.append((count, "no I/O", statistics.median(theirs_io_free) / statistics.median(ours_io_free),
                            min(theirs_io_free) / min(ours_io_free)))
+            ratios.append((count, "config stage only, files written",
+                           statistics.median(theirs) / statistics.median(stage), min(theirs) / min(stage)))
+            ratios.append((count, "config stage only, no I/O",
+                           statistics.median(theirs_io_free) / statistics.median(stage_io_free),
+                           min(theirs_io_free) / min(stage_io_free)))
     print(f"{'generator':<32} {'N':>6} {'median s':>9} {'configs/s':>10} {'min..max configs/s':>22}")
     for name, count, median, low, high in rows:
-        print(f"{name:<32} {count:>6} {median:>9.3f} {count / median:>10.0f} {count / high:>10.0f}..{count / low:<10.0f}")
+        best, worst = count / low, count / high
+        print(f"{name:<32} {count:>6} {median:>9.3f} {count / median:>10.0f} {worst:>10.0f}..{best:<10.0f}")
     print()
     print(f"storage for written configs: {args.tmp_dir}")
     for count, what, median_ratio, best_ratio in ratios:

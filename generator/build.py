@@ -751,19 +751,19 @@ def build_repository(
     plan, notes = plan_build(manifest_path, options, Path(output_dir) if output_dir is not None else None)
     for note in notes:
         say(BuildEvent("*", "note", note))
-    tensorrt = preflight(plan, options)
     code_dir = str(manifest_path.resolve().parent)
     options = replace(options, code_path=(*options.code_path, code_dir) if code_dir not in options.code_path else
                       options.code_path)
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
-    cache = BuildCache(cache_root)
-    versions = tool_versions()
-    keys = {m.name: model_cache_key(cache, m, options, versions, tensorrt) for m in plan.models}
-    if not options.use_cache:
-        for key in keys.values():
-            shutil.rmtree(cache.entry_path(key), ignore_errors=True)
-
-    results = _run_models(plan, options, cache_root, keys, say, tensorrt)
+    with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
+        tensorrt = preflight(plan, options)
+        cache = BuildCache(cache_root)
+        versions = tool_versions()
+        keys = {m.name: model_cache_key(cache, m, options, versions, tensorrt) for m in plan.models}
+        if not options.use_cache:
+            for key in keys.values():
+                shutil.rmtree(cache.entry_path(key), ignore_errors=True)
+        results = _run_models(plan, options, cache_root, keys, say, tensorrt)
     failed = [r for r in results if r.status == "failed"]
     if failed and not options.keep_going:
         raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))
@@ -788,12 +788,61 @@ def build_repository(
             if entry is None:  # evicted or damaged between build and staging
                 raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
             version_dir = writer.model_dir(model.name, model.version)
-            shutil.copytree(entry, version_dir, dirs_exist_ok=True)
+            _copy_tree(entry, version_dir)
             (version_dir.parent / "config.pbtxt").write_text(render_config(model.config), encoding="utf-8")
             lock_models[model.name] = _lock_entry(model, keys[model.name], tensorrt)
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """Copy a cache entry's files into staging, raising the first OSError as is.
+
+    Not ``shutil.copytree``: it gathers failures into one ``shutil.Error`` without an errno, so a full disk would
+    not be recognised as ENOSPC by the writer (tests/test_faults.py::test_full_disk_*).
+    """
+    for path in sorted(source.rglob("*")):
+        destination = target / path.relative_to(source)
+        if path.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+        else:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination)
+
+
+#: Where libraries put scratch files; redirected into the cache folder while a build imports and exports.
+_SCRATCH_ENV = ("TMPDIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPYCACHEPREFIX")
+
+
+@contextlib.contextmanager
+def _contained_scratch(cache_root: Path) -> Iterator[None]:
+    """Point library scratch writes into a temporary folder in the cache while models build, then delete it.
+
+    onnxruntime writes a telemetry device id under ``$XDG_CACHE_HOME`` (or ``~/.cache``) and a session file in
+    ``$TMPDIR`` when imported, torch makes ``$TMPDIR/torchinductor_<user>``, and importing a factory writes
+    ``__pycache__`` beside its source: without this a build writes outside the output and cache folders
+    (tests/test_safety.py::test_build_writes_only_into_output_and_cache). Spawned workers inherit the environment.
+    """
+    cache_root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".scratch-", dir=cache_root))
+    saved_env = {name: os.environ.get(name) for name in _SCRATCH_ENV}
+    saved_tempdir, saved_prefix = tempfile.tempdir, sys.pycache_prefix
+    values = {"TMPDIR": scratch, "XDG_CACHE_HOME": scratch / "xdg", "TORCHINDUCTOR_CACHE_DIR": scratch / "inductor",
+              "PYTHONPYCACHEPREFIX": scratch / "pycache"}
+    os.environ.update({name: str(value) for name, value in values.items()})
+    tempfile.tempdir = None  # recomputed from TMPDIR on next use
+    sys.pycache_prefix = str(values["PYTHONPYCACHEPREFIX"])
+    try:
+        yield
+    finally:
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tempfile.tempdir, sys.pycache_prefix = saved_tempdir, saved_prefix
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _lock_entry(model: ModelPlan, key: str, tensorrt: TensorRTTarget | None) -> dict[str, Any]:
@@ -881,7 +930,9 @@ def _run_parallel(
             max_workers=min(options.jobs, len(models)), mp_context=context, initializer=_init_worker,
             initargs=(events,),
         ) as pool:
-            futures = {pool.submit(_build_one, m, options, cache_root, keys[m.name]): m for m in models}
+            futures = {
+                pool.submit(_build_one_shipped, _ship(m), options, cache_root, keys[m.name]): m for m in models
+            }
             for future in concurrent.futures.as_completed(futures):
                 model = futures[future]
                 try:
@@ -895,6 +946,25 @@ def _run_parallel(
         thread.join(timeout=5)
         events.close()
         events.join_thread()
+
+
+def _ship(model: ModelPlan) -> tuple[ModelPlan, bytes]:
+    """A model plan a spawned worker can unpickle: the ModelConfig travels as its serialized bytes.
+
+    tritonclient's generated ``model_config_pb2`` classes cannot be pickled (their module is imported under a name
+    pickle cannot find again).
+    """
+    return replace(model, config=None), model.config.SerializeToString(deterministic=True)
+
+
+def _build_one_shipped(
+    shipped: tuple[ModelPlan, bytes], options: BuildOptions, cache_root: Path, key: str
+) -> ModelResult:
+    """Worker entry point: rebuild the ModelConfig from its bytes, then :func:`_build_one`."""
+    from tritonclient.grpc import model_config_pb2
+
+    model, config = shipped
+    return _build_one(replace(model, config=model_config_pb2.ModelConfig.FromString(config)), options, cache_root, key)
 
 
 def _describe(result: ModelResult) -> str:

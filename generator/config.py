@@ -124,12 +124,12 @@ def render_config(model_config: model_config_pb2.ModelConfig) -> str:
     out: list[str] = []
     try:
         _print_text(model_config, "", out)
-    except _Unsupported:
+    except _UnsupportedError:
         return text_format.MessageToString(model_config)
     return "".join(out)
 
 
-class _Unsupported(Exception):
+class _UnsupportedError(Exception):
     """A message the fast printer leaves to text_format."""
 
 
@@ -146,9 +146,11 @@ _PLAIN = frozenset(chr(c) for c in range(32, 127)) - {'"', "'", "\\"}
 def _field_kind(field: Any) -> tuple[int, str, bool, dict[int, str]]:
     """(kind, printed name with its separator, repeated, enum names) of a field descriptor, computed once."""
     if field.is_extension or field.type == _FD.TYPE_GROUP:
-        raise _Unsupported
+        raise _UnsupportedError
     cpp = field.cpp_type
-    repeated = field.label == _FD.LABEL_REPEATED
+    # ``is_repeated`` where protobuf has it (``label`` is deprecated there); ``label`` on older releases.
+    is_repeated = getattr(field, "is_repeated", None)
+    repeated = bool(is_repeated) if is_repeated is not None else field.label == _FD.LABEL_REPEATED
     if cpp == _FD.CPPTYPE_MESSAGE:
         options = field.message_type.GetOptions() if field.message_type.has_options else None
         kind = _MAP if options is not None and options.map_entry else _MESSAGE
@@ -186,10 +188,10 @@ def _scalar_text(kind: int, value: Any, enum_names: dict[int, str]) -> str:
 def _print_text(message: Any, pad: str, out: list[str]) -> None:
     """Append ``message``'s text_format lines (default options) at indentation ``pad`` to ``out``."""
     if message.DESCRIPTOR.full_name == "google.protobuf.Any":
-        raise _Unsupported
+        raise _UnsupportedError
     inner = pad + "  "
-    for field, value in message.ListFields():
-        kind, head, repeated, enum_names = _field_kind(field)
+    for descriptor_field, value in message.ListFields():
+        kind, head, repeated, enum_names = _field_kind(descriptor_field)
         if kind == _MAP:
             entry_class = value.GetEntryClass()
             for key in sorted(value):

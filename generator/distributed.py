@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import pickle
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -129,15 +130,32 @@ def _node_name() -> str:
         return socket.gethostname()
 
 
-def export_task(model: ModelPlan, options: Any) -> TaskOutput:
-    """Export, check and make reference data for ``model`` on this node; files come back as bytes.
+def _pack(model: ModelPlan, options: Any) -> bytes:
+    """Task arguments as bytes: the ModelConfig travels serialized (its generated class does not pickle)."""
+    config = model.config.SerializeToString(deterministic=True)
+    return pickle.dumps((replace(model, config=None), config, options), protocol=pickle.HIGHEST_PROTOCOL)
 
+
+def _unpack(payload: bytes) -> tuple[ModelPlan, Any]:
+    from tritonclient.grpc import model_config_pb2
+
+    model, config_bytes, options = pickle.loads(payload)
+    config = model_config_pb2.ModelConfig()
+    config.ParseFromString(config_bytes)
+    return replace(model, config=config), options
+
+
+def export_task(payload: bytes) -> TaskOutput:
+    """Export, check and make reference data for a model on this node; files come back as bytes.
+
+    ``payload`` is ``_pack(model_plan, build_options)``.
     For the tensorrt target this is the CPU half: ``model.onnx`` plus ``gen_repo/*`` (the contract is the tensorrt
     model's); engines are built by :func:`engine_task`.
     """
     from generator.build import build_model_artifacts, tool_versions
     from generator.contract import contract_from_plan, render_contract
 
+    model, options = _unpack(payload)
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     node = _node_name()
     staged = replace(model, target="onnx") if model.target == "tensorrt" else model
@@ -157,13 +175,15 @@ def export_task(model: ModelPlan, options: Any) -> TaskOutput:
     return TaskOutput(files, tuple(artifacts.notes), (), node, tool_versions())
 
 
-def engine_task(
-    model: ModelPlan, options: Any, onnx_bytes: bytes, filename: str, compute_capability: str | None
-) -> TaskOutput:
-    """Build one TensorRT engine from ``onnx_bytes`` on this node (Ray has set ``CUDA_VISIBLE_DEVICES``)."""
+def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capability: str | None) -> TaskOutput:
+    """Build one TensorRT engine from ``onnx_bytes`` on this node (Ray has set ``CUDA_VISIBLE_DEVICES``).
+
+    ``payload`` is ``_pack(model_plan, build_options)``.
+    """
     from generator.build import _engine_bytes, _trt_options
     from generator.export.tensorrt import profile_shapes
 
+    model, options = _unpack(payload)
     node = _node_name()
     with tempfile.TemporaryDirectory(prefix="gen-repo-ray-") as tmp:
         onnx_path = Path(tmp) / "model.onnx"
@@ -363,7 +383,8 @@ def _run(
             finish(states[model.name])
             continue
         say(BuildEvent(model.name, "queued", f"export task on the Ray cluster {demand.describe()}"))
-        submit(export_remote, _Pending(model.name, "export", demand), f"gen-repo export {model.name}", model, options)
+        submit(export_remote, _Pending(model.name, "export", demand), f"gen-repo export {model.name}",
+               _pack(model, options))
 
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=poll_s)
@@ -413,7 +434,8 @@ def _run(
                     continue
                 say(BuildEvent(state.model.name, "tensorrt", f"{filename}: engine task {demand.describe()}"))
                 submit(engine_remote, _Pending(state.model.name, filename, demand, cc),
-                       f"gen-repo engine {state.model.name} {filename}", state.model, options, onnx_ref, filename, cc)
+                       f"gen-repo engine {state.model.name} {filename}", _pack(state.model, options), onnx_ref,
+                       filename, cc)
             if state.problems:
                 _cancel_model(ray, pending, task.model)
                 finish(state)

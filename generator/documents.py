@@ -3,14 +3,35 @@
 JSON and YAML (safe loader, no tags, no aliases beyond a small budget) only. Nothing from a document is ever
 unpickled, evaluated or imported. Every failure is a :class:`~generator.errors.Problem` naming the file, the JSON
 pointer and what is wrong.
+
+Two validators, one answer. ``jsonschema`` (the design card's validator) is the reference: every Problem a schema
+check reports comes from it, so messages and pointers are the same with or without the fast path. ``jsonschema_rs``
+(Rust, about 150x faster here on a GraphSpec) is the fast path, used when importable, and only to say "valid":
+
+- fast path says valid -> no problems, done (the common case: 10,000 specs cost milliseconds instead of seconds);
+- fast path says invalid, or cannot judge the value (non-JSON Python values such as ``date`` or ``set``, lone
+  surrogates, non-string keys) -> ``jsonschema`` runs and its errors are the Problems, exactly as before.
+
+Why not report jsonschema_rs's own errors: invalid documents are rare, so re-running the reference on them costs
+nothing that matters, and it keeps every message identical; it also absorbs the places where the two disagree and
+the Rust side is the stricter one (ECMA-262 ``$`` does not match before a trailing newline, Python's ``re`` does).
+The one place where the Rust side is more lenient is a Python ``tuple`` standing in for a JSON array (jsonschema
+only accepts ``list``): JSON never produces one, YAML's ``!!pairs``/``!!omap`` and Python callers can, so "valid"
+is trusted only after a check that no tuple stands where the schema expects an array (a full scan by default; a
+caller that knows the document's shape passes a cheaper targeted check, as :mod:`generator.schema` does). Schemas
+with ``$ref`` cycles never take the fast path: jsonschema_rs recurses natively and a deeply nested document would
+overflow its stack. ``tests/test_schema_fast.py`` checks that both paths agree on every test document.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -179,8 +200,168 @@ def schema_validator(schema_file: str) -> Draft202012Validator:
     return Draft202012Validator(schema, registry=schema_registry())
 
 
-def schema_problems(document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = ()) -> list[Problem]:
-    """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output)."""
+def _import_fast_module() -> ModuleType | None:
+    try:
+        return importlib.import_module("jsonschema_rs")
+    except ImportError:
+        return None
+
+
+#: The ``jsonschema_rs`` module, or None where it is not installed (then only the reference validator runs). Set it
+#: to None to switch the fast path off (the tests do, to exercise the fallback).
+FAST_VALIDATOR_MODULE: ModuleType | None = _import_fast_module()
+
+
+def _load_schema(schema_file: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))
+    return schema
+
+
+@functools.cache
+def _schema_documents() -> dict[str, dict[str, Any]]:
+    """Every schema in ``schemas/`` by its ``$id``."""
+    out = {}
+    for path in sorted(resource_dir("schemas").glob("*.schema.json")):
+        contents = json.loads(path.read_text(encoding="utf-8"))
+        out[contents.get("$id", f"https://gen-repo.dev/schemas/{path.name}")] = contents
+    return out
+
+
+def _refs(node: Any) -> Iterator[str]:
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str):
+                yield ref
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _has_ref_cycle(schema_id: str) -> bool:
+    """Tell whether following ``$ref``s from ``schema_id`` can come back to a schema already on the way.
+
+    Only ``$ref``s of the form ``[<$id>]#/$defs/<name>`` (what schemas/ uses) are followed; anything else counts as a
+    cycle, so that an unexpected schema shape falls back to the reference validator rather than risk a crash.
+    """
+    schemas = _schema_documents()
+
+    def target(base: str, ref: str) -> tuple[str, str] | None:
+        uri, _, fragment = ref.partition("#")
+        uri = uri or base
+        if uri not in schemas or not (fragment == "" or fragment.startswith("/$defs/")):
+            return None
+        return uri, fragment
+
+    def node(key: tuple[str, str]) -> Any:
+        uri, fragment = key
+        contents: Any = schemas[uri]
+        return contents if not fragment else contents.get("$defs", {}).get(fragment.removeprefix("/$defs/"))
+
+    on_path: set[tuple[str, str]] = set()
+    done: set[tuple[str, str]] = set()
+
+    def visit(key: tuple[str, str]) -> bool:
+        if key in on_path:
+            return True
+        if key in done:
+            return False
+        on_path.add(key)
+        found = node(key)
+        if found is None:
+            return True
+        for ref in _refs(found):
+            following = target(key[0], ref)
+            if following is None or visit(following):
+                return True
+        on_path.discard(key)
+        done.add(key)
+        return False
+
+    return visit((schema_id, ""))
+
+
+@functools.cache
+def _build_fast_validator(module: ModuleType, schema_file: str) -> Any | None:
+    schema = _load_schema(schema_file)
+    if _has_ref_cycle(schema.get("$id", f"https://gen-repo.dev/schemas/{schema_file}")):
+        return None
+    # Every schema in schemas/ is registered, so the tune report's $refs into graphspec.schema.json resolve from
+    # memory; offline=True refuses to fetch anything else (a schema must never reach the network).
+    registry = module.Registry(list(_schema_documents().items()))
+    return module.Draft202012Validator(schema, registry=registry, offline=True)
+
+
+def fast_validator(schema_file: str) -> Any | None:
+    """The ``jsonschema_rs`` validator for ``schemas/<schema_file>`` (built once), or None without the fast path.
+
+    None when jsonschema_rs is not installed (or switched off, see ``FAST_VALIDATOR_MODULE``) or when the schema has
+    ``$ref`` cycles.
+    """
+    module = FAST_VALIDATOR_MODULE
+    if module is None:
+        return None
+    return _build_fast_validator(module, schema_file)
+
+
+def has_tuple(value: Any) -> bool:
+    """Tell whether a tuple stands anywhere in ``value`` (jsonschema_rs takes it for an array, jsonschema does not)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif isinstance(item, tuple):
+            return True
+        elif isinstance(item, dict):  # dict subclasses: rarer, so checked after the exact types
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = has_tuple) -> bool:
+    """True only when the fast path can vouch that ``document`` is valid; False means "ask the reference".
+
+    ``has_tuple`` must find every tuple standing where the schema expects an array; the default scans everything.
+    """
+    validator = fast_validator(schema_file)
+    if validator is None:
+        return False
+    try:
+        valid = bool(validator.is_valid(document))
+    except (ValueError, TypeError, OverflowError):
+        return False  # not plain JSON data (date, set, bytes, int keys, lone surrogates...): the reference judges
+    return valid and not has_tuple(document)
+
+
+def schema_problems(
+    document: Any,
+    schema_file: str,
+    file: str,
+    base: tuple[str | int, ...] = (),
+    has_tuple: Callable[[Any], bool] = has_tuple,
+) -> list[Problem]:
+    """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
+
+    The fast path answers for valid documents; the problems of an invalid one always come from the reference
+    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple``: see
+    :func:`fast_schema_valid`.
+    """
+    if fast_schema_valid(document, schema_file, has_tuple):
+        return []
+    return reference_schema_problems(document, schema_file, file, base)
+
+
+def reference_schema_problems(
+    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = ()
+) -> list[Problem]:
+    """:func:`schema_problems` by the reference validator (``jsonschema``) alone."""
     validator = schema_validator(schema_file)
     problems = [
         Problem(file, json_pointer((*base, *error.absolute_path)), _message(error))

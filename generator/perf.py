@@ -276,17 +276,22 @@ def _powers_of_two(high: int) -> list[int]:
 
 
 def batch_size_candidates(model: PerfModel) -> list[int]:
-    """Client batch sizes worth sweeping: powers of two up to the profile's max batch, plus opt and max (1 when the
-    model does not batch). Never above ``max_batch_size``."""
+    """Client batch sizes worth sweeping, never above ``max_batch_size``.
+
+    Powers of two up to the profile's max batch, plus opt and max; ``[1]`` when the model does not batch.
+    """
     if not model.batching:
         return [1]
     return sorted({*_powers_of_two(model.max_batch_size), model.opt_batch_size, model.max_batch_size})
 
 
 def _max_concurrency(model: PerfModel, batch_size: int) -> int:
-    """Concurrency at which more requests can only queue: enough in flight to fill the largest batch the dynamic
-    batcher may form from ``batch_size``-item requests, on every instance, twice over (one batch executing, one being
-    gathered); at least 2, at most :data:`MAX_CONCURRENCY`."""
+    """Concurrency at which more requests can only queue.
+
+    Enough in flight to fill the largest batch the dynamic batcher may form from ``batch_size``-item requests, on
+    every instance, twice over (one batch executing, one being gathered); at least 2, at most
+    :data:`MAX_CONCURRENCY`.
+    """
     fill = max(1, model.max_batch_size // max(batch_size, 1)) if model.batching else 1
     return max(2, min(MAX_CONCURRENCY, 2 * fill * max(model.instance_count, 1)))
 
@@ -651,8 +656,10 @@ def run_load(
     request_timeout_s: float = 30.0,
     datatypes: Mapping[str, str] | None = None,
 ) -> LoadResult:
-    """Send ``inputs`` to ``model`` from ``concurrency`` threads until ``duration_s`` passed or ``max_requests`` were
-    sent, whichever comes first; report throughput (batch items/s) and latency percentiles.
+    """Send ``inputs`` to ``model`` from ``concurrency`` threads; report throughput and latency percentiles.
+
+    The loop stops when ``duration_s`` passed or ``max_requests`` were sent, whichever comes first. Throughput counts
+    batch items per second.
 
     Each thread has its own client and sends one warmup request before the clock starts. Errors are counted, not
     raised; the first one is kept for the report.

@@ -85,3 +85,13 @@ def example_repository(tmp_path_factory) -> _Path:
     )
     assert report.ok, report.to_dict()
     return output
+
+
+# ---- built_example_repository (owner: build engineer; generator/build.py) ----------------------------------------
+@pytest.fixture(scope="session")
+def built_example_repository(example_repository) -> _Path:
+    """The example manifest built by ``gen-repo build``'s library call (``--target python``, own cache), once.
+
+    The same session build as ``example_repository`` (which already runs the real ``build_repository``); read-only.
+    """
+    return example_repository

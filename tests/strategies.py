@@ -35,7 +35,7 @@ TEXT_LITERALS = {
     "inf": ("Infinity", ".inf"),
     "-inf": ("-Infinity", "-.inf"),
     "deep": ("[" * 200 + "]" * 200, "[" * 200 + "]" * 200),
-    "very-deep": ("[" * 100_000 + "]" * 100_000, "[" * 3000 + "]" * 3000),
+    "very-deep": ("[" * 100_000 + "]" * 100_000, "[" * 1200 + "]" * 1200),  # YAML: past the recursion limit
     "alias-bomb": ("0", "0"),  # YAML only: rendered by render() as an anchor chain
 }
 
@@ -92,7 +92,7 @@ def _delete_at(document: Any, path: tuple[str | int, ...]) -> Any:
 
 
 #: Replacement values: wrong types, sizes out of every range, names nobody expects.
-WEIRD_VALUES = st.one_of(
+WEIRD_VALUES: st.SearchStrategy[Any] = st.one_of(
     st.sampled_from(
         [
             None, True, False, 0, -1, -(2**31), 2**31, 2**31 - 1, 2**32, 2**53 + 1, 2**63, 2**64, 10**40, -(10**40),
@@ -145,10 +145,10 @@ def mutated(draw: st.DrawFn, base: Any, *, nan_as_float: bool = False) -> Case:
         return _slot(document, path, draw(st.sampled_from(["deep", "very-deep"])))
     if kind == "nest":
         depth = draw(st.integers(1, 80))
-        new = value
+        nested: Any = value
         for _ in range(depth):
-            new = [new] if draw(st.booleans()) else {"k": new}
-        return Case(_set_at(document, path, new), None, f"{where} nested {depth} deep")
+            nested = [nested] if draw(st.booleans()) else {"k": nested}
+        return Case(_set_at(document, path, nested), None, f"{where} nested {depth} deep")
     if kind == "extra-key":
         key = draw(st.sampled_from(["extra", "", "$ref", "__proto__", "type", "name", "🚀"]))
         if isinstance(value, dict):
@@ -180,10 +180,11 @@ def mutated(draw: st.DrawFn, base: Any, *, nan_as_float: bool = False) -> Case:
             if isinstance(parent, dict) and isinstance(parent.get("max"), int):
                 parent["min"] = parent["max"] + draw(st.integers(1, 100))
             return Case(document, None, f"min > max at {list(path[:-1])}")
-        key, axis = path[-2], path[-1]
+        shape_key, axis = path[-2], int(path[-1])
         tensor = get_at(document, path[:-2])
-        other = "max_shape" if key == "min_shape" else "min_shape"
-        if isinstance(tensor.get(other), list) and axis < len(tensor[other]) and isinstance(tensor["max_shape"][axis], int):
+        other = "max_shape" if shape_key == "min_shape" else "min_shape"
+        fits = isinstance(tensor.get(other), list) and axis < len(tensor[other])
+        if fits and isinstance(tensor["max_shape"][axis], int):
             tensor["min_shape"][axis] = tensor["max_shape"][axis] + draw(st.integers(1, 100))
         return Case(document, None, f"min_shape > max_shape at {list(path[:-2])} axis {axis}")
     assert kind == "nan-float"
@@ -196,7 +197,9 @@ JSON_SCALARS = st.one_of(
 )
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
-    lambda children: st.one_of(st.lists(children, max_size=5), st.dictionaries(st.text(max_size=12), children, max_size=5)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=5), st.dictionaries(st.text(max_size=12), children, max_size=5)
+    ),
     max_leaves=30,
 )
 #: Keys gen-repo looks for, so that random objects sometimes reach past the first check.
@@ -208,7 +211,8 @@ KNOWN_KEYS = st.sampled_from(
 SHAPED_JSON = st.recursive(
     JSON_SCALARS,
     lambda children: st.one_of(
-        st.lists(children, max_size=4), st.dictionaries(st.one_of(KNOWN_KEYS, st.text(max_size=8)), children, max_size=6)
+        st.lists(children, max_size=4),
+        st.dictionaries(st.one_of(KNOWN_KEYS, st.text(max_size=8)), children, max_size=6),
     ),
     max_leaves=40,
 )

@@ -136,3 +136,33 @@ def test_serve_until_ctrl_c(example_repository: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+@pytest.mark.triton
+@pytest.mark.timeout(300)
+def test_launch_stops_the_server_on_ctrl_c(example_repository: Path) -> None:
+    """Ctrl-C during the burst: exit 130 and the launched server is gone (ports closed)."""
+    process = subprocess.Popen(
+        [GEN_REPO, "smoke", "--launch", "--repo", str(example_repository), "--model", "mlp",
+         "--burst", "1000000", "--concurrency", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[tuple[str, str]] = queue.Queue()
+    for name, stream in (("out", process.stdout), ("err", process.stderr)):
+        threading.Thread(target=lambda n=name, s=stream: [lines.put((n, line)) for line in s], daemon=True).start()
+    try:
+        url = None
+        while True:
+            name, line = lines.get(timeout=150)
+            if "launched tritonserver" in line:
+                url = line.split(" at ")[-1].split()[0]
+            if line.startswith("PASS  mlp reject_shape"):
+                break  # the burst (a million requests) is next
+        assert url is not None and _listening(url)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+        assert not _listening(url), "the launched server survived Ctrl-C"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

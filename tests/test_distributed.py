@@ -147,6 +147,17 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def _ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        out.append(pid)
+    return out
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -271,10 +282,13 @@ def test_killed_worker_mid_build_is_retried_or_reported(
     try:
         deadline = time.monotonic() + 240
         busy: list[int] = []
+        seen: set[str] = set()
         while not busy and time.monotonic() < deadline and build.poll() is None:
-            busy = [c for c in _children(raylet) if _cmdline(c).startswith("ray::export_task")]
+            titles = {p: _cmdline(p) for p in namespace.pids()}
+            seen.update(t[:80] for t in titles.values())
+            busy = [p for p, t in titles.items() if "export_task" in t and raylet in _ancestors(p)]
             time.sleep(0.2)
-        assert busy, "no export task ever ran on the worker node"
+        assert busy, f"no export task ever ran on the worker node; saw {sorted(seen)}"
         # SIGKILL the worker node: its raylet and everything under it, mid-export.
         victims, frontier = [raylet], [raylet]
         while frontier:
@@ -288,6 +302,7 @@ def test_killed_worker_mid_build_is_retried_or_reported(
         if build.poll() is None:
             build.kill()
             build.wait()
+    assert stdout.strip().startswith("{"), stderr[-3000:]
     report = json.loads(stdout)
     statuses = {m["name"]: m["status"] for m in report["models"]}
     if build.returncode == 0:

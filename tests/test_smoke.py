@@ -240,9 +240,9 @@ def test_repository_models(example_repository: Path) -> None:
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 @pytest.mark.timeout(60)
-def test_unreachable_server_exit_3(protocol: str, example_repository: Path) -> None:
+def test_unreachable_server_exit_3(protocol: str) -> None:
     url = f"127.0.0.1:{free_port()}"  # nothing listens there
-    report = run_smoke(url, protocol, example_repository, options=SmokeOptions(timeout_s=5))
+    report = run_smoke(url, protocol, models=["mlp", "text"], options=SmokeOptions(timeout_s=5))
     assert report.exit_code == 3 and not report.reachable
     assert [(r.model, r.check, r.status) for r in report.results] == [("mlp", "ready", "error"),
                                                                        ("text", "ready", "error")]
@@ -387,7 +387,7 @@ def test_server_lost_mid_run(protocol: str, how: str, example_repository: Path, 
             os.killpg(server.pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
 
     def run() -> None:
-        options = SmokeOptions(timeout_s=3)
+        options = SmokeOptions(timeout_s=2)
         box["report"] = run_smoke(url, protocol, example_repository, options=options, progress=lose_server_after_config)
 
     worker = threading.Thread(target=run, daemon=True)

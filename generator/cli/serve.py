@@ -52,6 +52,7 @@ def command(
         raise KeyboardInterrupt  # SIGTERM stops the server the same way Ctrl-C does
 
     previous = signal.signal(signal.SIGTERM, terminate)
+    # Ctrl-C anywhere (even while the URLs are being printed) leaves through launch(), which stops the server.
     try:
         with launch(
             repo,
@@ -66,17 +67,13 @@ def command(
             click.echo(f"  HTTP     http://{server.http_url}")
             click.echo(f"  gRPC     {server.grpc_url}")
             click.echo(f"  metrics  {server.metrics_url}")
-            click.echo("Ctrl-C to stop.", nl=True)
-            sys.stdout.flush()
-            try:
-                while server.running:
-                    time.sleep(0.5)
-            except KeyboardInterrupt:
-                click.echo("stopping tritonserver", err=True)
-                return_code = server.stop()
-                click.echo(f"stopped (exit code {return_code})", err=True)
-                sys.exit(EXIT_OK)
+            click.echo("Ctrl-C to stop.")
+            while server.running:
+                time.sleep(0.5)
             click.echo(f"tritonserver exited with code {server.returncode}; log tail:\n{server.log_tail()}", err=True)
             sys.exit(EXIT_FAILED)
+    except KeyboardInterrupt:
+        click.echo("tritonserver stopped", err=True)
+        sys.exit(EXIT_OK)
     finally:
         signal.signal(signal.SIGTERM, previous)

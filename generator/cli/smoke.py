@@ -73,10 +73,13 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
 
 
 @click.command("smoke")
-@click.option("--url", help="Server address HOST:PORT (the gRPC port for --protocol grpc, HTTP port for http).")
+@click.option("--url", metavar="HOST:PORT",
+              help="Server address HOST:PORT (the gRPC port for --protocol grpc, HTTP port for http).")
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
-@click.option("--repo", "repo", type=click.Path(path_type=Path), help="The model repository the server serves.")
-@click.option("--model", "models", multiple=True, help="Check only this model (repeatable). Default: every model.")
+@click.option("--repo", "repo", type=click.Path(path_type=Path), metavar="DIR",
+              help="The model repository the server serves.")
+@click.option("--model", "models", multiple=True, metavar="NAME",
+              help="Check only this model (repeatable). Default: every model.")
 @click.option("--launch", is_flag=True, help="Start a local tritonserver on loopback with --repo for this run.")
 @click.option("--tritonserver", type=click.Path(path_type=Path), help="tritonserver binary for --launch.")
 @click.option("--ready-timeout", type=float, default=120.0, show_default=True,
@@ -87,8 +90,10 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
 @click.option("--rtol", type=float, help="Relative tolerance for every output (default: by data type).")
 @click.option("--atol", type=float, help="Absolute tolerance for every output (default: by data type).")
 @click.option("--perf", is_flag=True, help="Report throughput and p50/p99 latency of the burst.")
-@click.option("--json", "json_file", type=click.Path(path_type=Path), help="Write the report as JSON to FILE.")
-@click.option("--junit-xml", "junit_file", type=click.Path(path_type=Path), help="Write JUnit XML to FILE.")
+@click.option("--json", "json_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write the report as JSON to FILE.")
+@click.option("--junit-xml", "junit_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Write JUnit XML to FILE.")
 @report_errors
 def command(
     url: str | None,

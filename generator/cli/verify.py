@@ -18,11 +18,21 @@ from generator.repository import LOCK_FILE_NAME, read_lock, verify_repository
 
 
 @click.command("verify")
-@click.argument("directory", type=click.Path(path_type=Path))
+@click.argument("directory", type=click.Path(path_type=str))
 @click.option("--json", "json_output", is_flag=True, help="Print the result as JSON on stdout.")
 @report_errors
-def command(directory: Path, json_output: bool) -> None:
-    """Check DIR's files against its gen-repo.lock.json (sha256 of every artifact)."""
+def command(directory: str | Path, json_output: bool) -> None:
+    """Check DIR's files (or those at an s3:// or gs:// URL) against its gen-repo.lock.json (sha256 of each)."""
+    if str(directory).startswith(("s3://", "gs://")):  # issue 8: a published repository, read back to a temp folder
+        import shutil
+        import tempfile
+
+        from generator.publish import download_repository
+
+        tmp = tempfile.mkdtemp(prefix="gen-repo-verify-")
+        click.get_current_context().call_on_close(lambda: shutil.rmtree(tmp, ignore_errors=True))
+        directory = download_repository(str(directory), Path(tmp) / "repo")
+    directory = Path(directory)
     if not directory.is_dir():
         raise GenRepoError([Problem(str(directory), "", "not a directory")])
     if not (directory / LOCK_FILE_NAME).is_file():

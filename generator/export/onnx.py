@@ -546,7 +546,7 @@ def export_onnx(
                         Problem(str(onnx_path), "", f"the legacy exporter failed too: {_short(legacy_exc)}"),
                     ]
                 ) from legacy_exc
-        _save_self_contained(staged, staged.with_name(staged.name + ".inline"))
+        _save_self_contained(staged, staged.with_name(staged.name + ".inline"), strip_stack_traces=True)
         os.replace(staged.with_name(staged.name + ".inline"), onnx_path)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -690,11 +690,36 @@ def _export_legacy(
         )
 
 
-def _save_self_contained(source: Path, target: Path) -> None:
+#: Node metadata torch's exporter fills with Python stack traces: absolute paths of the exporting machine.
+_STACK_TRACE_KEYS = frozenset({"pkg.torch.onnx.stack_trace"})
+
+
+def _strip_stack_traces(model: Any) -> None:
+    """Drop stack-trace metadata from every node, in subgraphs and functions too.
+
+    The same model exported from two checkouts must give byte-identical files without absolute paths
+    (tests/test_safety.py, determinism).
+    """
+    graphs = [model.graph, *model.functions]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            kept = [p for p in node.metadata_props if p.key not in _STACK_TRACE_KEYS]
+            if len(kept) != len(node.metadata_props):
+                del node.metadata_props[:]
+                node.metadata_props.extend(kept)
+            for attribute in node.attribute:
+                graphs.extend([attribute.g] if attribute.HasField("g") else [])
+                graphs.extend(attribute.graphs)
+
+
+def _save_self_contained(source: Path, target: Path, *, strip_stack_traces: bool = False) -> None:
     """Write ``source`` (and any external data next to it) as one inline ONNX file ``target``."""
     import onnx
 
     model = onnx.load(str(source), load_external_data=True)
+    if strip_stack_traces:
+        _strip_stack_traces(model)
     if model.ByteSize() >= 2**31 - 1:
         raise ExportError(f"{source.name}: the model is over 2 GB and cannot be saved as one ONNX file")
     onnx.save_model(model, str(target), save_as_external_data=False)

@@ -1,0 +1,323 @@
+"""generator.build: every source kind, nested/multi-output/int64/bool/static models, the cache, TensorRT layer.
+
+One project (tests/build_helpers.py) is built once per module into a shared repository; the tests read it. The cache
+folder is shared by the module's builds, so later builds only export what changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import onnx
+import pytest
+from build_helpers import factory_calls, load_module, make_project, nested_inputs, record, tree_digest, write_manifest
+
+from generator.build import BuildOptions, build_repository, plan_build, preflight, tensorrt_available
+from generator.cache import BuildCache
+from generator.errors import GenRepoError
+from generator.lint import lint_repository
+from generator.reference import read_reference
+from generator.repository import read_lock, verify_repository
+
+MODULE = "zoo_build_models"
+ALL = ("mlp", "two", "nested", "static", "frompt2", "fromonnx")
+
+
+def _rtx_missing() -> str | None:
+    trt, why = tensorrt_available("tensorrt_rtx")
+    return None if trt is not None else why
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build cache for the whole module."""
+    return tmp_path_factory.mktemp("build-cache")
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory: pytest.TempPathFactory, cache_dir: Path) -> SimpleNamespace:
+    """The project built once (cold cache): factory, .pt2 and ONNX sources, nested, two-output and static models."""
+    root = tmp_path_factory.mktemp("zoo")
+    manifest = make_project(root, MODULE, ALL)
+    report = build_repository(manifest, BuildOptions(allow_code=True, cache_dir=cache_dir))
+    return SimpleNamespace(root=root, manifest=manifest, repo=root / "model_repository", report=report,
+                           calls=factory_calls(root))
+
+
+def _status(report, name: str) -> str:
+    return next(m.status for m in report.models if m.name == name)
+
+
+def _onnx_inputs(path: Path) -> list[tuple[str, int, list]]:
+    model = onnx.load(str(path))
+    return [
+        (i.name, i.type.tensor_type.elem_type, [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim])
+        for i in model.graph.input
+    ]
+
+
+def test_every_source_kind_builds(zoo: SimpleNamespace) -> None:
+    assert zoo.report.ok and zoo.report.committed
+    assert [m.status for m in zoo.report.models] == ["built"] * len(ALL)
+    lock = read_lock(zoo.repo)
+    assert {name: entry["source"] for name, entry in lock["models"].items()} == {
+        "mlp": "factory", "two": "factory", "nested": "factory", "static": "factory", "frompt2": "pt2",
+        "fromonnx": "onnx",
+    }
+    assert sorted(zoo.calls) == ["mlp", "nested", "static", "two"]  # each factory called once, pt2/onnx need none
+    assert verify_repository(zoo.repo) == []
+
+
+def test_target_files(zoo: SimpleNamespace) -> None:
+    reference = {"1/gen_repo/contract.json", "1/gen_repo/reference.json", "1/gen_repo/reference.npz", "config.pbtxt"}
+    for name in ("two", "static", "fromonnx"):  # onnx target
+        assert set(tree_digest(zoo.repo / name)) == reference | {"1/model.onnx"}
+        assert 'platform: "onnxruntime_onnx"' in (zoo.repo / name / "config.pbtxt").read_text()
+    for name in ("mlp", "nested", "frompt2"):  # python target
+        assert set(tree_digest(zoo.repo / name)) == reference | {"1/model.onnx", "1/model.py"}
+        assert 'backend: "python"' in (zoo.repo / name / "config.pbtxt").read_text()
+    # self-contained ONNX (no external .data) that loads on its own
+    assert not list(zoo.repo.rglob("*.data"))
+
+
+def test_nested_inputs_flattened_by_semantic_path_in_signature_order(zoo: SimpleNamespace) -> None:
+    inputs = _onnx_inputs(zoo.repo / "nested" / "1" / "model.onnx")
+    assert [(name, elem) for name, elem, _ in inputs] == [
+        ("input_x", onnx.TensorProto.FLOAT),
+        ("input_extras_mask", onnx.TensorProto.BOOL),
+        ("input_extras_scale", onnx.TensorProto.FLOAT),
+        ("input_extras_pair_0", onnx.TensorProto.FLOAT),
+        ("input_extras_pair_1", onnx.TensorProto.FLOAT),
+    ]
+    outputs = [o.name for o in onnx.load(str(zoo.repo / "nested" / "1" / "model.onnx")).graph.output]
+    assert outputs == ["output_logits", "output_aux_0"]
+    # The reference outputs are the nested module's own outputs for the re-nested inputs (mode "sum" is a constant).
+    zoo_module = load_module(zoo.root / f"{MODULE}.py", "_check_nested")
+    model = zoo_module._seeded(zoo_module.Nested, 2)  # what make_nested returns, without counting a call
+    import torch
+
+    for case in read_reference(zoo.repo / "nested" / "1" / "gen_repo"):
+        arrays = {k: torch.from_numpy(v) for k, v in case.inputs.items()}
+        extras = {"mask": arrays["input_extras_mask"], "scale": arrays["input_extras_scale"],
+                  "pair": (arrays["input_extras_pair_0"], arrays["input_extras_pair_1"]), "mode": "sum"}
+        with torch.no_grad():
+            out = model(arrays["input_x"], extras)
+        np.testing.assert_allclose(case.outputs["output_logits"], out["logits"].numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(case.outputs["output_aux_0"], out["aux"][0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="generator.plan orders inputs as recorded (input_spec order), not by the "
+                   "forward signature; reported to the lead (plan.py is not this test's owner's)")
+def test_inputs_recorded_out_of_signature_order_are_planned_in_signature_order(zoo: SimpleNamespace) -> None:
+    from generator.spec import GraphSpec
+
+    zoo_module = load_module(zoo.root / f"{MODULE}.py", "_check_order")
+    calls = []
+    for b, s in ((1, 4), (4, 8)):
+        values = nested_inputs(b, s)
+        calls.append((b, {"extras": values["extras"], "x": values["x"]}))  # kwargs in another order
+    document = record("nested", zoo_module.Nested().eval(), ["x", "extras"], calls)
+    assert GraphSpec.from_dict(document["graph"]).input_tensor_names()[-1] == "input_x"  # recorded order
+    (zoo.root / "specs" / "nested_kw.graphspec.json").write_text(json.dumps(document))
+    manifest = write_manifest(zoo.root, "order.yaml", [
+        {"name": "nested", "spec": "specs/nested_kw.graphspec.json", "source": {"factory": f"{MODULE}:make_nested"}}
+    ])
+    plan, _ = plan_build(manifest, BuildOptions(allow_code=True, target="onnx"))
+    assert next(t.name for t in plan.models[0].inputs) == "input_x"
+
+
+def test_multiple_outputs_with_int64_and_bool_inputs(zoo: SimpleNamespace) -> None:
+    inputs = _onnx_inputs(zoo.repo / "two" / "1" / "model.onnx")
+    assert [(n, e) for n, e, _ in inputs] == [("input_ids", onnx.TensorProto.INT64),
+                                             ("input_mask", onnx.TensorProto.BOOL)]
+    config = (zoo.repo / "two" / "config.pbtxt").read_text()
+    assert "TYPE_INT64" in config and "TYPE_BOOL" in config
+    assert "output_0" in config and "output_1" in config
+    cases = read_reference(zoo.repo / "two" / "1" / "gen_repo")
+    assert [c.name for c in cases] == ["min", "opt", "max"]
+    assert all(set(c.outputs) == {"output_0", "output_1"} for c in cases)
+    assert cases[0].inputs["input_ids"].dtype == np.int64 and cases[0].inputs["input_mask"].dtype == np.bool_
+
+
+def test_static_shape_model_does_not_batch(zoo: SimpleNamespace) -> None:
+    contract = json.loads((zoo.repo / "static" / "1" / "gen_repo" / "contract.json").read_text())
+    assert contract["max_batch_size"] == 0
+    assert contract["inputs"][0]["dims"] == [3, 16] and contract["inputs"][0]["max_shape"] == [3, 16]
+    assert "max_batch_size" not in (zoo.repo / "static" / "config.pbtxt").read_text()  # 0: protobuf leaves it out
+    assert _onnx_inputs(zoo.repo / "static" / "1" / "model.onnx")[0][2] == [3, 16]  # static axes stay static
+    assert [c.batch_size for c in read_reference(zoo.repo / "static" / "1" / "gen_repo")] == [None, None, None]
+
+
+def test_onnx_files_hold_no_absolute_paths(zoo: SimpleNamespace) -> None:
+    for path in zoo.repo.rglob("model.onnx"):
+        data = path.read_bytes()
+        assert str(zoo.root).encode() not in data, path
+        assert str(Path(__file__).resolve().parent.parent).encode() not in data, path  # the checkout's path
+    lock_text = (zoo.repo / "gen-repo.lock.json").read_text()
+    assert str(zoo.root) not in lock_text
+
+
+def test_lint_passes(zoo: SimpleNamespace) -> None:
+    findings = lint_repository(zoo.repo)
+    assert [f for f in findings if f.severity == "error"] == [], [str(f) for f in findings]
+
+
+def test_second_build_is_a_cache_hit_and_exports_nothing(zoo: SimpleNamespace, cache_dir: Path) -> None:
+    before = tree_digest(zoo.repo)
+    events = []
+    report = build_repository(zoo.manifest, BuildOptions(allow_code=True, cache_dir=cache_dir),
+                              progress=events.append)
+    assert [m.status for m in report.models] == ["cached"] * len(ALL)
+    assert factory_calls(zoo.root) == zoo.calls  # no factory was called again (nothing imported or exported)
+    assert not [e for e in events if e.stage in ("source", "export")]
+    assert tree_digest(zoo.repo) == before  # byte-identical, lock file included
+
+
+def test_auto_target_never_picks_tensorrt_rtx(zoo: SimpleNamespace) -> None:
+    plan, notes = plan_build(zoo.manifest, BuildOptions(target="auto", tensorrt_module="tensorrt_rtx"))
+    trt, why = tensorrt_available("tensorrt")
+    expected = "tensorrt" if trt is not None else "onnx"
+    assert {m.target for m in plan.models} == {expected}
+    assert len(notes) == 1 and notes[0].startswith(f"target auto -> {expected}")
+    if trt is None:
+        assert why in notes[0]
+
+
+def test_factory_refused_without_allow_code_before_anything_runs(zoo: SimpleNamespace, tmp_path: Path) -> None:
+    with pytest.raises(GenRepoError) as raised:
+        build_repository(zoo.manifest, BuildOptions(cache_dir=tmp_path / "cache"), output_dir=tmp_path / "out")
+    assert len(raised.value.problems) == 4  # the four factory models, all at once
+    assert all("--allow-code" in p.message and p.pointer.endswith("/source/factory") for p in raised.value.problems)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+    assert raised.value.exit_code == 2
+
+
+def test_compute_capabilities_need_standard_tensorrt(zoo: SimpleNamespace) -> None:
+    if _rtx_missing():
+        pytest.skip(f"tensorrt_rtx is not installed: {_rtx_missing()}")
+    manifest = write_manifest(zoo.root, "cc.yaml", [
+        {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"onnx": "mlp.onnx"}, "target": "tensorrt",
+         "compute_capabilities": ["8.9", "9.0"]},
+    ])
+    options = BuildOptions(tensorrt_module="tensorrt_rtx")
+    plan, _ = plan_build(manifest, options)
+    with pytest.raises(GenRepoError, match="one plan per compute capability needs standard TensorRT"):
+        preflight(plan, options)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# TensorRT: for real with TensorRT-RTX on a CPU (its engines are not Triton plans), and gpu tests for real TensorRT
+# --------------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def rtx_build(zoo: SimpleNamespace, cache_dir: Path) -> SimpleNamespace:
+    """The MLP (factory) built for the tensorrt target with tensorrt_rtx."""
+    if _rtx_missing():
+        pytest.skip(f"tensorrt_rtx is not installed: {_rtx_missing()}")
+    manifest = write_manifest(zoo.root, "rtx.yaml", [
+        {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"}},
+    ])
+    options = BuildOptions(allow_code=True, cache_dir=cache_dir, target="tensorrt", tensorrt_module="tensorrt_rtx")
+    output = zoo.root / "rtx_repository"
+    report = build_repository(manifest, options, output_dir=output)
+    return SimpleNamespace(manifest=manifest, options=options, repo=output, report=report)
+
+
+def test_tensorrt_rtx_builds_an_engine_and_labels_it(rtx_build: SimpleNamespace, cache_dir: Path) -> None:
+    import tensorrt_rtx
+
+    report = rtx_build.report
+    assert report.ok, report.to_dict()
+    files = set(tree_digest(rtx_build.repo / "mlp"))
+    assert "1/model.plan" in files and "1/model.onnx" not in files
+    assert (rtx_build.repo / "mlp" / "1" / "model.plan").stat().st_size > 1000
+    notes = report.models[0].notes
+    assert any("NOT a Triton tensorrt_plan" in n for n in notes)
+    entry = read_lock(rtx_build.repo)["models"]["mlp"]
+    assert entry["tensorrt"] == {
+        "module": "tensorrt_rtx", "version": tensorrt_rtx.__version__, "triton_plan": False,
+        "engines": {"model.plan": {"compute_capability": None}},
+    }
+    # The timing cache lives in the cache folder.
+    timing = BuildCache(cache_dir).timing_cache_path(f"tensorrt_rtx-{tensorrt_rtx.__version__}", "cpu")
+    assert timing.is_file()
+    assert any(timing.relative_to(cache_dir).as_posix() in n for n in notes)
+
+
+def test_tensorrt_rtx_rebuild_reads_the_timing_cache(rtx_build: SimpleNamespace) -> None:
+    report = build_repository(rtx_build.manifest, BuildOptions(**{**_fields(rtx_build.options), "use_cache": False}),
+                              output_dir=rtx_build.repo)
+    notes = " ".join(report.models[0].notes)
+    # Standard TensorRT reuses it ("reused"); TensorRT-RTX reads the file but its timing caches are no-ops, which the
+    # build reports instead of claiming a reuse.
+    assert "timing cache reused" in notes or "was not accepted" in notes, notes
+
+
+def test_verify_catches_a_modified_engine(rtx_build: SimpleNamespace, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "repo"
+    shutil.copytree(rtx_build.repo, copy)
+    plan_file = copy / "mlp" / "1" / "model.plan"
+    data = bytearray(plan_file.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    plan_file.write_bytes(bytes(data))
+    problems = verify_repository(copy)
+    assert len(problems) == 1 and problems[0].file.endswith("mlp/1/model.plan")
+
+
+def _fields(options: BuildOptions) -> dict:
+    return {name: getattr(options, name) for name in options.__dataclass_fields__}
+
+
+def _standard_tensorrt_with_gpu() -> str | None:
+    trt, why = tensorrt_available("tensorrt")
+    return None if trt is not None else why
+
+
+@pytest.mark.gpu
+def test_tensorrt_plan_on_gpu_records_compute_capability_and_reuses_timing_cache(
+    zoo: SimpleNamespace, cache_dir: Path
+) -> None:
+    why = _standard_tensorrt_with_gpu()
+    if why:
+        pytest.skip(f"needs standard TensorRT and an NVIDIA GPU: {why}")
+    from generator.gpu import current_gpu, detect_gpus
+
+    gpu = current_gpu(detect_gpus())
+    manifest = write_manifest(zoo.root, "gpu.yaml", [
+        {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"onnx": "mlp.onnx"}, "target": "tensorrt"},
+    ])
+    options = BuildOptions(cache_dir=cache_dir)
+    output = zoo.root / "gpu_repository"
+    build_repository(manifest, options, output_dir=output)
+    entry = read_lock(output)["models"]["mlp"]["tensorrt"]
+    assert entry["triton_plan"] is True
+    assert entry["engines"] == {"model.plan": {"compute_capability": gpu.compute_capability if gpu else None}}
+    again = build_repository(manifest, BuildOptions(cache_dir=cache_dir, use_cache=False), output_dir=output)
+    assert any("timing cache reused" in n for n in again.models[0].notes)
+
+
+@pytest.mark.gpu
+def test_one_plan_per_compute_capability(zoo: SimpleNamespace, cache_dir: Path) -> None:
+    why = _standard_tensorrt_with_gpu()
+    if why:
+        pytest.skip(f"needs standard TensorRT and NVIDIA GPUs: {why}")
+    from generator.gpu import detect_gpus
+
+    capabilities = sorted({g.compute_capability for g in detect_gpus() if g.compute_capability})
+    if len(capabilities) < 2:
+        pytest.skip(f"needs GPUs of two compute capabilities; this machine has {capabilities}")
+    manifest = write_manifest(zoo.root, "multi_cc.yaml", [
+        {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"onnx": "mlp.onnx"}, "target": "tensorrt",
+         "compute_capabilities": capabilities},
+    ])
+    output = zoo.root / "multi_cc_repository"
+    build_repository(manifest, BuildOptions(cache_dir=cache_dir), output_dir=output)
+    engines = read_lock(output)["models"]["mlp"]["tensorrt"]["engines"]
+    assert sorted(v["compute_capability"] for v in engines.values()) == capabilities
+    for filename in engines:
+        assert (output / "mlp" / "1" / filename).stat().st_size > 0
+    assert "cc_model_filenames" in (output / "mlp" / "config.pbtxt").read_text()
