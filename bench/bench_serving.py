@@ -31,8 +31,8 @@ def example_repository(target: Path) -> Path:
     from generator.build import BuildOptions, build_repository
 
     if not (target / "gen-repo.lock.json").is_file():
-        build_repository(REPO / "examples" / "gen-repo.yaml",
-                         BuildOptions(allow_code=True, target="python", cache_dir=REPO / "bench" / ".cache"), target)
+        options = BuildOptions(allow_code=True, target="python", cache_dir=REPO / "bench" / "out" / "cache")
+        build_repository(REPO / "examples" / "gen-repo.yaml", options, target)
     return target
 
 
@@ -59,7 +59,7 @@ def main() -> None:
 
     from generator.server import launch
 
-    source = args.repo or example_repository(REPO / "bench" / ".example_repository")
+    source = args.repo or example_repository(REPO / "bench" / "out" / "example_repository")
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
         names = paired_repository(source, Path(tmp))
         results: dict[tuple[str, str, int], list[float]] = {}

@@ -2,7 +2,7 @@
 
     python bench/bench_smoke.py [--repo DIR] [--repeats 3]
 
-Builds the example repository (python target, cached under bench/.cache) unless --repo is given, starts one local
+Builds the example repository (python target, cached under bench/out/cache) unless --repo is given, starts one local
 tritonserver (its start-to-ready time is reported separately), then runs ``generator.smoke`` per model several times.
 Skips with a message when ``generator.smoke`` does not exist yet. Prints a table, then the ratio lines last.
 """
@@ -25,8 +25,8 @@ def example_repository(target: Path) -> Path:
     from generator.build import BuildOptions, build_repository
 
     if not (target / "gen-repo.lock.json").is_file():
-        build_repository(REPO / "examples" / "gen-repo.yaml",
-                         BuildOptions(allow_code=True, target="python", cache_dir=REPO / "bench" / ".cache"), target)
+        options = BuildOptions(allow_code=True, target="python", cache_dir=REPO / "bench" / "out" / "cache")
+        build_repository(REPO / "examples" / "gen-repo.yaml", options, target)
     return target
 
 
@@ -49,7 +49,7 @@ def main() -> None:
         return
     from generator.server import TritonServer
 
-    repo = args.repo or example_repository(REPO / "bench" / ".example_repository")
+    repo = args.repo or example_repository(REPO / "bench" / "out" / "example_repository")
     models = sorted(p.name for p in repo.iterdir() if (p / "config.pbtxt").is_file())
     server = TritonServer()
     start = time.perf_counter()

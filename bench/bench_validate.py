@@ -5,8 +5,12 @@
 Documents are synthesised from the real AITune fixtures (tests/data/aitune or /work/shared/fixtures/aitune): names
 varied, a fraction broken on purpose (a non-string dtype, min > max, a missing field, a bad dim). Timed:
 
-- ``generator.schema.validate_document`` as shipped (jsonschema Draft 2020-12 + semantic checks + GraphSpec build);
-- the schema pass alone with ``jsonschema`` (``iter_errors``, every error with its path);
+- ``generator.schema.validate_document`` as shipped (fast path: jsonschema-rs says valid, else jsonschema reports;
+  fast semantic verdict, else the full reporter; GraphSpec build), and the same with the fast path switched off
+  (``generator.documents.FAST_VALIDATOR_MODULE = None``: jsonschema + full semantic reporter, the path before);
+- the same shipped path with the GraphSpec build stubbed out (schema + semantic checks only);
+- the schema pass alone: shipped (``schema_problems``) and with the reference ``jsonschema`` alone (``iter_errors``,
+  every error with its path);
 - the schema pass alone with ``jsonschema-rs`` (``validator_for(schema).iter_errors``), if installed;
 - the semantic pass alone (schema pass stubbed out): "jsonschema-rs + semantic" is the sum of two measured parts.
 
@@ -29,8 +33,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import generator.documents as documents_mod  # noqa: E402
 import generator.schema as schema_mod  # noqa: E402
-from generator.documents import schema_problems  # noqa: E402
+from generator.documents import reference_schema_problems, schema_problems  # noqa: E402
 from generator.errors import GenRepoError, json_pointer  # noqa: E402
 from generator.resources import resource_dir  # noqa: E402
 
@@ -83,6 +88,42 @@ def time_full(docs: list[dict[str, Any]]) -> tuple[float, int, int]:
     return time.perf_counter() - start, errors, located
 
 
+def time_reference_only(docs: list[dict[str, Any]]) -> tuple[float, int, int]:
+    """validate_document with the fast path switched off: jsonschema + full semantic reporter + GraphSpec."""
+    module = documents_mod.FAST_VALIDATOR_MODULE
+    documents_mod.FAST_VALIDATOR_MODULE = None
+    try:
+        return time_full(docs)
+    finally:
+        documents_mod.FAST_VALIDATOR_MODULE = module
+
+
+class _NoBuild:
+    """Bench-only stand-in for GraphSpec: validate_document then stops after the checks."""
+
+    @staticmethod
+    def from_dict(data: Any) -> None:
+        return None
+
+
+def time_checks_only(docs: list[dict[str, Any]]) -> tuple[float, int, int]:
+    """The shipped validate_document with the GraphSpec build stubbed (bench-only monkeypatch): schema + semantic."""
+    graph_spec, infer = schema_mod.GraphSpec, schema_mod.infer_batch_multipliers
+    schema_mod.GraphSpec = _NoBuild  # type: ignore[assignment,misc]
+    schema_mod.infer_batch_multipliers = lambda graph: []  # type: ignore[assignment]
+    try:
+        return time_full(docs)
+    finally:
+        schema_mod.GraphSpec, schema_mod.infer_batch_multipliers = graph_spec, infer  # type: ignore[misc]
+
+
+def time_schema_shipped(docs: list[dict[str, Any]]) -> float:
+    start = time.perf_counter()
+    for k, doc in enumerate(docs):
+        schema_problems(doc, schema_mod.GRAPHSPEC_SCHEMA, f"spec{k}.json", has_tuple=schema_mod._fixture_has_tuple)
+    return time.perf_counter() - start
+
+
 def time_semantic(docs: list[dict[str, Any]]) -> float:
     """validate_document with the schema pass stubbed (bench-only monkeypatch): the semantic checks + GraphSpec."""
     original = schema_mod.schema_problems
@@ -102,7 +143,7 @@ def time_jsonschema(docs: list[dict[str, Any]]) -> tuple[float, list[set[str]]]:
     where: list[set[str]] = []
     start = time.perf_counter()
     for k, doc in enumerate(docs):
-        where.append({p.pointer for p in schema_problems(doc, schema_mod.GRAPHSPEC_SCHEMA, f"spec{k}.json")})
+        where.append({p.pointer for p in reference_schema_problems(doc, schema_mod.GRAPHSPEC_SCHEMA, f"spec{k}.json")})
     return time.perf_counter() - start, where
 
 
@@ -129,13 +170,20 @@ def main() -> None:
     schema_mod.validate_document(copy.deepcopy(docs[0]), "warmup.json") if not broken[0] else None
 
     full, errors, located = time_full(docs)
+    checks, check_errors, _ = time_checks_only(docs)
+    reference, reference_errors, _ = time_reference_only(docs)
+    assert (check_errors, reference_errors) == (errors, errors), "the paths must report the same problems"
+    shipped_schema = time_schema_shipped(docs)
     semantic = time_semantic(docs)
     js_time, js_where = time_jsonschema(docs)
     rs = time_jsonschema_rs(docs)
     n = len(docs)
     rows = [
-        ("validate_document (jsonschema + semantic)", full),
-        ("schema pass: jsonschema", js_time),
+        ("validate_document, fast path off (before)", reference),
+        ("validate_document as shipped (fast path)", full),
+        ("  same, schema + semantic only (no GraphSpec)", checks),
+        ("schema pass: jsonschema (reference)", js_time),
+        ("schema pass: shipped schema_problems", shipped_schema),
         ("semantic pass + GraphSpec (schema stubbed)", semantic),
     ]
     agree = None
@@ -153,7 +201,9 @@ def main() -> None:
     else:
         print("jsonschema-rs not installed: pip install jsonschema-rs to measure it")
     print()
-    print(f"goal: {n} specs < 0.5 s; shipped path {full:.2f} s ({'met' if full < 0.5 else 'NOT met'})")
+    print(f"goal: {n} specs < 0.5 s; shipped schema + semantic {checks:.2f} s ({'met' if checks < 0.5 else 'NOT met'})"
+          f", with GraphSpec build {full:.2f} s ({'met' if full < 0.5 else 'NOT met'})")
+    print(f"ratio validate_document: fast path off / shipped = {reference / full:.1f}x")
     if rs is not None:
         total = rs[0] + semantic
         print(f"ratio schema pass: jsonschema / jsonschema-rs = {js_time / rs[0]:.1f}x")

@@ -755,8 +755,9 @@ def build_repository(
     options = replace(options, code_path=(*options.code_path, code_dir) if code_dir not in options.code_path else
                       options.code_path)
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
+    # Refusals come first: a refused build creates nothing, not even the cache folder (issue 4: "stops at once").
+    tensorrt = preflight(plan, options)
     with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
-        tensorrt = preflight(plan, options)
         cache = BuildCache(cache_root)
         versions = tool_versions()
         keys = {m.name: model_cache_key(cache, m, options, versions, tensorrt) for m in plan.models}

@@ -23,9 +23,11 @@ This module imports Ray only inside :func:`run_models_on_ray`; a build without `
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import pickle
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -319,14 +321,17 @@ def run_models_on_ray(
             todo.append(model)
     if todo:
         ray = _import_ray()
-        connected = connect(address or getattr(options, "ray_address", None))
-        try:
-            for result in _run(ray, todo, options, cache, keys, say, tool_versions(), max_retries,
-                               infeasible_timeout_s, poll_s):
-                results[result.name] = result
-        finally:
-            if connected:
-                ray.shutdown()
+        # Ray's driver prints cluster messages ("Task ... failed, retrying") on stdout from a background thread:
+        # they are diagnostics, and stdout may carry `--json` output, so they go to stderr while Ray runs.
+        with contextlib.redirect_stdout(sys.stderr):
+            connected = connect(address or getattr(options, "ray_address", None))
+            try:
+                for result in _run(ray, todo, options, cache, keys, say, tool_versions(), max_retries,
+                                   infeasible_timeout_s, poll_s):
+                    results[result.name] = result
+            finally:
+                if connected:
+                    ray.shutdown()
     return [results[m.name] for m in plan.models]
 
 

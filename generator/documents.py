@@ -240,13 +240,13 @@ def _refs(node: Any) -> Iterator[str]:
             stack.extend(item)
 
 
-def _has_ref_cycle(schema_id: str) -> bool:
-    """Tell whether following ``$ref``s from ``schema_id`` can come back to a schema already on the way.
+def has_ref_cycle(schema_id: str, schemas: dict[str, dict[str, Any]]) -> bool:
+    """Tell whether following ``$ref``s from ``schemas[schema_id]`` can come back to a schema already on the way.
 
-    Only ``$ref``s of the form ``[<$id>]#/$defs/<name>`` (what schemas/ uses) are followed; anything else counts as a
-    cycle, so that an unexpected schema shape falls back to the reference validator rather than risk a crash.
+    ``schemas`` maps ``$id`` to schema. Only ``$ref``s of the form ``[<$id>]#/$defs/<name>`` (what schemas/ uses) are
+    followed; any other counts as a cycle, so that an unexpected schema shape falls back to the reference validator
+    rather than risk a crash.
     """
-    schemas = _schema_documents()
 
     def target(base: str, ref: str) -> tuple[str, str] | None:
         uri, _, fragment = ref.partition("#")
@@ -286,7 +286,7 @@ def _has_ref_cycle(schema_id: str) -> bool:
 @functools.cache
 def _build_fast_validator(module: ModuleType, schema_file: str) -> Any | None:
     schema = _load_schema(schema_file)
-    if _has_ref_cycle(schema.get("$id", f"https://gen-repo.dev/schemas/{schema_file}")):
+    if has_ref_cycle(schema.get("$id", f"https://gen-repo.dev/schemas/{schema_file}"), _schema_documents()):
         return None
     # Every schema in schemas/ is registered, so the tune report's $refs into graphspec.schema.json resolve from
     # memory; offline=True refuses to fetch anything else (a schema must never reach the network).
@@ -306,7 +306,7 @@ def fast_validator(schema_file: str) -> Any | None:
     return _build_fast_validator(module, schema_file)
 
 
-def has_tuple(value: Any) -> bool:
+def contains_tuple(value: Any) -> bool:
     """Tell whether a tuple stands anywhere in ``value`` (jsonschema_rs takes it for an array, jsonschema does not)."""
     stack = [value]
     while stack:
@@ -325,7 +325,7 @@ def has_tuple(value: Any) -> bool:
     return False
 
 
-def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = has_tuple) -> bool:
+def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = contains_tuple) -> bool:
     """True only when the fast path can vouch that ``document`` is valid; False means "ask the reference".
 
     ``has_tuple`` must find every tuple standing where the schema expects an array; the default scans everything.
@@ -345,7 +345,7 @@ def schema_problems(
     schema_file: str,
     file: str,
     base: tuple[str | int, ...] = (),
-    has_tuple: Callable[[Any], bool] = has_tuple,
+    has_tuple: Callable[[Any], bool] = contains_tuple,
 ) -> list[Problem]:
     """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
 

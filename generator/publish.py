@@ -325,6 +325,20 @@ def _versions_present(keys: Iterable[str], model: str) -> set[int]:
     return out
 
 
+def _served_versions(fs: Any, target: StorageURL, model: str) -> set[int]:
+    """Versions the model's current remote config names (kept even when the remote lock file is stale or missing)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    try:
+        text = fs.cat_file(target.join(model, "config.pbtxt")).decode("utf-8")
+        config = model_config_pb2.ModelConfig()
+        text_format.Parse(text, config)
+    except (FileNotFoundError, UnicodeDecodeError, text_format.ParseError):
+        return set()
+    return {int(v) for v in config.version_policy.specific.versions}
+
+
 def published_config(config_text: str, version: int) -> str:
     """The model's config with ``version_policy`` pinned to ``version`` (what makes that version visible)."""
     from google.protobuf import text_format
@@ -418,6 +432,9 @@ def _publish_locked(
         config = published_config(config_text, version).encode("utf-8")
         plans[model] = (version, published, config)
 
+    # What each config names now (read before step 3 rewrites it): never mistaken for a half-uploaded folder.
+    served = {model: _served_versions(fs, target, model) for model in plans}
+
     # 1. Upload every new version folder completely; nothing references it yet.
     uploaded: dict[str, str] = {}  # object path -> expected sha256
     try:
@@ -460,7 +477,7 @@ def _publish_locked(
         present = (_versions_present(keys, model) | {version})
         kept = sorted(present)[-keep_versions:]
         # Half-uploaded folders of a publisher that died are never in the remote lock: they go too.
-        listed = _versions_present(remote_artifacts, model) | {version}
+        listed = _versions_present(remote_artifacts, model) | served[model] | {version}
         removed = tuple(v for v in sorted(present) if v not in kept or v not in listed)
         for old in removed:
             with contextlib.suppress(FileNotFoundError):

@@ -10,8 +10,21 @@ Every problem of a document is collected before one :class:`~generator.errors.Ge
 JSON pointer of the offending field. AITune's pickled binary form is refused by
 :func:`generator.documents.load_document`; nothing from a spec file is ever unpickled, evaluated or imported.
 
-The semantic checks are plain Python loops over the parsed document (no second schema pass, no per-call setup) so
-that validating many specs stays cheap; the schema validators are built once per process.
+Speed (10,000 specs must validate in well under a second, every error still reported with its location). Each stage
+has a fast verdict for the common case, a valid document, and falls back to the full reporter for anything else,
+so the problems of an invalid document are exactly what the full checks report:
+
+1. Schema: :func:`generator.documents.schema_problems` asks ``jsonschema_rs`` (when installed) whether the document
+   is valid and runs the reference ``jsonschema`` only when it is not (see that module). :func:`_has_tuple` tells
+   it, cheaply, whether a Python tuple stands where the schema expects an array (the one case jsonschema_rs is more
+   lenient than jsonschema), instead of a scan of the whole document.
+2. Semantic rules: :func:`_graph_all_clear` is one tight pass over a schema-valid graph that answers True only when
+   :func:`_graph_problems` would report nothing (it builds no pointers or messages). Any doubt, and the full
+   reporter runs and its answer counts. ``tests/test_schema_fast.py`` checks this on fixtures, every invalid
+   document of the tests and random valid and mutated documents.
+3. GraphSpec construction (:meth:`GraphSpec.from_dict`, :func:`infer_batch_multipliers`) is unchanged.
+
+:func:`validate_documents` validates a batch and reports every problem of every document at once.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ __all__ = [
     "graph_summary",
     "load_graphspecs",
     "validate_document",
+    "validate_documents",
     "validate_file",
 ]
 
@@ -78,7 +92,11 @@ def load_graphspecs(path: Path | str) -> list[LoadedGraph]:
 
 
 def validate_document(document: Any, file: str) -> list[LoadedGraph]:
-    """Validate an already parsed document (see :func:`load_graphspecs`); ``file`` names it in problems."""
+    """Validate an already parsed document (see :func:`load_graphspecs`); ``file`` names it in problems.
+
+    ``document`` is JSON data as ``json.load``/``yaml.safe_load`` return it (dicts, lists, strings, numbers, bools,
+    None); anything else is judged by the reference validator, as before.
+    """
     kind = document_kind(document)
     if kind is None:
         raise GenRepoError(
@@ -92,19 +110,22 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
             ]
         )
     if kind == "tune_report":
-        problems = schema_problems(document, TUNE_REPORT_SCHEMA, file)
+        problems = schema_problems(document, TUNE_REPORT_SCHEMA, file, has_tuple=_report_has_tuple)
         locations = _tune_report_graphs(document)
     else:
-        problems = schema_problems(document, GRAPHSPEC_SCHEMA, file)
+        has_tuple = _fixture_has_tuple if kind == "fixture" else _has_tuple
+        problems = schema_problems(document, GRAPHSPEC_SCHEMA, file, has_tuple=has_tuple)
         locations = [("/graph", document.get("graph"), None)] if kind == "fixture" else [("", document, None)]
 
-    broken = {p.pointer for p in problems}
-    add = _collector(problems, file)
-    for pointer, graph, _ in locations:
-        if isinstance(graph, dict):
-            _graph_problems(graph, pointer, add, broken)
-    if problems:
-        raise GenRepoError(sorted(problems, key=_document_order(document)))
+    # Fast verdict first (schema-valid graphs only); the full reporter runs on any doubt and its answer counts.
+    if problems or not all(_graph_all_clear(graph) for _, graph, _ in locations):
+        broken = {p.pointer for p in problems}
+        add = _collector(problems, file)
+        for pointer, graph, _ in locations:
+            if isinstance(graph, dict):
+                _graph_problems(graph, pointer, add, broken)
+        if problems:
+            raise GenRepoError(sorted(problems, key=_document_order(document)))
 
     loaded = []
     for pointer, graph, module_name in locations:
@@ -114,6 +135,24 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
             raise GenRepoError([Problem(file, pointer, p.message) for p in error.problems]) from None
         notes = infer_batch_multipliers(spec)
         loaded.append(LoadedGraph(file, pointer, module_name, spec, list(notes)))
+    return loaded
+
+
+def validate_documents(documents: Iterable[tuple[Any, str]]) -> list[LoadedGraph]:
+    """Validate many parsed documents, given as ``(document, file)`` pairs; every graph of every document, in order.
+
+    Raises one GenRepoError carrying every problem of every invalid document (each names its file), after all of
+    them were checked, so a batch reports everything at once like a single document does.
+    """
+    loaded: list[LoadedGraph] = []
+    problems: list[Problem] = []
+    for document, file in documents:
+        try:
+            loaded.extend(validate_document(document, file))
+        except GenRepoError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise GenRepoError(problems)
     return loaded
 
 
@@ -499,3 +538,192 @@ def _batch_consistency_problems(recorded: Iterable[tuple[str, dict[str, Any]]], 
             elif low * ref_high != high * ref_low:
                 add(here, f"batch axis {axis} range {low}..{high} is not proportional to the batch range "
                           f"{ref_low}..{ref_high} at {ref_pointer}; no batch size multiplier explains both")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Fast verdicts for valid documents (see the module docstring): True/False answers, no pointers, no messages
+# --------------------------------------------------------------------------------------------------------------------
+#: "batch<i>"/"dim<i>" labels by axis, built once (TensorRT allows 8 dims; longer shapes build the label per call).
+_BATCH_LABELS = tuple(f"batch{axis}" for axis in range(16))
+_DIM_LABELS = tuple(f"dim{axis}" for axis in range(16))
+
+
+def _batch_label(axis: int) -> str:
+    return _BATCH_LABELS[axis] if axis < len(_BATCH_LABELS) else f"batch{axis}"
+
+
+def _has_tuple(graph: Any) -> bool:
+    """Tell whether a tuple stands where the GraphSpec schema allows an array (jsonschema_rs would take it for one).
+
+    Only called on a graph jsonschema_rs found valid, so the structure is known; elsewhere in a valid document a
+    tuple is either rejected by both validators (every other typed position excludes arrays) or unconstrained.
+    """
+    if not isinstance(graph, dict):
+        return False
+    for key in ("input_spec", "output_spec", "post_input_spec"):
+        meta = graph.get(key)
+        if not isinstance(meta, dict):
+            continue
+        for field_name in ("tensor_data", "other_data"):
+            entries = meta.get(field_name)
+            if isinstance(entries, tuple):
+                return True
+            for entry in entries or ():
+                if isinstance(entry.get("semantic_path"), tuple):
+                    return True
+                if field_name == "tensor_data" and (
+                    isinstance(entry["shape"], tuple)
+                    or isinstance(entry["min_shape"], tuple)
+                    or isinstance(entry["max_shape"], tuple)
+                ):
+                    return True
+    signature = graph.get("forward_signature")
+    if isinstance(signature, dict) and isinstance(signature.get("parameters"), tuple):
+        return True
+    definitions = graph.get("dynamic_shapes")
+    if isinstance(definitions, tuple):
+        return True
+    for definition in definitions or ():
+        if isinstance(definition["path"], tuple) or isinstance(definition["shape"], tuple):
+            return True
+    return False
+
+
+def _fixture_has_tuple(document: Any) -> bool:
+    return _has_tuple(document.get("graph"))
+
+
+def _report_has_tuple(report: Any) -> bool:
+    modules = report.get("modules")
+    if isinstance(modules, tuple):
+        return True
+    for module in modules or ():
+        graphs = module.get("graphs")
+        if isinstance(graphs, tuple) or any(_has_tuple(graph) for graph in graphs or ()):
+            return True
+    return False
+
+
+def _tensor_all_clear(entry: dict[str, Any]) -> bool:
+    """:func:`_tensor_problems` would report nothing (conservative: False may still be fine)."""
+    shape, min_shape, max_shape = entry["shape"], entry["min_shape"], entry["max_shape"]
+    rank = len(shape)
+    if len(min_shape) != rank or len(max_shape) != rank:
+        return False
+    for axis in range(rank):
+        label, low, high = shape[axis], min_shape[axis], max_shape[axis]
+        if type(low) is not int or type(high) is not int:
+            return False
+        kind = type(label)
+        if kind is int:
+            if low != label or high != label:
+                return False
+        elif kind is str:
+            if low > high:
+                return False
+            if axis >= len(_BATCH_LABELS) or (label != _BATCH_LABELS[axis] and label != _DIM_LABELS[axis]):
+                return False
+        else:
+            return False
+    declared = entry.get("batch_axis_multipliers")
+    if declared:
+        for key, multiplier in declared.items():
+            axis = int(key)
+            if axis >= rank or shape[axis] != _batch_label(axis) or type(multiplier) is not int:
+                return False
+            if min_shape[axis] % multiplier or max_shape[axis] % multiplier:
+                return False
+    return True
+
+
+def _names_unique(entries: list[dict[str, Any]], prefix: Literal["input", "output"]) -> bool:
+    names = {format_tensor_name(path_from_json(entry["semantic_path"]), prefix) for entry in entries}
+    return len(names) == len(entries)
+
+
+def _graph_all_clear(graph: Any) -> bool:
+    """True only when :func:`_graph_problems` would report nothing for this schema-valid graph.
+
+    One pass without pointers or messages, for the common case of a valid graph. Conservative: False means "maybe
+    a problem" and the caller runs the full reporter, whose answer counts; so a rule may be checked more strictly
+    here than there, never more loosely.
+    """
+    inputs = graph["input_spec"]["tensor_data"]
+    outputs = graph["output_spec"]["tensor_data"]
+    for entry in inputs:
+        if not _tensor_all_clear(entry):
+            return False
+    for entry in outputs:
+        if not _tensor_all_clear(entry):
+            return False
+    post = graph.get("post_input_spec")
+    if post is not None:
+        for entry in post["tensor_data"]:
+            if not _tensor_all_clear(entry):
+                return False
+    if not _names_unique(inputs, "input") or not _names_unique(outputs, "output"):
+        return False
+
+    signature = graph.get("forward_signature")
+    if signature is not None:
+        names = [parameter["name"] for parameter in signature["parameters"]]
+        if len(set(names)) != len(names):
+            return False
+        for entry in inputs:
+            path = entry["semantic_path"]
+            root = (path[0] if path else "") if isinstance(path, list) else path
+            if root not in names:
+                return False
+
+    explicit: set[Any] = set()
+    definitions = graph.get("dynamic_shapes")
+    if definitions:
+        by_path = {path_from_json(entry["semantic_path"]): entry for entry in inputs}
+        dims_by_name: dict[Any, tuple[Any, ...]] = {}
+        batch_reference: tuple[Any, int, int] | None = None
+        for definition in definitions:
+            key = path_from_json(definition["path"])
+            tensor = by_path.get(key)
+            if key in explicit or tensor is None or len(definition["shape"]) != len(tensor["shape"]):
+                return False
+            explicit.add(key)
+            for dim in definition["shape"]:
+                if not isinstance(dim, dict):
+                    continue
+                name, low, high, opt = dim["name"], dim["min"], dim["max"], dim.get("opt")
+                # dim_problems' rules, stricter on types (a float bound goes to the full reporter).
+                if type(name) is not str or not name or type(low) is not int or type(high) is not int:
+                    return False
+                if not 0 < low < high or (opt is not None and (type(opt) is not int or not low <= opt <= high)):
+                    return False
+                dim_key = (dim["type"], low, high, opt)
+                if dims_by_name.setdefault(name, dim_key) != dim_key:
+                    return False
+                if dim["type"] == "BatchDim":
+                    if batch_reference is None:
+                        batch_reference = (name, low, high)
+                    elif batch_reference[0] != name and (batch_reference[1], batch_reference[2]) != (low, high):
+                        return False
+
+    # Recorded batch axes of inputs without an explicit definition: one batch range explains them all.
+    reference: tuple[int, int, Any] | None = None
+    for entry in inputs:
+        if explicit and path_from_json(entry["semantic_path"]) in explicit:
+            continue
+        declared = entry.get("batch_axis_multipliers") or {}
+        shape = entry["shape"]
+        for axis in range(len(shape)):
+            if shape[axis] != _batch_label(axis):
+                continue
+            low, high = entry["min_shape"][axis], entry["max_shape"][axis]
+            multiplier = declared.get(str(axis)) if declared else None
+            if reference is None:
+                reference = (low, high, multiplier)
+                continue
+            ref_low, ref_high, ref_multiplier = reference
+            if multiplier is not None and ref_multiplier is not None:
+                if low * ref_multiplier != ref_low * multiplier or high * ref_multiplier != ref_high * multiplier:
+                    return False
+            elif low * ref_high != high * ref_low:
+                return False
+    return True

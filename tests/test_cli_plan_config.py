@@ -20,11 +20,19 @@ def _run(*args: str):
 
 
 def test_plan_text_says_which_case_applied():
-    result = _run("plan", str(EXAMPLES_MANIFEST))
+    result = _run("plan", str(EXAMPLES_MANIFEST), "--target", "python")
     assert result.exit_code == 0, result.output
     assert "model 'mlp' version 1: target python, max_batch_size 32 (batching)" in result.output
     assert "batch ranges agree" in result.output
     assert "input  input_x TYPE_FP32 dims [16]" in result.output
+
+
+def test_plan_says_what_target_auto_became_on_this_machine():
+    # No TensorRT with a GPU here: auto resolves to onnx, as `gen-repo build` does, and the plan says so.
+    result = _run("plan", str(EXAMPLES_MANIFEST))
+    assert result.exit_code == 0, result.output
+    assert "model 'mlp' version 1: target onnx" in result.output
+    assert "target auto resolved to onnx" in result.output
 
 
 def test_plan_json(tmp_path):
@@ -41,7 +49,7 @@ def test_plan_json(tmp_path):
 
 def test_config_writes_layout_and_is_byte_identical(tmp_path):
     out = tmp_path / "repo"
-    result = _run("config", str(EXAMPLES_MANIFEST), "-o", str(out))
+    result = _run("config", str(EXAMPLES_MANIFEST), "-o", str(out), "--target", "python")
     assert result.exit_code == 0, result.output
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert files == ["mlp/1/gen_repo/contract.json", "mlp/config.pbtxt", "text/1/gen_repo/contract.json",
@@ -52,7 +60,7 @@ def test_config_writes_layout_and_is_byte_identical(tmp_path):
     config = text_format.Parse(first["text/config.pbtxt"].decode(), model_config_pb2.ModelConfig())
     assert config.name == "text"
     (out / "unrelated.txt").write_text("kept")
-    assert _run("config", str(EXAMPLES_MANIFEST), "-o", str(out)).exit_code == 0
+    assert _run("config", str(EXAMPLES_MANIFEST), "-o", str(out), "--target", "python").exit_code == 0
     assert {f: (out / f).read_bytes() for f in files} == first
     assert (out / "unrelated.txt").read_text() == "kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]  # no staging folder left behind

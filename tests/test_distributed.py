@@ -286,7 +286,7 @@ def test_killed_worker_mid_build_is_retried_or_reported(
         while not busy and time.monotonic() < deadline and build.poll() is None:
             titles = {p: _cmdline(p) for p in namespace.pids()}
             seen.update(t[:80] for t in titles.values())
-            busy = [p for p, t in titles.items() if "export_task" in t and raylet in _ancestors(p)]
+            busy = [p for p, t in titles.items() if t.startswith("ray::gen-repo export") and raylet in _ancestors(p)]
             time.sleep(0.2)
         assert busy, f"no export task ever ran on the worker node; saw {sorted(seen)}"
         # SIGKILL the worker node: its raylet and everything under it, mid-export.

@@ -45,17 +45,20 @@ def _write(files: dict[str, str], out_dir: Path, models: list[str]) -> None:
 @click.option("-o", "--output", "output", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Repository folder (default: the manifest's `output`, else model_repository next to it).")
 @click.option("--allow-outside", is_flag=True, help="Allow manifest paths that leave the manifest's folder.")
+@click.option("--target", type=click.Choice(["auto", "tensorrt", "onnx", "python"]),
+              help="Override every model's target, as `gen-repo build --target` does.")
 @click.option("--json", "json_output", is_flag=True, help="Print the written files as JSON.")
 @report_errors
-def command(manifest: str, output: str | None, allow_outside: bool, json_output: bool) -> None:
+def command(manifest: str, output: str | None, allow_outside: bool, target: str | None, json_output: bool) -> None:
     """Write <model>/config.pbtxt and <model>/<version>/gen_repo/contract.json for every model of MANIFEST.
 
     Nothing is written when any model has a problem (exit 2, every problem listed).
     """
-    from generator.manifest import load_manifest
-    from generator.plan import config_files, plan_repository
+    from generator.build import BuildOptions, plan_build
+    from generator.plan import config_files
 
-    plan = plan_repository(load_manifest(manifest, allow_outside=allow_outside))
+    # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes.
+    plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
     out_dir = Path(output).resolve() if output else plan.output_dir
     files = config_files(plan)
     _write(files, out_dir, [m.name for m in plan.models])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -40,16 +41,19 @@ def _print_text(summary: dict[str, Any]) -> None:
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "json_output", is_flag=True, help="Print the plan as JSON (sorted keys).")
 @click.option("--allow-outside", is_flag=True, help="Allow manifest paths that leave the manifest's folder.")
+@click.option("--target", type=click.Choice(["auto", "tensorrt", "onnx", "python"]),
+              help="Override every model's target, as `gen-repo build --target` does.")
 @report_errors
-def command(manifest: str, json_output: bool, allow_outside: bool) -> None:
+def command(manifest: str, json_output: bool, allow_outside: bool, target: str | None) -> None:
     """Show what `gen-repo config`/`build` would generate for MANIFEST, without writing anything.
 
     Exit 0 with the plan; exit 2 with every problem of the manifest (file: /pointer: message).
     """
-    from generator.manifest import load_manifest
-    from generator.plan import describe_plan, plan_repository
+    from generator.build import BuildOptions, plan_build
+    from generator.plan import describe_plan
 
-    plan = plan_repository(load_manifest(manifest, allow_outside=allow_outside))
+    # The same planning (and `target: auto` resolution) as `gen-repo build`.
+    plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
     summary = describe_plan(plan)
     if json_output:
         click.echo(json.dumps({"ok": True, **summary}, indent=2, sort_keys=True))
