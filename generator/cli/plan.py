@@ -53,9 +53,11 @@ def command(manifest: str, json_output: bool, allow_outside: bool, target: str |
     from generator.plan import describe_plan
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`.
-    plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
-    summary = describe_plan(plan)
+    plan, notes = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
+    summary = {**describe_plan(plan), "notes": notes}
     if json_output:
         click.echo(json.dumps({"ok": True, **summary}, indent=2, sort_keys=True))
     else:
         _print_text(summary)
+        for note in notes:
+            click.echo(f"note: {note}")
