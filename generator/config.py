@@ -391,9 +391,11 @@ def _warmup(r: ConfigRequest, build: ConfigBuild) -> None:
 
 def _tensorrt(r: ConfigRequest, build: ConfigBuild) -> None:
     config = build.config
-    for cc in r.options.get("compute_capabilities") or []:
-        major, minor = cc.split(".")
-        config.cc_model_filenames[cc] = f"model_sm{int(major)}{int(minor)}.plan"
+    # One naming rule for the plan files, shared with the TensorRT build layer.
+    from generator.export.tensorrt import plan_filenames
+
+    for cc, filename in plan_filenames(r.options.get("compute_capabilities") or []).items():
+        config.cc_model_filenames[cc] = filename
     if r.options.get("cuda_graphs"):
         cuda = config.optimization.cuda
         cuda.graphs = True

@@ -196,7 +196,8 @@ def plan_model(
     inputs: list[TensorPlan] = []
     outputs: list[TensorPlan] = []
     spec_file = str(model.spec_file)
-    for j, (locator, spec) in enumerate(graph.input_spec.tensor_data):
+    for j in signature_order(graph):
+        locator, spec = graph.input_spec.tensor_data[j]
         pointer = f"{model.spec_pointer}/input_spec/tensor_data/{j}"
         shapes = graph.get_effective_input_shapes(locator, spec)
         tensor = _tensor_plan(
@@ -322,6 +323,22 @@ def _batch_info(model: ManifestModel, names: Mapping[tuple[str, int], str]) -> l
         pointer = f"{model.spec_pointer}/output_spec/tensor_data/{j}"
         info.append(_recorded("output", names[("output", j)], spec, pointer))
     return info
+
+
+def signature_order(graph: GraphSpec) -> list[int]:
+    """Indices of the input tensors in forward-signature order.
+
+    Issue 4: nested inputs are flattened by semantic path, in forward-signature order. Recorded order is kept within
+    one parameter and for roots the signature does not name.
+    """
+    position = {p.name: i for i, p in enumerate(graph.forward_signature.parameters)}
+    unknown = len(position)
+
+    def key(j: int) -> tuple[int, int]:
+        root = graph.input_spec.tensor_data[j][0].root_name
+        return (position.get(str(root), unknown), j)
+
+    return sorted(range(len(graph.input_spec.tensor_data)), key=key)
 
 
 def _recorded(kind: str, name: str, spec: TensorSpec, pointer: str) -> _Batch:

@@ -109,8 +109,6 @@ def test_nested_inputs_flattened_by_semantic_path_in_signature_order(zoo: Simple
         np.testing.assert_allclose(case.outputs["output_aux_0"], out["aux"][0].numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="generator.plan orders inputs as recorded (input_spec order), not by the "
-                   "forward signature; reported to the lead (plan.py is not this test's owner's)")
 def test_inputs_recorded_out_of_signature_order_are_planned_in_signature_order(zoo: SimpleNamespace) -> None:
     from generator.spec import GraphSpec
 

@@ -167,7 +167,7 @@ def test_tensorrt_target(tmp_path):
     model = one_model(tmp_path, batch_graph(), target="tensorrt", compute_capabilities=["8.0", "9.0"])
     config = model.config
     assert config.platform == "tensorrt_plan" and config.default_model_filename == "model.plan"
-    assert dict(config.cc_model_filenames) == {"8.0": "model_sm80.plan", "9.0": "model_sm90.plan"}
+    assert dict(config.cc_model_filenames) == {"8.0": "model.sm_80.plan", "9.0": "model.sm_90.plan"}
     (group,) = config.instance_group
     assert group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU and list(group.profile) == ["0"]
 
