@@ -277,7 +277,11 @@ def assert_semantic_verdict_sound(document: Doc) -> None:
     """On a schema-valid document, the fast verdict says "clear" only where the full reporter finds nothing."""
     for pointer, graph in graphs_of(document):
         reported: list[tuple[str, str]] = []
-        _graph_problems(graph, pointer, lambda p, m: reported.append((p, m)), set())
+
+        def add(where: str, message: str, reported: list[tuple[str, str]] = reported) -> None:
+            reported.append((where, message))
+
+        _graph_problems(graph, pointer, add, set())
         if _graph_all_clear(graph):
             assert reported == []
 
