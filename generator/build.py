@@ -45,9 +45,6 @@ AUTO_TARGETS = ("tensorrt", "onnx")
 STAGES = ("source", "export", "reference", "check", "tensorrt")
 #: Final states of a model in events and results.
 FINAL_STAGES = ("built", "cached", "failed")
-#: ONNX node metadata the dynamo exporter writes that holds absolute file paths and line numbers (of the model's
-#: and gen-repo's own source): removed so the same model gives the same bytes wherever the checkout lives.
-_PATH_METADATA_KEYS = ("pkg.torch.onnx.stack_trace",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,30 +430,6 @@ def model_cache_key(
     )
 
 
-def normalize_onnx(path: Path) -> None:
-    """Remove what makes an exported ONNX file depend on where it was built (absolute paths in stack traces)."""
-    import onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-
-    def clean(graph: Any) -> None:
-        for node in graph.node:
-            kept = [p for p in node.metadata_props if p.key not in _PATH_METADATA_KEYS]
-            if len(kept) != len(node.metadata_props):
-                del node.metadata_props[:]
-                node.metadata_props.extend(kept)
-            for attribute in node.attribute:
-                if attribute.HasField("g"):
-                    clean(attribute.g)
-                for sub in attribute.graphs:
-                    clean(sub)
-
-    clean(model.graph)
-    for function in model.functions:
-        clean(function)
-    onnx.save_model(model, str(path), save_as_external_data=False)
-
-
 def build_model_artifacts(
     model: ModelPlan,
     options: BuildOptions,
@@ -498,7 +471,6 @@ def build_model_artifacts(
         result = export_onnx(
             module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants
         )
-        normalize_onnx(onnx_path)
         notes.extend(result.notes)
         notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
 
@@ -875,10 +847,6 @@ def _run_models(
     TensorRT models are built in this process, one at a time (one build per GPU; multi-GPU builds pin a process per
     GPU themselves).
     """
-    if options.ray_address is not None:  # imports Ray only here (issue 8)
-        from generator.distributed import run_models_on_ray
-
-        return run_models_on_ray(plan, options, cache_root, keys, say, tensorrt, address=options.ray_address)
     results: dict[str, ModelResult] = {}
     cache = BuildCache(cache_root)
     todo = []
@@ -891,6 +859,12 @@ def _run_models(
         else:
             todo.append(model)
             say(BuildEvent(model.name, "queued", f"target {model.target}"))
+    if options.ray_address is not None and todo:  # imports Ray only here (issue 8); cache hits stay local
+        from generator.distributed import run_models_on_ray
+
+        for result in run_models_on_ray(todo, options, cache_root, keys, say, tensorrt, address=options.ray_address):
+            results[result.name] = result
+        return [results[m.name] for m in plan.models]
     parallel = [m for m in todo if m.target != "tensorrt"] if options.jobs > 1 and len(todo) > 1 else []
     serial = [m for m in todo if m not in parallel]
     if parallel:

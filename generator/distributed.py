@@ -37,7 +37,7 @@ from typing import Any
 
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
-from generator.plan import ModelPlan, RepositoryPlan
+from generator.plan import ModelPlan
 
 #: Custom Ray resource a node offers per GPU of a compute capability: ``cc_9.0`` for an H100/H200.
 CC_RESOURCE_PREFIX = "cc_"
@@ -288,7 +288,7 @@ class _ModelState:
 
 
 def run_models_on_ray(
-    plan: RepositoryPlan,
+    models: Sequence[ModelPlan],
     options: Any,
     cache_root: Path,
     keys: Mapping[str, str],
@@ -300,25 +300,17 @@ def run_models_on_ray(
     infeasible_timeout_s: float = DEFAULT_INFEASIBLE_TIMEOUT_S,
     poll_s: float = 1.0,
 ) -> list[Any]:
-    """Build every model of ``plan`` on the Ray cluster; return one ``ModelResult`` per model in plan order.
+    """Build ``models`` (the cache misses) on the Ray cluster; return one ``ModelResult`` per model, in order.
 
-    Cache hits are not sent to the cluster. Each built model's files are stored in the local build cache under
+    Each built model's files are stored in the local build cache under
     ``keys[model]`` (what :func:`generator.build.build_repository` stages from). ``tensorrt`` is the
     :class:`~generator.build.TensorRTTarget` in use (for notes only).
     """
-    from generator.build import BuildEvent, ModelResult, tool_versions
+    from generator.build import ModelResult, tool_versions
 
     cache = BuildCache(cache_root)
     results: dict[str, ModelResult] = {}
-    todo: list[ModelPlan] = []
-    for model in plan.models:
-        started = time.monotonic()
-        if cache.get(keys[model.name]) is not None:
-            results[model.name] = ModelResult(model.name, model.target, "cached", time.monotonic() - started,
-                                              keys[model.name])
-            say(BuildEvent(model.name, "cached", "unchanged: taken from the build cache"))
-        else:
-            todo.append(model)
+    todo = list(models)
     if todo:
         ray = _import_ray()
         # Ray's driver prints cluster messages ("Task ... failed, retrying") on stdout from a background thread:
@@ -332,7 +324,7 @@ def run_models_on_ray(
             finally:
                 if connected:
                     ray.shutdown()
-    return [results[m.name] for m in plan.models]
+    return [results[m.name] for m in todo]
 
 
 def _run(
