@@ -252,7 +252,7 @@ class TensorSpec:
 
     def batch_axes(self) -> list[int]:
         """Axes labelled ``batch<i>``."""
-        return [i for i, d in enumerate(self.shape) if isinstance(d, str) and d.startswith("batch")]
+        return [i for i, d in enumerate(self.shape) if type(d) is str and d[:5] == "batch"]
 
     def multipliers_known(self) -> bool:
         """Whether every batch axis has a recorded (or declared) integer multiplier."""
@@ -337,7 +337,7 @@ class TensorSpec:
         return entry
 
     @staticmethod
-    def from_json_dict(entry: Mapping[str, Any]) -> tuple[Locator, TensorSpec]:
+    def from_json_dict(entry: Mapping[str, Any], is_output: bool = False) -> tuple[Locator, TensorSpec]:
         """Inverse of :meth:`to_json_dict`; expects a schema-valid entry."""
         shape = list(entry["shape"])
         multipliers: list[float | None] | None = None
@@ -347,7 +347,7 @@ class TensorSpec:
             for axis, value in declared.items():
                 multipliers[int(axis)] = float(value)
         spec = TensorSpec(shape, list(entry["min_shape"]), list(entry["max_shape"]), entry.get("dtype"), multipliers)
-        locator = Locator(path_from_json(entry["semantic_path"]), entry.get("access_path", ""))
+        locator = Locator(path_from_json(entry["semantic_path"]), entry.get("access_path", ""), is_output)
         return locator, spec
 
 
@@ -459,23 +459,14 @@ class SampleMetadata:
         }
 
     @staticmethod
-    def from_json_dict(data: Mapping[str, Any]) -> SampleMetadata:
+    def from_json_dict(data: Mapping[str, Any], is_output: bool = False) -> SampleMetadata:
         """Inverse of :meth:`to_json_dict`; expects a schema-valid document."""
-        tensors = tuple(TensorSpec.from_json_dict(entry) for entry in data.get("tensor_data", []))
+        tensors = tuple(TensorSpec.from_json_dict(entry, is_output) for entry in data.get("tensor_data", []))
         others = tuple(
-            (Locator(path_from_json(e["semantic_path"]), e.get("access_path", "")), e.get("value"))
+            (Locator(path_from_json(e["semantic_path"]), e.get("access_path", ""), is_output), e.get("value"))
             for e in data.get("other_data", [])
         )
         return SampleMetadata(tensors, others, bool(data.get("strict", True)), data.get("llm_phase"))
-
-    def as_outputs(self) -> SampleMetadata:
-        """The same metadata with locators marked as output paths (for display)."""
-        return SampleMetadata(
-            tuple((Locator(loc.path, loc.access_path, True), spec) for loc, spec in self.tensor_data),
-            tuple((Locator(loc.path, loc.access_path, True), value) for loc, value in self.other_data),
-            self.strict,
-            self.llm_phase,
-        )
 
 
 def batch_tensor(tensor: Any, tensor_spec: TensorSpec, batch_size: int) -> Any:
@@ -699,7 +690,7 @@ class GraphSpec:
         gets one parameter per distinct input root, in order of appearance (kind POSITIONAL_OR_KEYWORD).
         """
         input_spec = SampleMetadata.from_json_dict(data["input_spec"])
-        output_spec = SampleMetadata.from_json_dict(data["output_spec"]).as_outputs()
+        output_spec = SampleMetadata.from_json_dict(data["output_spec"], is_output=True)
         if "forward_signature" in data and data["forward_signature"] is not None:
             signature = ForwardSignature.from_dict(data["forward_signature"])
         else:
@@ -738,11 +729,17 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
     without an explicit definition; an axis whose (min, max) is exactly k times it gets multiplier k, any other
     unknown axis gets 1. Explicitly declared multipliers are kept.
     """
+    # batch_axes() once per tensor: this runs for every spec validated (issue 9's throughput goal).
+    axes_of = {
+        id(spec): spec.batch_axes()
+        for meta in (graph.input_spec, graph.output_spec)
+        for _, spec in meta.tensor_data
+    }
     ranges = [
         (spec.min_shape[a], spec.max_shape[a])
         for loc, spec in graph.input_spec.tensor_data
-        if graph.get_shape_definition(loc) is None
-        for a in spec.batch_axes()
+        if loc.path not in graph.dynamic_shapes
+        for a in axes_of[id(spec)]
     ]
     if not ranges:
         return []
@@ -754,10 +751,12 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
     )
     for kind, meta in sides:
         for loc, spec in meta.tensor_data:
-            if spec.multipliers_known():
+            axes = axes_of[id(spec)]
+            known = spec.bs_multipliers
+            if not axes or (known is not None and all(known[a] is not None for a in axes)):
                 continue
-            multipliers: list[float | None] = list(spec.bs_multipliers or [None] * spec.rank)
-            for axis in spec.batch_axes():
+            multipliers: list[float | None] = list(known or [None] * spec.rank)
+            for axis in axes:
                 if multipliers[axis] is not None:
                     continue
                 lo, hi = spec.min_shape[axis], spec.max_shape[axis]
