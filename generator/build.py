@@ -667,7 +667,7 @@ def _build_one(
             return ModelResult(model.name, model.target, "cached", time.monotonic() - started, key)
         # Work beside the cache, not in /tmp: nothing is written outside the output and cache folders.
         cache_root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".build-", dir=cache_root) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f".build-{os.getpid()}-", dir=cache_root) as tmp:
             artifacts = build_model_artifacts(
                 model,
                 options,
@@ -716,7 +716,7 @@ def build_repository(
     previous repository stays untouched; with it, failed models keep their previous build (if any) and the rest is
     swapped in.
     """
-    from generator.repository import RepositoryWriter, build_lock
+    from generator.repository import RepositoryWriter, build_lock, copy_tree
 
     say = progress or (lambda event: None)
     manifest_path = Path(manifest_path)
@@ -731,6 +731,7 @@ def build_repository(
     tensorrt = preflight(plan, options)
     with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
         cache = BuildCache(cache_root)
+        cache.clean_leftovers()  # work folders of builds that were killed
         versions = tool_versions()
         keys = {m.name: model_cache_key(cache, m, options, versions, tensorrt) for m in plan.models}
         if not options.use_cache:
@@ -761,27 +762,12 @@ def build_repository(
             if entry is None:  # evicted or damaged between build and staging
                 raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
             version_dir = writer.model_dir(model.name, model.version)
-            _copy_tree(entry, version_dir)
+            copy_tree(entry, version_dir)
             (version_dir.parent / "config.pbtxt").write_text(render_config(model.config), encoding="utf-8")
             lock_models[model.name] = _lock_entry(model, keys[model.name], tensorrt)
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    """Copy a cache entry's files into staging, raising the first OSError as is.
-
-    Not ``shutil.copytree``: it gathers failures into one ``shutil.Error`` without an errno, so a full disk would
-    not be recognised as ENOSPC by the writer (tests/test_faults.py::test_full_disk_*).
-    """
-    for path in sorted(source.rglob("*")):
-        destination = target / path.relative_to(source)
-        if path.is_dir():
-            destination.mkdir(parents=True, exist_ok=True)
-        else:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
 
 
 #: Where libraries put scratch files; redirected into the cache folder while a build imports and exports.
@@ -798,7 +784,7 @@ def _contained_scratch(cache_root: Path) -> Iterator[None]:
     (tests/test_safety.py::test_build_writes_only_into_output_and_cache). Spawned workers inherit the environment.
     """
     cache_root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".scratch-", dir=cache_root))
+    scratch = Path(tempfile.mkdtemp(prefix=f".scratch-{os.getpid()}-", dir=cache_root))
     saved_env = {name: os.environ.get(name) for name in _SCRATCH_ENV}
     saved_tempdir, saved_prefix = tempfile.tempdir, sys.pycache_prefix
     values = {"TMPDIR": scratch, "XDG_CACHE_HOME": scratch / "xdg", "TORCHINDUCTOR_CACHE_DIR": scratch / "inductor",

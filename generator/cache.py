@@ -51,7 +51,9 @@ KEY_PARTS = ("spec", "source", "options", "tools", "target")
 STALE_AGE_SECONDS = 24 * 3600
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
-_LEFTOVER = re.compile(r"^\.(tmp|trash)-(\d+)-[0-9a-f]+$")
+#: Folders a process owns while it works: entry temp/trash folders in a shard, and the build's work and scratch
+#: folders in the root (``.build-<pid>-...``, ``.scratch-<pid>-...``, named by tempfile with the pid in the prefix).
+_LEFTOVER = re.compile(r"^\.(tmp|trash|build|scratch)-(\d+)-[0-9A-Za-z_]+$")
 _CHUNK = 1 << 20
 
 
@@ -349,8 +351,12 @@ class BuildCache:
             return  # someone else removed it first
         shutil.rmtree(trash, ignore_errors=True)
 
+    def clean_leftovers(self) -> None:
+        """Remove the work and scratch folders of builds that were killed (their process is gone)."""
+        self._clean_leftovers(self.root)
+
     def _clean_leftovers(self, shard: Path) -> None:
-        """Remove ``.tmp-``/``.trash-`` folders of processes that died while writing or deleting an entry."""
+        """Remove ``.tmp-``/``.trash-`` (and root ``.build-``/``.scratch-``) folders of processes that died."""
         try:
             names = os.listdir(shard)
         except OSError:

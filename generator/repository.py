@@ -168,6 +168,21 @@ def _no_space_error(destination: Path, error: OSError, what: str | None = None) 
     )
 
 
+def copy_tree(source: Path, target: Path) -> None:
+    """Copy a folder's files (sorted, regular files only), raising the first OSError as is.
+
+    Not ``shutil.copytree``: it gathers failures into one ``shutil.Error`` without an errno, so a full disk would
+    not be recognised as ENOSPC (tests/test_faults.py::test_full_disk_*).
+    """
+    for path in sorted(source.rglob("*")):
+        destination = target / path.relative_to(source)
+        if path.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+        else:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, destination)
+
+
 def _remove_tree(path: Path) -> None:
     """Remove a file or folder, ignoring what is already gone."""
     if path.is_dir() and not path.is_symlink():
@@ -522,7 +537,8 @@ class RepositoryWriter:
             )
         target = self._inside_staging(self.root / name)
         _remove_tree(target)
-        shutil.copytree(source, target, copy_function=shutil.copy)
+        target.mkdir()
+        copy_tree(source, target)
         self._models[name.casefold()] = name
         return target
 

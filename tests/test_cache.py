@@ -205,3 +205,17 @@ def test_manifest_is_plain_json(tmp_path: Path) -> None:
         "key": key,
         "files": {"a": {"sha256": hash_bytes(b"x"), "size": 1}},
     }
+
+
+def test_clean_leftovers_removes_work_folders_of_killed_builds_only(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    cache = BuildCache(tmp_path)
+    killed = [tmp_path / f".build-{dead_pid}-ab12_x", tmp_path / f".scratch-{dead_pid}-zz9"]
+    alive = [tmp_path / f".build-{os.getpid()}-cd34", tmp_path / "ab"]  # ours, and a shard folder
+    for folder in killed + alive:
+        folder.mkdir()
+        (folder / "file").write_bytes(b"x")
+    cache.clean_leftovers()
+    assert [p.exists() for p in killed] == [False, False]
+    assert [p.exists() for p in alive] == [True, True]
