@@ -49,7 +49,7 @@ class TritonPythonModel:
 
 def _write_repository(tmp_path):
     out = tmp_path / "repo"
-    examples = CliRunner().invoke(main, ["config", str(EXAMPLES_MANIFEST), "-o", str(out)])
+    examples = CliRunner().invoke(main, ["config", str(EXAMPLES_MANIFEST), "-o", str(out), "--target", "python"])
     assert examples.exit_code == 0, examples.output
     document = {"defaults": {"target": "python"}, "models": [{"spec": str(AITUNE / f)} for f in FIXTURE_FILES]}
     manifest = write_manifest(tmp_path / "fixtures", document)
