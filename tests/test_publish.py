@@ -269,3 +269,21 @@ def test_cli_publish_and_retention(s3_endpoint: str, example_repository: Path) -
     fs = _fs(s3_endpoint)
     assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{BUCKET}/cli/mlp")) == ["2", "3", "config.pbtxt"]
     assert verify_url(url) == []
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_cli_smoke_launches_triton_on_the_bucket(s3_endpoint: str, example_repository: Path, tmp_path: Path) -> None:
+    """`gen-repo smoke --launch --repo s3://...`: tritonserver loads the URL, the checks read the published files."""
+    url = f"s3://{s3_endpoint}/{BUCKET}/smoke"
+    publish(example_repository, url)
+    gen_repo = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
+    assert gen_repo
+    report_file = tmp_path / "smoke.json"
+    done = subprocess.run([gen_repo, "smoke", "--launch", "--repo", url, "--burst", "16", "--json", str(report_file)],
+                          capture_output=True, text=True, env={**os.environ, **AWS_ENV}, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s3://http://" in done.stderr  # the server was started on the bucket itself
+    report = json.loads(report_file.read_text())
+    checks = {(r["model"], r["check"]): r["status"] for r in report["results"]}
+    assert checks[("mlp", "reference")] == checks[("text", "reference")] == "passed"

@@ -9,7 +9,9 @@ Exit codes: 0 every check passed (or was skipped), 1 a check failed, 2 bad usage
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -76,8 +78,9 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
 @click.option("--url", metavar="HOST:PORT",
               help="Server address HOST:PORT (the gRPC port for --protocol grpc, HTTP port for http).")
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
-@click.option("--repo", "repo", type=click.Path(path_type=Path), metavar="DIR",
-              help="The model repository the server serves.")
+@click.option("--repo", "repo_arg", metavar="DIR|URL",
+              help="The model repository the server serves: a folder, or s3://... / gs://... as `gen-repo publish` "
+                   "writes it (read to a temporary folder; --launch serves the URL itself).")
 @click.option("--model", "models", multiple=True, metavar="NAME",
               help="Check only this model (repeatable). Default: every model.")
 @click.option("--launch", is_flag=True, help="Start a local tritonserver on loopback with --repo for this run.")
@@ -98,7 +101,7 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
 def command(
     url: str | None,
     protocol: str,
-    repo: Path | None,
+    repo_arg: str | None,
     models: tuple[str, ...],
     launch: bool,
     tritonserver: Path | None,
@@ -113,13 +116,15 @@ def command(
     junit_file: Path | None,
 ) -> None:
     """Smoke-test a model repository on a Triton server through tritonclient (exit 0/1/2/3)."""
+    repo_url = repo_arg if repo_arg is not None and repo_arg.startswith(("s3://", "gs://")) else None
+    repo = Path(repo_arg) if repo_arg is not None and repo_url is None else None
     problems = []
     if launch and url:
         problems.append("give either --url (a running server) or --launch (start one), not both")
     if not launch and not url:
         problems.append("give --url HOST:PORT of a running server, or --launch to start one with --repo")
-    if launch and repo is None:
-        problems.append("--launch needs --repo DIR (the repository to serve)")
+    if launch and repo_arg is None:
+        problems.append("--launch needs --repo DIR|URL (the repository to serve)")
     if repo is not None and not repo.is_dir():
         problems.append(f"--repo {repo}: not a directory")
     if tritonserver is not None and not launch:
@@ -144,12 +149,22 @@ def command(
     progress: Callable[[CheckResult], None] | None = None if terminal else (
         lambda result: click.echo(_plain_line(result))
     )
-    if launch:
-        assert repo is not None
-        report = _launch_and_run(repo, protocol, list(models), options, tritonserver, ready_timeout, progress)
-    else:
-        assert url is not None
-        report = run_smoke(url, protocol, repo, list(models) or None, options, progress)
+    with contextlib.ExitStack() as stack:
+        serve_from: Path | str | None = repo
+        if repo_url is not None:
+            from generator.publish import download_repository, parse_url
+
+            # The checks need the repository's files (configs, contracts, references): read them from the bucket.
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gen-repo-smoke-")))
+            repo = download_repository(repo_url, folder / "repo")
+            serve_from = parse_url(repo_url).triton_url
+        if launch:
+            assert repo is not None and serve_from is not None
+            report = _launch_and_run(repo, protocol, list(models), options, tritonserver, ready_timeout, progress,
+                                     serve_from)
+        else:
+            assert url is not None
+            report = run_smoke(url, protocol, repo, list(models) or None, options, progress)
 
     _write_outputs(report, json_file, junit_file)
     if terminal:
@@ -167,16 +182,22 @@ def _launch_and_run(
     tritonserver: Path | None,
     ready_timeout: float,
     progress: Callable[[CheckResult], None] | None,
+    serve_from: Path | str,
 ) -> SmokeReport:
-    """Start a server on loopback (explicit model control: smoke loads each model and reports its load errors)."""
+    """Start a server on loopback (explicit model control: smoke loads each model and reports its load errors).
+
+    ``serve_from`` is what tritonserver loads (``repo`` itself, or the object-storage URL ``repo`` was read from).
+    """
     from generator.server import TritonNotReadyError, TritonStartError, launch
     from generator.smoke import repository_models
 
     names = models or repository_models(repo)
     try:
-        with launch(repo, tritonserver=tritonserver, ready_timeout=ready_timeout, model_control="explicit") as server:
+        with launch(serve_from, tritonserver=tritonserver, ready_timeout=ready_timeout,
+                    model_control="explicit") as server:
             url = server.grpc_url if protocol == "grpc" else server.http_url
-            click.echo(f"launched tritonserver {server.binary.describe()} at {url} ({protocol})", err=True)
+            click.echo(f"launched tritonserver {server.binary.describe()} at {url} ({protocol}) serving {serve_from}",
+                       err=True)
             return run_smoke(url, protocol, repo, names or None, options, progress)
     except (TritonStartError, TritonNotReadyError) as error:
         message = "; ".join(p.message for p in error.problems)
