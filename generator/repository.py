@@ -377,9 +377,19 @@ def verify_repository(path: Path) -> list[Problem]:
                 Problem(str(file), pointer, f"modified: sha256 {actual}, the lock file says {expected['sha256']}")
             )
     for rel, _st in _walk_files(repo):
-        if rel != LOCK_FILE_NAME and rel not in artifacts:
+        if rel != LOCK_FILE_NAME and rel not in artifacts and not _runtime_byproduct(rel):
             problems.append(Problem(str(repo / rel), "", "unexpected: not listed in the lock file"))
     return problems
+
+
+def _runtime_byproduct(rel: str) -> bool:
+    """Bytecode that Triton's Python backend writes next to ``model.py`` when it imports it: not an artifact.
+
+    A repository that a server has loaded is still the repository that was built; ``gen-repo verify`` (and publish,
+    which copies only the lock's artifacts) must not fail on it.
+    """
+    parts = rel.split("/")
+    return len(parts) >= 2 and parts[-2] == "__pycache__" and parts[-1].endswith(".pyc")
 
 
 # -- the writer --------------------------------------------------------------------------------------------------

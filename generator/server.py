@@ -351,6 +351,8 @@ class TritonServer:
             libs = [str(p) for p in self.binary.ld_library_path]
             existing = [p for p in environment.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
             environment["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*libs, *existing]))
+        # Serving must not change the repository: the Python backend would write __pycache__ next to model.py.
+        environment.setdefault("PYTHONDONTWRITEBYTECODE", "1")
         if overrides:
             environment.update(overrides)
         return environment

@@ -613,3 +613,16 @@ def test_destination_that_is_a_mount_point_gives_clear_error(small_tmpfs: Path) 
         write_repo(small_tmpfs, "v1")
     assert snapshot(small_tmpfs) == before
     assert leftovers(small_tmpfs) == []
+
+
+def test_verify_ignores_bytecode_a_python_backend_wrote(tmp_path: Path) -> None:
+    """Triton's Python backend compiles model.py into __pycache__ when it loads the model: not a tampered file."""
+    dest = tmp_path / "repo"
+    with RepositoryWriter(dest) as writer:
+        (writer.model_dir("m", 1) / "model.py").write_text("x = 1\n")
+        writer.commit(build_lock(writer.root, TOOLS, {"m": {"target": "python"}}))
+    (dest / "m" / "1" / "__pycache__").mkdir()
+    (dest / "m" / "1" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\x00")
+    assert verify_repository(dest) == []
+    (dest / "m" / "1" / "__pycache__" / "notes.txt").write_text("not bytecode")
+    assert [p.message for p in verify_repository(dest)] == ["unexpected: not listed in the lock file"]
