@@ -729,51 +729,44 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
     without an explicit definition; an axis whose (min, max) is exactly k times it gets multiplier k, any other
     unknown axis gets 1. Explicitly declared multipliers are kept.
     """
-    # batch_axes() once per tensor: this runs for every spec validated (issue 9's throughput goal).
-    axes_of = {
-        id(spec): spec.batch_axes()
-        for meta in (graph.input_spec, graph.output_spec)
-        for _, spec in meta.tensor_data
-    }
-    ranges = [
-        (spec.min_shape[a], spec.max_shape[a])
-        for loc, spec in graph.input_spec.tensor_data
-        if loc.path not in graph.dynamic_shapes
-        for a in axes_of[id(spec)]
-    ]
+    # One pass that finds each tensor's batch axes: this runs for every spec validated (issue 9's throughput goal).
+    found: list[tuple[Literal["input", "output"], Locator, TensorSpec, list[int]]] = []
+    ranges: list[tuple[int, int]] = []
+    for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
+        for loc, spec in meta.tensor_data:
+            axes = [i for i, d in enumerate(spec.shape) if type(d) is str and d[:5] == "batch"]
+            if not axes:
+                continue
+            found.append((kind, loc, spec, axes))  # type: ignore[arg-type]
+            if kind == "input" and loc.path not in graph.dynamic_shapes:
+                ranges.extend((spec.min_shape[a], spec.max_shape[a]) for a in axes)
     if not ranges:
         return []
     ref_min, ref_max = min(ranges, key=lambda r: (r[1], r[0]))
     notes = []
-    sides: tuple[tuple[Literal["input", "output"], SampleMetadata], ...] = (
-        ("input", graph.input_spec),
-        ("output", graph.output_spec),
-    )
-    for kind, meta in sides:
-        for loc, spec in meta.tensor_data:
-            axes = axes_of[id(spec)]
-            known = spec.bs_multipliers
-            if not axes or (known is not None and all(known[a] is not None for a in axes)):
+    for kind, loc, spec, axes in found:
+        known = spec.bs_multipliers
+        if known is not None and all(known[a] is not None for a in axes):
+            continue
+        multipliers: list[float | None] = list(known or [None] * len(spec.shape))
+        for axis in axes:
+            if multipliers[axis] is not None:
                 continue
-            multipliers: list[float | None] = list(known or [None] * spec.rank)
-            for axis in axes:
-                if multipliers[axis] is not None:
-                    continue
-                lo, hi = spec.min_shape[axis], spec.max_shape[axis]
-                k = hi // ref_max if ref_max else 1
-                if k >= 1 and lo == k * ref_min and hi == k * ref_max:
-                    multipliers[axis] = float(k)
-                    if k != 1:
-                        notes.append(
-                            f"{kind} {format_tensor_name(loc.path, kind)!r} axis {axis}: batch multiplier {k} inferred "
-                            f"from its range {lo}..{hi} against the batch range {ref_min}..{ref_max}"
-                        )
-                else:
-                    multipliers[axis] = 1.0
+            lo, hi = spec.min_shape[axis], spec.max_shape[axis]
+            k = hi // ref_max if ref_max else 1
+            if k >= 1 and lo == k * ref_min and hi == k * ref_max:
+                multipliers[axis] = float(k)
+                if k != 1:
                     notes.append(
-                        f"{kind} {format_tensor_name(loc.path, kind)!r} axis {axis}: batch multiplier unknown "
-                        f"(range {lo}..{hi} is no integer multiple of {ref_min}..{ref_max}); assumed 1"
+                        f"{kind} {format_tensor_name(loc.path, kind)!r} axis {axis}: batch multiplier {k} inferred "
+                        f"from its range {lo}..{hi} against the batch range {ref_min}..{ref_max}"
                     )
-            spec.bs_multipliers = multipliers
+            else:
+                multipliers[axis] = 1.0
+                notes.append(
+                    f"{kind} {format_tensor_name(loc.path, kind)!r} axis {axis}: batch multiplier unknown "
+                    f"(range {lo}..{hi} is no integer multiple of {ref_min}..{ref_max}); assumed 1"
+                )
+        spec.bs_multipliers = multipliers
     graph.assumptions.extend(notes)
     return notes
