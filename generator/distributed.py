@@ -304,7 +304,7 @@ def run_models_on_ray(
 
     Each built model's files are stored in the local build cache under
     ``keys[model]`` (what :func:`generator.build.build_repository` stages from). ``tensorrt`` is the
-    :class:`~generator.build.TensorRTTarget` in use (for notes only).
+    :class:`~generator.targets.TensorRTTarget` in use (for notes only).
     """
     from generator.build import ModelResult, tool_versions
 

@@ -15,12 +15,13 @@ import onnx
 import pytest
 from build_helpers import factory_calls, load_module, make_project, nested_inputs, record, tree_digest, write_manifest
 
-from generator.build import BuildOptions, build_repository, plan_build, preflight, tensorrt_available
+from generator.build import BuildOptions, build_repository, plan_build
 from generator.cache import BuildCache
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
 from generator.reference import read_reference
 from generator.repository import read_lock, verify_repository
+from generator.targets import preflight, tensorrt_available
 
 MODULE = "zoo_build_models"
 ALL = ("mlp", "two", "nested", "static", "frompt2", "fromonnx")

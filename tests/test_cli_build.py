@@ -23,8 +23,9 @@ from build_helpers import (
 )
 from click.testing import CliRunner
 
-from generator.build import BuildEvent, tensorrt_available
+from generator.build import BuildEvent
 from generator.cli import main as cli_main
+from generator.targets import tensorrt_available
 
 MODULE = "zoo_cli_models"
 
