@@ -1,6 +1,6 @@
 """Shared pytest fixtures and hooks."""
 
-# ---- triton_server_factory (owner: server/export engineer; generator/server.py) ---------------------------------
+# ---- triton_server_factory (generator/server.py) ---------------------------------
 import pytest
 
 
@@ -34,8 +34,8 @@ def triton_server_factory():
             server.stop()
 
 
-# ---- aitune_fixture_dir, examples_dir (owner: foundation engineer; generator/spec.py, generator/schema.py) --------
-import os as _os  # noqa: E402 - sections are appended by their owners
+# ---- aitune_fixture_dir, examples_dir (generator/spec.py, generator/schema.py) --------
+import os as _os  # noqa: E402 - one section per fixture family
 from pathlib import Path as _Path  # noqa: E402
 
 _REPO_ROOT = _Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def examples_dir() -> _Path:
     return _REPO_ROOT / "examples"
 
 
-# ---- example_repository (owner: smoke engineer; generator/smoke.py) --------------------------------------------------
+# ---- example_repository (generator/smoke.py) --------------------------------------------------
 @pytest.fixture(scope="session")
 def example_repository(tmp_path_factory) -> _Path:
     """The example manifest (``examples/gen-repo.yaml``: mlp and text) built for the python target, once per session.
@@ -87,7 +87,7 @@ def example_repository(tmp_path_factory) -> _Path:
     return output
 
 
-# ---- built_example_repository (owner: build engineer; generator/build.py) ----------------------------------------
+# ---- built_example_repository (generator/build.py) ----------------------------------------
 @pytest.fixture(scope="session")
 def built_example_repository(example_repository) -> _Path:
     """The example manifest built by ``gen-repo build``'s library call (``--target python``, own cache), once.
