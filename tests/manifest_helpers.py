@@ -1,4 +1,4 @@
-"""Helpers for manifest/plan/config tests (owner: config engineer): small inline GraphSpecs and manifests."""
+"""Shared test data helpers: the AITune fixture names, small inline GraphSpecs and manifests."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 AITUNE = REPO / "tests" / "data" / "aitune"
-if not AITUNE.is_dir():  # before the fixtures were copied into tests/data
-    AITUNE = Path("/work/shared/fixtures/aitune")
 EXAMPLES_MANIFEST = REPO / "examples" / "gen-repo.yaml"
 FIXTURE_FILES = sorted(p.name for p in AITUNE.glob("*.graphspec.json"))
+#: The AITune fixtures by name ("mlp", "stacked_cfg", ...), derived from the files so the list cannot drift.
+FIXTURES = [name.removesuffix(".graphspec.json") for name in FIXTURE_FILES]
 
 
 def tensor(path: Any, shape: list[Any], min_shape: list[int], max_shape: list[int],

@@ -13,17 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-
-FIXTURES = [
-    "explicit_dynamic",
-    "image_fp16",
-    "mlp",
-    "nested_dict",
-    "stacked_cfg",
-    "static_single_bs",
-    "text",
-    "two_outputs",
-]
+from tests.manifest_helpers import FIXTURES
 
 
 @pytest.fixture

@@ -25,17 +25,7 @@ from generator.schema import (
     validate_document,
     validate_file,
 )
-
-FIXTURES = [
-    "explicit_dynamic",
-    "image_fp16",
-    "mlp",
-    "nested_dict",
-    "stacked_cfg",
-    "static_single_bs",
-    "text",
-    "two_outputs",
-]
+from tests.manifest_helpers import FIXTURES
 
 
 @pytest.fixture

@@ -32,17 +32,8 @@ from generator.schema import (
     validate_document,
     validate_documents,
 )
+from tests.manifest_helpers import FIXTURES
 
-FIXTURES = [
-    "explicit_dynamic",
-    "image_fp16",
-    "mlp",
-    "nested_dict",
-    "stacked_cfg",
-    "static_single_bs",
-    "text",
-    "two_outputs",
-]
 SCHEMAS = [GRAPHSPEC_SCHEMA, TUNE_REPORT_SCHEMA, "manifest.schema.json"]
 HYPOTHESIS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

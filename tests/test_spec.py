@@ -28,17 +28,7 @@ from generator.spec import (
     infer_batch_multipliers,
     path_from_json,
 )
-
-FIXTURES = [
-    "explicit_dynamic",
-    "image_fp16",
-    "mlp",
-    "nested_dict",
-    "stacked_cfg",
-    "static_single_bs",
-    "text",
-    "two_outputs",
-]
+from tests.manifest_helpers import FIXTURES
 
 
 def _fixture(directory: Path, name: str) -> dict[str, Any]:
