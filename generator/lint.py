@@ -641,20 +641,23 @@ def _check_batch_io(cf: _ConfigFile) -> None:
     config = cf.config
     inputs = {io.name for io in config.input}
     outputs = {io.name for io in config.output}
-    for index, bi in enumerate(config.batch_input):
-        if len(bi.source_input) != 1:
-            cf.add(
-                "batch-io",
-                f"batch_input #{index} expects 1 source_input, got {len(bi.source_input)}",
-                ("batch_input", index),
-            )
-        for name in bi.source_input:
-            if name not in inputs:
+    # batch_input and batch_output share the source_input rules; each adds its own.
+    for kind in ("batch_input", "batch_output"):
+        for index, entry in enumerate(getattr(config, kind)):
+            if len(entry.source_input) != 1:
                 cf.add(
                     "batch-io",
-                    f"batch_input #{index} source_input '{name}' is not an input",
-                    ("batch_input", index, "source_input"),
+                    f"{kind} #{index} expects 1 source_input, got {len(entry.source_input)}",
+                    (kind, index),
                 )
+            for name in entry.source_input:
+                if name not in inputs:
+                    cf.add(
+                        "batch-io",
+                        f"{kind} #{index} source_input '{name}' is not an input",
+                        (kind, index, "source_input"),
+                    )
+    for index, bi in enumerate(config.batch_input):
         if bi.data_type not in (mc.TYPE_INT32, mc.TYPE_FP32):
             cf.add(
                 "batch-io",
@@ -662,19 +665,6 @@ def _check_batch_io(cf: _ConfigFile) -> None:
                 ("batch_input", index, "data_type"),
             )
     for index, bo in enumerate(config.batch_output):
-        if len(bo.source_input) != 1:
-            cf.add(
-                "batch-io",
-                f"batch_output #{index} expects 1 source_input, got {len(bo.source_input)}",
-                ("batch_output", index),
-            )
-        for name in bo.source_input:
-            if name not in inputs:
-                cf.add(
-                    "batch-io",
-                    f"batch_output #{index} source_input '{name}' is not an input",
-                    ("batch_output", index, "source_input"),
-                )
         for name in bo.target_name:
             if name not in outputs:
                 cf.add(
