@@ -3,11 +3,12 @@
     python bench/bench_config_gen.py [--counts 1000 10000] [--repeats 3]
 
 gen-repo's path is timed from a loaded GraphSpec: plan (batching decision, names, shapes) -> ModelConfig message ->
-text_format -> mkdir + write. Navigator gets the decisions for free (its ModelConfig dataclass is filled from our plan
-outside the clock) and is timed for ``ModelConfig(...)`` + ``ModelConfigGenerator(...).to_file(path)`` (which does the
-mkdir and write itself). Same names, dims, data types, max_batch_size, dynamic batching, instance groups and warmup;
-the mix is a third each tensorrt, onnx and python targets. Navigator is optional: pip install
-triton-model-navigator==0.14.0 --no-deps plus its pure-Python deps (see bench/README.md); skipped with a message if
+text -> mkdir + write (``generator.repository.write_files``, what ``gen-repo config`` writes with). Navigator gets the
+decisions for free (its ModelConfig dataclass is filled from our plan outside the clock) and is timed for
+``ModelConfig(...)`` + ``ModelConfigGenerator(...).to_file(path)`` (which does the mkdir and write itself). Same
+names, dims, data types, max_batch_size, dynamic batching, instance groups and warmup; the mix is a third each
+tensorrt, onnx and python targets. Navigator is optional: pip install triton-model-navigator==0.14.0 --no-deps plus
+its pure-Python deps (see bench/README.md); skipped with a message if
 absent. Prints a table, then the ratio lines last.
 """
 
@@ -17,6 +18,7 @@ import argparse
 import contextlib
 import gc
 import io
+import os
 import random
 import shutil
 import statistics
@@ -33,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from generator.config import ConfigRequest, build_model_config, render_config  # noqa: E402
 from generator.manifest import ManifestModel  # noqa: E402
 from generator.plan import ModelPlan, plan_model  # noqa: E402
+from generator.repository import write_files  # noqa: E402
 from generator.spec import GraphSpec, infer_batch_multipliers  # noqa: E402
 
 TARGETS = ("tensorrt", "onnx", "python")
@@ -94,13 +97,13 @@ def manifest_models(count: int, seed: int = 0) -> list[ManifestModel]:
 
 
 def run_ours(models: list[ManifestModel], out: Path) -> float:
-    """Plan + build ModelConfig + render + mkdir + write, per model."""
+    """Plan + build ModelConfig + render per model, then every file written with the product's writer."""
     start = time.perf_counter()
+    files = {}
     for model in models:
         plan = plan_model(model, "synthetic.yaml")
-        folder = out / plan.name
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.pbtxt").write_text(render_config(plan.config), encoding="utf-8")
+        files[f"{plan.name}/config.pbtxt"] = render_config(plan.config)
+    write_files(out, files)
     return time.perf_counter() - start
 
 
@@ -115,14 +118,11 @@ def config_requests(models: list[ManifestModel], plans: list[ModelPlan]) -> list
 
 
 def run_config_stage(requests: list[ConfigRequest], out: Path | None) -> float:
-    """ConfigRequest -> ModelConfig (with Triton's rules checked) -> text, and mkdir + write when ``out`` is given."""
+    """ConfigRequest -> ModelConfig (Triton's rules checked) -> text; the files written when ``out`` is given."""
     start = time.perf_counter()
-    for request in requests:
-        text = render_config(build_model_config(request).config)
-        if out is not None:
-            folder = out / request.name
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "config.pbtxt").write_text(text, encoding="utf-8")
+    files = {f"{request.name}/config.pbtxt": render_config(build_model_config(request).config) for request in requests}
+    if out is not None:
+        write_files(out, files)
     return time.perf_counter() - start
 
 
@@ -131,6 +131,22 @@ def run_ours_no_io(models: list[ManifestModel]) -> float:
     for model in models:
         render_config(plan_model(model, "synthetic.yaml").config)
     return time.perf_counter() - start
+
+
+def run_file_creation(texts: list[bytes], out: Path) -> float:
+    """The floor any generator pays: one folder and one file per config, with bare ``os`` calls and the texts ready."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    root = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    start = time.perf_counter()
+    for i, text in enumerate(texts):
+        name = f"model_{i:05d}"
+        os.mkdir(name, dir_fd=root)
+        fd = os.open(f"{name}/config.pbtxt", flags, 0o666, dir_fd=root)
+        os.write(fd, text)
+        os.close(fd)
+    elapsed = time.perf_counter() - start
+    os.close(root)
+    return elapsed
 
 
 @dataclass
@@ -210,7 +226,7 @@ def run_navigator(args: list[NavigatorArgs], nav: Any, out: Path) -> float:
 
 
 def run_navigator_no_io(args: list[NavigatorArgs], nav: Any) -> float:
-    """Navigator's to_file steps without the mkdir and write: dict, debug json.dumps, ParseDict, text_format."""
+    """Navigator's to_file steps without the mkdir and write: dict, its debug f-strings, ParseDict, text_format."""
     import json
 
     from google.protobuf import json_format, text_format
@@ -221,8 +237,12 @@ def run_navigator_no_io(args: list[NavigatorArgs], nav: Any) -> float:
     start = time.perf_counter()
     for a in args:
         as_dict = Generator(ModelConfig(**a.kwargs))._get_config()
-        json.dumps(as_dict, indent=4)
-        text_format.MessageToBytes(json_format.ParseDict(as_dict, model_config_pb2.ModelConfig()))
+        _ = f"Generated Triton config:\n{json.dumps(as_dict, indent=4)}"  # its logger.debug f-strings are evaluated
+        payload = json_format.ParseDict(as_dict, model_config_pb2.ModelConfig())
+        _ = f"Generated Triton config payload:\n{payload}"
+        data = text_format.MessageToBytes(payload)
+        if as_dict["max_batch_size"] == 0:
+            data += b"max_batch_size: 0\n"
     return time.perf_counter() - start
 
 
@@ -235,31 +255,44 @@ def main() -> None:
                         "mkdir+write than the work disk, which hides both generators' cost")
     args = parser.parse_args()
     Path(args.tmp_dir).mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-config-", dir=args.tmp_dir))
+    try:
+        measure(args, run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, run_dir: Path) -> None:
+    """Run every generator ``args.repeats`` times per count, alternating, then print the table and the ratios."""
 
     nav, why = navigator_available()
     if nav is None:
         print(f"Model Navigator not importable ({why}); measuring gen-repo only")
     rows = []
     ratios: list[tuple[int, str, float, float]] = []
+    ceilings: list[tuple[int, float]] = []
     for count in args.counts:
         models = manifest_models(count)
         plans = [plan_model(m, "synthetic.yaml") for m in models]
         nav_args = navigator_args(plans, nav) if nav else []
         requests = config_requests(models, plans)
-        ours, ours_io_free, theirs, theirs_io_free, stage, stage_io_free = [], [], [], [], [], []
+        texts = [render_config(p.config).encode() for p in plans]
+        ours, ours_io_free, theirs, theirs_io_free, stage, stage_io_free, floor = [], [], [], [], [], [], []
         for _ in range(args.repeats):
-            for who in ("ours", "stage", "navigator"):
-                tmp = Path(tempfile.mkdtemp(prefix=f"bench-config-{who}-", dir=args.tmp_dir))
+            for who in ("ours", "stage", "navigator", "floor"):
+                # Every run writes into a folder of its own and nothing is removed until all runs are done: on ext4
+                # without a journal (this machine's disk) creating inodes right after deleting thousands costs
+                # O(recently deleted) each (ialloc's recently_deleted check), which would tax whoever runs next.
+                tmp = Path(tempfile.mkdtemp(prefix=f"bench-config-{who}-", dir=run_dir))
                 gc.collect()
-                try:
-                    if who == "ours":
-                        ours.append(run_ours(models, tmp))
-                    elif who == "stage":
-                        stage.append(run_config_stage(requests, tmp))
-                    elif nav:
-                        theirs.append(run_navigator(nav_args, nav, tmp))
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
+                if who == "ours":
+                    ours.append(run_ours(models, tmp))
+                elif who == "stage":
+                    stage.append(run_config_stage(requests, tmp))
+                elif who == "floor":
+                    floor.append(run_file_creation(texts, tmp))
+                elif nav:
+                    theirs.append(run_navigator(nav_args, nav, tmp))
             ours_io_free.append(run_ours_no_io(models))
             stage_io_free.append(run_config_stage(requests, None))
             if nav:
@@ -270,7 +303,9 @@ def main() -> None:
         rows.append(("gen-repo config stage + write", count, statistics.median(stage), min(stage), max(stage)))
         rows.append(("gen-repo config stage, no I/O", count, statistics.median(stage_io_free), min(stage_io_free),
                      max(stage_io_free)))
+        rows.append(("file creation alone (os calls)", count, statistics.median(floor), min(floor), max(floor)))
         if theirs:
+            ceilings.append((count, statistics.median(theirs) / statistics.median(floor)))
             rows.append(("Model Navigator 0.14 to_file", count, statistics.median(theirs), min(theirs), max(theirs)))
             rows.append(("Model Navigator 0.14, no I/O", count, statistics.median(theirs_io_free), min(theirs_io_free),
                          max(theirs_io_free)))
@@ -289,6 +324,9 @@ def main() -> None:
         print(f"{name:<32} {count:>6} {median:>9.3f} {count / median:>10.0f} {worst:>10.0f}..{best:<10.0f}")
     print()
     print(f"storage for written configs: {args.tmp_dir}")
+    for count, ceiling in ceilings:
+        print(f"I/O ceiling N={count}: Navigator's time / file creation alone = {ceiling:.2f}x (no generator that "
+              "creates these folders and files can be faster than Navigator by more than this, on this disk now)")
     for count, what, median_ratio, best_ratio in ratios:
         print(f"ratio N={count} {what}: gen-repo / Navigator = {median_ratio:.2f}x configs/s on medians, "
               f"{best_ratio:.2f}x on best runs (goal >= 5x)")

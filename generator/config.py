@@ -21,17 +21,16 @@ identical messages give byte-identical text.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf import descriptor, text_encoding, text_format
-from google.protobuf.internal import type_checkers
+from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from generator.errors import Problem
 from generator.naming import model_name_problems
+from generator.pbtxt import message_text
 from generator.resources import resource_dir
 
 if TYPE_CHECKING:
@@ -116,96 +115,10 @@ def parse_config(text: str) -> model_config_pb2.ModelConfig:
 def render_config(model_config: model_config_pb2.ModelConfig) -> str:
     """``config.pbtxt`` text: protobuf text_format, deterministic (byte-identical for identical messages).
 
-    Printed by :func:`_print_text`, a lean copy of ``text_format.MessageToString``'s default output (protobuf's own
-    printer is pure Python with several calls per field and was most of the cost of generating a config; see
-    bench/bench_config_gen.py). Anything it does not cover (extensions, groups, ``Any``) falls back to text_format, so
-    the text is always exactly ``text_format.MessageToString(model_config)``.
+    Exactly ``text_format.MessageToString(model_config)`` (map entries sorted by key), printed by
+    :func:`generator.pbtxt.message_text`, which takes protobuf's C text encoder where that gives the same bytes.
     """
-    out: list[str] = []
-    try:
-        _print_text(model_config, "", out)
-    except _UnsupportedError:
-        return text_format.MessageToString(model_config)
-    return "".join(out)
-
-
-class _UnsupportedError(Exception):
-    """A message the fast printer leaves to text_format."""
-
-
-_FD = descriptor.FieldDescriptor
-#: Field kinds of the fast printer.
-_MESSAGE, _MAP, _ENUM, _STRING, _BYTES, _BOOL, _FLOAT, _OTHER = range(8)
-#: Characters text_format's CEscape leaves alone: printable ASCII except the quote characters and backslash.
-#: text_format.MessageToString's own default for ``as_utf8`` (True from protobuf 4.x on; older releases escape).
-_AS_UTF8 = bool(getattr(text_format, "_as_utf8_default", False))
-_PLAIN = frozenset(chr(c) for c in range(32, 127)) - {'"', "'", "\\"}
-
-
-@functools.cache
-def _field_kind(field: Any) -> tuple[int, str, bool, dict[int, str]]:
-    """(kind, printed name with its separator, repeated, enum names) of a field descriptor, computed once."""
-    if field.is_extension or field.type == _FD.TYPE_GROUP:
-        raise _UnsupportedError
-    cpp = field.cpp_type
-    # ``is_repeated`` where protobuf has it (``label`` is deprecated there); ``label`` on older releases.
-    is_repeated = getattr(field, "is_repeated", None)
-    repeated = bool(is_repeated) if is_repeated is not None else field.label == _FD.LABEL_REPEATED
-    if cpp == _FD.CPPTYPE_MESSAGE:
-        options = field.message_type.GetOptions() if field.message_type.has_options else None
-        kind = _MAP if options is not None and options.map_entry else _MESSAGE
-        return kind, f"{field.name} {{\n", repeated, {}
-    if cpp == _FD.CPPTYPE_ENUM:
-        names = {v.number: v.name for v in field.enum_type.values}
-        return _ENUM, f"{field.name}: ", repeated, names
-    if cpp == _FD.CPPTYPE_STRING:
-        return (_BYTES if field.type == _FD.TYPE_BYTES else _STRING), f"{field.name}: ", repeated, {}
-    if cpp == _FD.CPPTYPE_BOOL:
-        return _BOOL, f"{field.name}: ", repeated, {}
-    if cpp == _FD.CPPTYPE_FLOAT:
-        return _FLOAT, f"{field.name}: ", repeated, {}
-    return _OTHER, f"{field.name}: ", repeated, {}  # integers and doubles: str(value)
-
-
-def _scalar_text(kind: int, value: Any, enum_names: dict[int, str]) -> str:
-    if kind == _ENUM:
-        return enum_names.get(value, str(value))
-    if kind == _STRING:
-        if _PLAIN.issuperset(value):
-            return f'"{value}"'
-        if _AS_UTF8:
-            return '"' + text_encoding.CEscape(value, True) + '"'
-        return '"' + text_encoding.CEscape(value.encode("utf-8"), False) + '"'
-    if kind == _BYTES:
-        return '"' + text_encoding.CEscape(value, False) + '"'
-    if kind == _BOOL:
-        return "true" if value else "false"
-    if kind == _FLOAT:
-        return str(value) if math.isnan(value) else str(type_checkers.ToShortestFloat(value))
-    return str(value)
-
-
-def _print_text(message: Any, pad: str, out: list[str]) -> None:
-    """Append ``message``'s text_format lines (default options) at indentation ``pad`` to ``out``."""
-    if message.DESCRIPTOR.full_name == "google.protobuf.Any":
-        raise _UnsupportedError
-    inner = pad + "  "
-    for descriptor_field, value in message.ListFields():
-        kind, head, repeated, enum_names = _field_kind(descriptor_field)
-        if kind == _MAP:
-            entry_class = value.GetEntryClass()
-            for key in sorted(value):
-                out.append(pad + head)
-                _print_text(entry_class(key=key, value=value[key]), inner, out)
-                out.append(pad + "}\n")
-        elif kind == _MESSAGE:
-            for element in value if repeated else (value,):
-                out.append(pad + head)
-                _print_text(element, inner, out)
-                out.append(pad + "}\n")
-        else:
-            for element in value if repeated else (value,):
-                out.append(pad + head + _scalar_text(kind, element, enum_names) + "\n")
+    return message_text(model_config)
 
 
 def build_model_config(request: ConfigRequest) -> ConfigBuild:
@@ -469,10 +382,11 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
         out.append("config has no version_policy (it must be complete without auto-complete)")
     for kind, ios in (("input", config.input), ("output", config.output)):
         names = [io.name for io in ios]
-        for name in sorted({n for n in names if names.count(n) > 1}):
-            out.append(f"{kind} name {name!r} is used more than once")
+        if len(set(names)) != len(names):
+            for name in sorted({n for n in names if names.count(n) > 1}):
+                out.append(f"{kind} name {name!r} is used more than once")
         for io in ios:
-            out.extend(_io_problems(kind, io, mbs))
+            _io_problems(kind, io, mbs, out)
     if not config.input or not config.output:
         out.append("config needs at least one input and one output")
     if config.HasField("dynamic_batching"):
@@ -497,22 +411,22 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
         for name, entry in warmup.inputs.items():
             if name not in input_names:
                 out.append(f"warmup {warmup.name!r} names unknown input {name!r}")
-            if any(d < 1 for d in entry.dims):
+            if entry.dims and min(entry.dims) < 1:
                 out.append(f"warmup {warmup.name!r} input {name!r}: dims {list(entry.dims)} are not fully specified")
     return out
 
 
-def _io_problems(kind: str, io: Any, mbs: int) -> list[str]:
-    out = []
-    label = f"{kind} {io.name!r}"
-    if not io.name:
+def _io_problems(kind: str, io: Any, mbs: int, out: list[str]) -> None:
+    """Append why Triton would refuse one input or output (this runs for every tensor of every config: kept lean)."""
+    name, dims = io.name, io.dims
+    if not name:
         out.append(f"{kind} without a name")
     if io.data_type == model_config_pb2.TYPE_INVALID:
-        out.append(f"{label} has no data_type")
-    if not io.dims:
-        out.append(f"{label} has empty dims (a scalar needs dims [1] with an empty reshape)")
-    if any((d < 1 and d != -1) or d > _INT32_MAX for d in io.dims):
-        out.append(f"{label} dims {list(io.dims)} must be -1 or 1..{_INT32_MAX}")
-    if io.HasField("reshape") and not io.reshape.shape and mbs == 0:
-        out.append(f"{label} has an empty reshape, which Triton refuses for a non-batching model (max_batch_size 0)")
-    return out
+        out.append(f"{kind} {name!r} has no data_type")
+    if not dims:
+        out.append(f"{kind} {name!r} has empty dims (a scalar needs dims [1] with an empty reshape)")
+    elif min(dims) < -1 or max(dims) > _INT32_MAX or 0 in dims:
+        out.append(f"{kind} {name!r} dims {list(dims)} must be -1 or 1..{_INT32_MAX}")
+    if mbs == 0 and io.HasField("reshape") and not io.reshape.shape:
+        out.append(f"{kind} {name!r} has an empty reshape, which Triton refuses for a non-batching model "
+                   "(max_batch_size 0)")

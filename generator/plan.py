@@ -333,17 +333,13 @@ def signature_order(graph: GraphSpec) -> list[int]:
     """
     position = {p.name: i for i, p in enumerate(graph.forward_signature.parameters)}
     unknown = len(position)
-
-    def key(j: int) -> tuple[int, int]:
-        root = graph.input_spec.tensor_data[j][0].root_name
-        return (position.get(str(root), unknown), j)
-
-    return sorted(range(len(graph.input_spec.tensor_data)), key=key)
+    order = [position.get(str(locator.root_name), unknown) for locator, _ in graph.input_spec.tensor_data]
+    return sorted(range(len(order)), key=order.__getitem__)  # stable: recorded order within one parameter
 
 
 def _recorded(kind: str, name: str, spec: TensorSpec, pointer: str) -> _Batch:
-    axes = spec.batch_axes()
     multipliers = spec.get_batch_axis_multipliers()
+    axes = list(multipliers)  # the batch axes, in order
     low = spec.min_shape[axes[0]] if axes else None
     high = spec.max_shape[axes[0]] if axes else None
     return _Batch(kind, name, axes, multipliers, low, high, high, False, pointer)
@@ -355,6 +351,8 @@ def _structural_reasons(info: list[_Batch]) -> list[str]:
     if not any(b.kind == "input" for b in info):
         reasons.append("the graph has no input tensors")
     for b in info:
+        if b.axes == [0] and b.multipliers.get(0, 1) == 1:
+            continue
         label = f"{b.kind} {b.name!r}"
         if not b.axes:
             reasons.append(f"{label} has no batch axis")
@@ -362,7 +360,7 @@ def _structural_reasons(info: list[_Batch]) -> list[str]:
             reasons.append(
                 f"{label} has batch axes at {b.axes}; Triton's batch dimension must be axis 0 and the only one"
             )
-        elif b.multipliers.get(0, 1) != 1:
+        else:
             reasons.append(
                 f"{label} batch axis 0 has multiplier {b.multipliers[0]} (it holds {b.multipliers[0]} x the batch "
                 "size, e.g. a stacked batch); Triton's batch dimension must equal the request's batch size"
@@ -404,7 +402,6 @@ def _decide(model: ManifestModel, info: list[_Batch], file: str, problems: list[
     mode = options.get("batching", "auto")
     structural = _structural_reasons(info)
     ranges = [] if structural else _range_reasons(info)
-    graph = model.graph
     notes: list[str] = []
 
     if mode == "none":
@@ -421,9 +418,10 @@ def _decide(model: ManifestModel, info: list[_Batch], file: str, problems: list[
             )
             return _Decision(False, 0, 1, [])
         notes.append("batching forced by the manifest (batching: batch)")
+        limit = model.graph.get_max_batch_size()
         if ranges:
             notes.append(
-                "; ".join(ranges) + f"; every batch axis is unified to 1..{graph.get_max_batch_size()} (tensors "
+                "; ".join(ranges) + f"; every batch axis is unified to 1..{limit} (tensors "
                 "recorded over a narrower range are widened)"
             )
     elif structural or ranges:
@@ -433,12 +431,13 @@ def _decide(model: ManifestModel, info: list[_Batch], file: str, problems: list[
              "as in the spec, the batch axis included)"],
         )
     else:
+        limit = model.graph.get_max_batch_size()
         bounds = sorted({(b.low, b.high) for b in info if b.kind == "input"}, key=str)
         shown = ", ".join(f"{lo}..{hi}" for lo, hi in bounds)
         notes.append(
             "batching: every input and output has its batch axis at position 0 with multiplier 1 and the batch "
-            f"ranges agree ({shown}), so max_batch_size = GraphSpec.get_max_batch_size() = "
-            f"{graph.get_max_batch_size()} and dims leave the batch axis out"
+            f"ranges agree ({shown}), so max_batch_size = GraphSpec.get_max_batch_size() = {limit} and dims leave "
+            "the batch axis out"
         )
 
     # Batch minimum: the dynamic batcher forms any batch from 1 up, so every profile's batch min must be 1.
@@ -462,7 +461,6 @@ def _decide(model: ManifestModel, info: list[_Batch], file: str, problems: list[
                 "dynamic batcher can form any batch from 1 up)"
             )
 
-    limit = graph.get_max_batch_size()
     max_batch_size = limit
     if "max_batch_size" in options:
         wanted = int(options["max_batch_size"])
@@ -522,7 +520,7 @@ def _tensor_plan(
             return None
         dims = [-1 if a != b else b for a, b in zip(low, high, strict=True)]
     for label, values in (("min", low), ("opt", opt), ("max", high)):
-        if any(v > INT32_MAX or v < 1 for v in values):
+        if values and (min(values) < 1 or max(values) > INT32_MAX):
             problems.append(
                 Problem(spec_file, pointer, f"tensor {name!r} {label} shape {values} does not fit int32 dims (1.."
                         f"{INT32_MAX})")

@@ -626,3 +626,36 @@ def test_verify_ignores_bytecode_a_python_backend_wrote(tmp_path: Path) -> None:
     assert verify_repository(dest) == []
     (dest / "m" / "1" / "__pycache__" / "notes.txt").write_text("not bytecode")
     assert [p.message for p in verify_repository(dest)] == ["unexpected: not listed in the lock file"]
+
+
+# ---- write_files -------------------------------------------------------------------------------------------------
+def test_write_files_creates_folders_once_and_writes_text_and_bytes(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "old.txt").write_text("x" * 100)
+    files = {
+        "a/config.pbtxt": 'name: "a"\n',
+        "a/1/gen_repo/contract.json": "{}\n",
+        "b/config.pbtxt": "caf\u00e9\n",
+        "b/1/model.bin": bytes(range(256)) * 300,
+        "a/old.txt": "short",  # replaced, not appended to or left longer
+        "top.txt": "",
+    }
+    repository.write_files(tmp_path, files)
+    for relative, content in files.items():
+        expected = content.encode("utf-8") if isinstance(content, str) else content
+        assert (tmp_path / relative).read_bytes() == expected
+
+
+def test_write_files_modes_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        repository.write_files(tmp_path, {"m/config.pbtxt": "x"})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "m").stat().st_mode & 0o777 == 0o750
+    assert (tmp_path / "m" / "config.pbtxt").stat().st_mode & 0o777 == 0o640
+
+
+def test_write_files_into_a_missing_root_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        repository.write_files(tmp_path / "missing", {"m/config.pbtxt": "x"})

@@ -11,22 +11,20 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
+from generator.repository import write_files
 
 
 def _write(files: dict[str, str], out_dir: Path, models: list[str]) -> None:
     """Stage everything in a temp folder next to ``out_dir``, then swap each model folder in by rename.
 
-    Files in ``out_dir`` that are not one of ``models`` are left alone. Deliberately minimal: the shared atomic
-    writer in ``generator/repository.py`` replaces it.
+    Files in ``out_dir`` that are not one of ``models`` are left alone. Not :class:`RepositoryWriter`: a folder of
+    configs alone has no lock file to commit, and each model folder is replaced whole by one rename.
     """
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
     os.chmod(staging, 0o755)  # mkdtemp makes it private; the repository is meant to be read by a server
     try:
-        for relative, text in files.items():
-            target = staging / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+        write_files(staging, files)
         if not out_dir.exists():
             os.rename(staging, out_dir)
             return
