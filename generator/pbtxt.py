@@ -4,9 +4,10 @@
 ``config.pbtxt`` (bench/bench_config_gen.py). Two faster printers give the same bytes:
 
 - protobuf's C text encoder (``str(message)`` on the upb backend), about 4x faster than :func:`_print_text`. It
-  differs from ``text_format`` in three ways only: map entries come out in hash order (``text_format`` sorts them by
-  key), a map entry's default key or value is printed (``text_format`` leaves it out), and floats are printed another
-  way (``-0`` for ``-0.0``, ``1e+10``, 9 significant digits). So it is used only for messages where none can show: no
+  differs from ``text_format`` in three ways only: map entries come out in another order (string keys descending on
+  protobuf 6.33; ``text_format`` sorts keys ascending), a map entry's default key or value is printed
+  (``text_format`` leaves it out), and floats are printed another way (``-0`` for ``-0.0``, ``1e+10``, 9 significant
+  digits). So it is used only for messages where none can show: no
   map with more than one entry, none with a default key or value, no float or double field set; and only on the upb
   backend, after a one-time check that it agrees with ``text_format`` on a sample message;
 - :func:`_print_text`, a lean copy of ``text_format``'s default output, for every other message. What it does not
@@ -133,8 +134,9 @@ def _c_encoder_safe(message: Any) -> bool:
 def _one_entry_safe(field: Any, entries: Any) -> bool:
     """A map of one entry that text_format prints like the C encoder.
 
-    text_format sorts entries by key (the C encoder keeps hash order) and prints each as a message ``{key, value}``,
-    so it leaves out a key or scalar value equal to its default (``""``, 0, false), which the C encoder prints.
+    text_format sorts entries by key (the C encoder orders them otherwise) and prints each as a message
+    ``{key, value}``, so it leaves out a key or scalar value equal to its default (``""``, 0, false), which the C
+    encoder prints.
     """
     if len(entries) > 1:
         return False
