@@ -212,22 +212,45 @@ def _import_factory(spec: str, options: BuildOptions, where: Problem) -> Any:
     return module
 
 
-def _factory_fingerprint(spec: str, code_path: Sequence[str]) -> str:
-    """Content hash of a factory's module file (part of the cache key); runs no module code of a top-level module.
+def factory_fingerprint(spec: str, code_path: Sequence[str] = ()) -> str:
+    """Content hash of a ``module:callable`` factory's code, for the cache key; imports and runs nothing.
 
-    Only the module's own file counts: a change in a module it imports needs ``--no-cache``.
+    What counts is the code the factory can import by its own package: every ``.py`` file of the top-level package
+    that holds it (``examples.models`` -> all of ``examples/``), or, for a top-level module, its folder's ``.py``
+    files and the packages (folders with ``__init__.py``) in that folder. Code elsewhere (an installed library, a
+    sibling folder that is no package) is not hashed: a change there needs ``--no-cache``.
     """
     import importlib.util
 
-    module_name = spec.partition(":")[0]
+    top_level = spec.partition(":")[0].partition(".")[0]
     try:
         with _code_path(code_path):
-            found = importlib.util.find_spec(module_name)
+            found = importlib.util.find_spec(top_level)  # a top-level name: no parent package is imported
     except (ImportError, ValueError):
         found = None
-    if found is None or not found.origin or not Path(found.origin).is_file():
+    if found is None:
         return f"unresolved:{spec}"
-    return hash_file(found.origin)
+    if found.submodule_search_locations:
+        files = [(Path(folder), path) for folder in found.submodule_search_locations
+                 for path in _python_files(Path(folder))]
+    elif found.origin and Path(found.origin).is_file():
+        folder = Path(found.origin).parent
+        files = [(folder, path) for path in sorted(folder.glob("*.py"))]
+        for package in sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file()):
+            files.extend((folder, path) for path in _python_files(package))
+    else:
+        return f"unresolved:{spec}"  # built in, frozen or a namespace without files
+    listing = "".join(f"{path.relative_to(root).as_posix()}\0{hash_file(path)}\n" for root, path in files)
+    return hash_bytes(listing.encode("utf-8"))
+
+
+def _python_files(folder: Path) -> list[Path]:
+    """``.py`` files under ``folder``, sorted, outside hidden folders and ``__pycache__``."""
+    return sorted(
+        path for path in folder.rglob("*.py")
+        if path.is_file() and not any(part.startswith(".") or part == "__pycache__"
+                                      for part in path.relative_to(folder).parts[:-1])
+    )
 
 
 def source_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
@@ -236,7 +259,7 @@ def source_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
     if source is None:
         return "none"
     if source.kind == "factory":
-        return f"factory:{source.factory}:{_factory_fingerprint(str(source.factory), code_path)}"
+        return f"factory:{source.factory}:{factory_fingerprint(str(source.factory), code_path)}"
     assert source.path is not None
     return f"{source.kind}:{hash_file(source.path)}"
 

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from build_helpers import factory_calls, load_module, make_project, nested_inputs, record, tree_digest, write_manifest
 
-from generator.build import BuildOptions, build_repository, plan_build
+from generator.build import BuildOptions, build_repository, factory_fingerprint, plan_build
 from generator.cache import BuildCache
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
@@ -320,3 +320,53 @@ def test_one_plan_per_compute_capability(zoo: SimpleNamespace, cache_dir: Path) 
     for filename in engines:
         assert (output / "mlp" / "1" / filename).stat().st_size > 0
     assert "cc_model_filenames" in (output / "mlp" / "config.pbtxt").read_text()
+
+
+# ---- factory fingerprint (cache key) -------------------------------------------------------------------------------
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_factory_fingerprint_covers_the_whole_package_and_imports_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    package = tmp_path / "fp_pkg_whole"
+    _write(package / "__init__.py", f"open({str(marker)!r}, 'w').close()\n")
+    _write(package / "models.py", "from .sub.helpers import width\ndef make(): return width\n")
+    _write(package / "sub" / "__init__.py", "")
+    _write(package / "sub" / "helpers.py", "width = 16\n")
+    _write(package / "data" / "notes.txt", "not code\n")
+    spec = "fp_pkg_whole.models:make"
+    first = factory_fingerprint(spec, [str(tmp_path)])
+    assert not first.startswith("unresolved") and not marker.exists()
+
+    _write(package / "data" / "notes.txt", "still not code\n")
+    _write(package / "__pycache__" / "stale.py", "x = 1\n")
+    assert factory_fingerprint(spec, [str(tmp_path)]) == first
+    _write(package / "sub" / "helpers.py", "width = 32\n")  # a module the factory imports, two levels down
+    second = factory_fingerprint(spec, [str(tmp_path)])
+    assert second != first
+    _write(package / "extra.py", "")  # a new module counts too
+    assert factory_fingerprint(spec, [str(tmp_path)]) != second
+    assert not marker.exists()
+
+
+def test_factory_fingerprint_of_a_top_level_module_covers_its_folder(tmp_path: Path) -> None:
+    _write(tmp_path / "fp_top_factory.py", "import fp_top_helpers\ndef make(): return fp_top_helpers.width\n")
+    _write(tmp_path / "fp_top_helpers.py", "width = 16\n")
+    _write(tmp_path / "fp_top_lib" / "__init__.py", "")
+    _write(tmp_path / "fp_top_lib" / "layers.py", "depth = 2\n")
+    _write(tmp_path / "notes" / "draft.py", "unused = 1\n")  # not a package: not importable as one
+    spec = "fp_top_factory:make"
+    first = factory_fingerprint(spec, [str(tmp_path)])
+    _write(tmp_path / "notes" / "draft.py", "unused = 2\n")
+    assert factory_fingerprint(spec, [str(tmp_path)]) == first
+    _write(tmp_path / "fp_top_helpers.py", "width = 32\n")
+    second = factory_fingerprint(spec, [str(tmp_path)])
+    assert second != first
+    _write(tmp_path / "fp_top_lib" / "layers.py", "depth = 3\n")
+    assert factory_fingerprint(spec, [str(tmp_path)]) != second
+
+
+def test_factory_fingerprint_of_an_unknown_module_says_so(tmp_path: Path) -> None:
+    assert factory_fingerprint("fp_no_such_module:make", [str(tmp_path)]) == "unresolved:fp_no_such_module:make"
