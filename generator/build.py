@@ -402,7 +402,8 @@ def _onnxruntime_reference_cases(model: ModelPlan, onnx_path: Path) -> list[Any]
     return cases
 
 
-def _trt_options(options: BuildOptions, timing_cache: Path | None) -> Any:
+def tensorrt_build_options(options: BuildOptions, timing_cache: Path | None) -> Any:
+    """The TensorRT layer's build options (``generator.export.tensorrt.BuildOptions``) from the manifest's."""
     from generator.export.tensorrt import BuildOptions as TrtOptions
 
     values = dict(options.tensorrt)
@@ -439,7 +440,7 @@ def _build_engines(
     for filename, cc in targets.items():
         device = "cpu" if cc is None else "sm_" + cc.replace(".", "")
         timing = cache.timing_cache_path(f"{options.tensorrt_module}-{version}", device) if cache else None
-        trt_options = _trt_options(options, timing)
+        trt_options = tensorrt_build_options(options, timing)
         if model.config.cc_model_filenames:
             from generator.gpu import detect_gpus
 
@@ -449,10 +450,10 @@ def _build_engines(
                 max_workers=1, mp_context=context, initializer=_pin_gpu, initargs=(gpu.index,)
             ) as pool:
                 plan_bytes, summary = pool.submit(
-                    _engine_bytes, options.tensorrt_module, str(onnx_path), profiles, trt_options
+                    engine_bytes, options.tensorrt_module, str(onnx_path), profiles, trt_options
                 ).result()
         else:
-            plan_bytes, summary = _engine_bytes(options.tensorrt_module, str(onnx_path), profiles, trt_options)
+            plan_bytes, summary = engine_bytes(options.tensorrt_module, str(onnx_path), profiles, trt_options)
         (workdir / filename).write_bytes(plan_bytes)
         files.append(filename)
         loaded = "reused" if summary.get("timing_cache_loaded") else "started"
@@ -480,8 +481,8 @@ def _pin_gpu(index: int) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
 
 
-def _engine_bytes(module_name: str, onnx_path: str, profiles: Any, trt_options: Any) -> tuple[bytes, dict[str, Any]]:
-    """Build one engine (in this process) and return its bytes and summary."""
+def engine_bytes(module_name: str, onnx_path: str, profiles: Any, trt_options: Any) -> tuple[bytes, dict[str, Any]]:
+    """Build one engine in this process and return its bytes and summary (also run by Ray workers)."""
     from generator.export.tensorrt import build_engine
     from generator.gpu import import_tensorrt
 

@@ -182,7 +182,7 @@ def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capabi
 
     ``payload`` is ``_pack(model_plan, build_options)``.
     """
-    from generator.build import _engine_bytes, _trt_options
+    from generator.build import engine_bytes, tensorrt_build_options
     from generator.export.tensorrt import profile_shapes
 
     model, options = _unpack(payload)
@@ -191,8 +191,9 @@ def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capabi
         onnx_path = Path(tmp) / "model.onnx"
         onnx_path.write_bytes(onnx_bytes)
         try:
-            plan_bytes, summary = _engine_bytes(
-                options.tensorrt_module, str(onnx_path), profile_shapes(model.inputs), _trt_options(options, None)
+            plan_bytes, summary = engine_bytes(
+                options.tensorrt_module, str(onnx_path), profile_shapes(model.inputs),
+                tensorrt_build_options(options, None),
             )
         except GenRepoError as error:
             return TaskOutput(problems=tuple(error.problems), node=node)
