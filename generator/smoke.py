@@ -879,6 +879,36 @@ class _Run:
         )
 
     # -- 5./6. burst --------------------------------------------------------------------------------------------------
+    def _quiet_statistics(self, model: str) -> tuple[int, int]:
+        """The model's (inference_count, execution_count) once two readings 20 ms apart agree.
+
+        The requests of earlier checks may still be being counted (see :meth:`_settled_statistics`); counted into a
+        burst's, they would inflate it. Polled for at most ``timeout_s``.
+        """
+        deadline = time.monotonic() + self.options.timeout_s
+        last = self.conn.statistics(model)
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self.conn.statistics(model)
+            if now == last:
+                break
+            last = now
+        return last
+
+    def _settled_statistics(self, model: str, before: tuple[int, int], succeeded: int) -> tuple[int, int]:
+        """The model's (inference_count, execution_count) once they count the ``succeeded`` requests of a burst.
+
+        Triton updates a model's statistics after it has sent the responses, so a client that has every response
+        can still read counts without the last requests; a burst's counts read then would be short, and the next
+        burst's would include the rest. Polled for at most ``timeout_s``; the last reading is returned either way.
+        """
+        deadline = time.monotonic() + self.options.timeout_s
+        while True:
+            after = self.conn.statistics(model)
+            if after[0] - before[0] >= succeeded or time.monotonic() >= deadline:
+                return after
+            time.sleep(0.01)
+
     def check_burst(self, model: str, state: dict[str, Any]) -> Outcome:
         contract: ModelContract = state["contract"]
         options = self.options
@@ -890,10 +920,10 @@ class _Run:
         attempts = 0
         while True:
             attempts += 1
-            before = self.conn.statistics(model)
+            before = self._quiet_statistics(model)
             outcome = _burst(self.url, self.protocol, model, contract, inputs, options)
             try:
-                after = self.conn.statistics(model)
+                after = self._settled_statistics(model, before, outcome.succeeded)
             except Exception as exc:
                 self.transport(exc, f"{model}/burst")
                 raise
