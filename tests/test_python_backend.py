@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -223,6 +224,18 @@ def _stats(server, model: str) -> tuple[int, int]:
     return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
 
 
+def _quiet_stats(server, model: str) -> tuple[int, int]:
+    """Counts once two readings 20 ms apart agree (earlier tests' requests may still be being counted)."""
+    last = _stats(server, model)
+    for _ in range(500):
+        time.sleep(0.02)
+        now = _stats(server, model)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def test_concurrent_requests_are_batched_and_split_back(server) -> None:
     rng = np.random.default_rng(2)
     sizes = [1 + (i % 3) for i in range(32)]
@@ -233,7 +246,7 @@ def test_concurrent_requests_are_batched_and_split_back(server) -> None:
         request.set_data_from_numpy(xs[i])
         return [request]
 
-    before_inferences, before_executions = _stats(server, "mlp")
+    before_inferences, before_executions = _quiet_stats(server, "mlp")
     results = _burst(server, "mlp", make, 32)
     model = make_mlp()
     for x, result in zip(xs, results, strict=True):
@@ -241,8 +254,11 @@ def test_concurrent_requests_are_batched_and_split_back(server) -> None:
         with torch.no_grad():
             np.testing.assert_allclose(result.as_numpy("output"), model(torch.from_numpy(x)).numpy(),
                                        rtol=1e-5, atol=1e-6)
-    inferences, executions = _stats(server, "mlp")
-    inferences, executions = inferences - before_inferences, executions - before_executions
+    # Triton counts a request after responding to it: wait (boundedly) until the burst's requests are all counted.
+    deadline = time.monotonic() + 10
+    while (counts := _stats(server, "mlp"))[0] - before_inferences < sum(sizes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    inferences, executions = counts[0] - before_inferences, counts[1] - before_executions
     assert inferences == sum(sizes)
     assert 0 < executions < 32, f"{executions} executions for 32 requests: nothing was batched"
 
