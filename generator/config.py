@@ -369,10 +369,13 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
     Mirrors the checks of Triton's ``model_config_utils.cc`` and the TensorRT backend that a generated config can
     violate: name = folder, I/O dims and reshape, batching limits, dynamic batching, instance profiles, warmup.
     """
+    # Repeated fields are read once each with [:]: iterating a upb container directly ends in a formatted
+    # IndexError, a measurable part of a config's cost (bench/bench_config_gen.py).
     out: list[str] = []
-    if folder_name is not None and config.name != folder_name:
-        out.append(f"config name {config.name!r} differs from the model folder {folder_name!r}")
-    out.extend(model_name_problems(config.name))
+    name = config.name
+    if folder_name is not None and name != folder_name:
+        out.append(f"config name {name!r} differs from the model folder {folder_name!r}")
+    out.extend(model_name_problems(name))
     mbs = config.max_batch_size
     if mbs < 0:
         out.append("max_batch_size must be >= 0")
@@ -380,18 +383,19 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
         out.append("config names neither platform nor backend")
     if not config.HasField("version_policy"):
         out.append("config has no version_policy (it must be complete without auto-complete)")
-    for kind, ios in (("input", config.input), ("output", config.output)):
+    inputs, outputs = config.input[:], config.output[:]
+    for kind, ios in (("input", inputs), ("output", outputs)):
         names = [io.name for io in ios]
         if len(set(names)) != len(names):
-            for name in sorted({n for n in names if names.count(n) > 1}):
-                out.append(f"{kind} name {name!r} is used more than once")
-        for io in ios:
-            _io_problems(kind, io, mbs, out)
-    if not config.input or not config.output:
+            for duplicate in sorted({n for n in names if names.count(n) > 1}):
+                out.append(f"{kind} name {duplicate!r} is used more than once")
+        for io, io_name in zip(ios, names, strict=True):
+            _io_problems(kind, io, io_name, mbs, out)
+    if not inputs or not outputs:
         out.append("config needs at least one input and one output")
     if config.HasField("dynamic_batching"):
         dyn = config.dynamic_batching
-        for size in dyn.preferred_batch_size:
+        for size in dyn.preferred_batch_size[:]:
             if not 1 <= size <= mbs:
                 out.append(f"preferred_batch_size {size} is outside 1..max_batch_size ({mbs})")
         if dyn.preserve_ordering and dyn.priority_levels > 1:
@@ -399,26 +403,27 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
         if dyn.priority_levels and not 1 <= dyn.default_priority_level <= dyn.priority_levels:
             out.append(f"default_priority_level must be in 1..{dyn.priority_levels}")
     if config.platform == "tensorrt_plan":
-        for g, group in enumerate(config.instance_group):
-            if "0" not in group.profile:
+        for g, group in enumerate(config.instance_group[:]):
+            if "0" not in group.profile[:]:
                 out.append(f"instance_group {g} does not list optimization profile '0'")
-    input_names = {io.name: io for io in config.input}
-    for warmup in config.model_warmup:
+    input_names = {io.name for io in inputs}
+    for warmup in config.model_warmup[:]:
         if mbs == 0 and warmup.batch_size != 1:
             out.append(f"warmup {warmup.name!r}: batch_size must be 1 when max_batch_size is 0")
         elif mbs > 0 and not 1 <= warmup.batch_size <= mbs:
             out.append(f"warmup {warmup.name!r}: batch_size {warmup.batch_size} is outside 1..{mbs}")
-        for name, entry in warmup.inputs.items():
-            if name not in input_names:
-                out.append(f"warmup {warmup.name!r} names unknown input {name!r}")
-            if entry.dims and min(entry.dims) < 1:
-                out.append(f"warmup {warmup.name!r} input {name!r}: dims {list(entry.dims)} are not fully specified")
+        for input_name, entry in warmup.inputs.items():
+            if input_name not in input_names:
+                out.append(f"warmup {warmup.name!r} names unknown input {input_name!r}")
+            dims = entry.dims[:]
+            if dims and min(dims) < 1:
+                out.append(f"warmup {warmup.name!r} input {input_name!r}: dims {dims} are not fully specified")
     return out
 
 
-def _io_problems(kind: str, io: Any, mbs: int, out: list[str]) -> None:
+def _io_problems(kind: str, io: Any, name: str, mbs: int, out: list[str]) -> None:
     """Append why Triton would refuse one input or output (this runs for every tensor of every config: kept lean)."""
-    name, dims = io.name, io.dims
+    dims = io.dims[:]
     if not name:
         out.append(f"{kind} without a name")
     if io.data_type == model_config_pb2.TYPE_INVALID:
@@ -426,7 +431,7 @@ def _io_problems(kind: str, io: Any, mbs: int, out: list[str]) -> None:
     if not dims:
         out.append(f"{kind} {name!r} has empty dims (a scalar needs dims [1] with an empty reshape)")
     elif min(dims) < -1 or max(dims) > _INT32_MAX or 0 in dims:
-        out.append(f"{kind} {name!r} dims {list(dims)} must be -1 or 1..{_INT32_MAX}")
+        out.append(f"{kind} {name!r} dims {dims} must be -1 or 1..{_INT32_MAX}")
     if mbs == 0 and io.HasField("reshape") and not io.reshape.shape:
         out.append(f"{kind} {name!r} has an empty reshape, which Triton refuses for a non-batching model "
                    "(max_batch_size 0)")

@@ -124,7 +124,8 @@ def _c_encoder_safe(message: Any) -> bool:
             return False
     for name, repeated in checks.messages:
         if repeated:
-            if not all(_c_encoder_safe(element) for element in getattr(message, name)):
+            # [:] reads a upb container at once; iterating it ends in a formatted IndexError, which costs more.
+            if not all(_c_encoder_safe(element) for element in getattr(message, name)[:]):
                 return False
         elif message.HasField(name) and not _c_encoder_safe(getattr(message, name)):
             return False
@@ -227,10 +228,10 @@ def _print_text(message: Any, pad: str, out: list[str]) -> None:
                 _print_text(entry_class(key=key, value=value[key]), inner, out)
                 out.append(pad + "}\n")
         elif kind == _MESSAGE:
-            for element in value if repeated else (value,):
+            for element in value[:] if repeated else (value,):
                 out.append(pad + head)
                 _print_text(element, inner, out)
                 out.append(pad + "}\n")
         else:
-            for element in value if repeated else (value,):
+            for element in value[:] if repeated else (value,):
                 out.append(pad + head + _scalar_text(kind, element, enum_names) + "\n")
