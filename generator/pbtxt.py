@@ -10,8 +10,10 @@
   digits). So it is used only for messages where none can show: no
   map with more than one entry, none with a default key or value, no float or double field set; and only on the upb
   backend, after a one-time check that it agrees with ``text_format`` on a sample message;
-- :func:`_print_text`, a lean copy of ``text_format``'s default output, for every other message. What it does not
-  cover (extensions, groups, ``Any``) falls back to ``text_format`` itself.
+- :func:`_print_text`, a lean copy of ``text_format``'s default output, for every other message; it still hands each
+  message inside (a map entry, an element) that the C encoder prints like ``text_format`` to it, so only the parts
+  that differ are printed in Python. What it does not cover (extensions, groups, ``Any``) falls back to
+  ``text_format`` itself.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ _FD = descriptor.FieldDescriptor
 
 def message_text(message: Any) -> str:
     """``text_format.MessageToString(message)`` with default options, byte for byte."""
-    if _c_encoder_agrees() and _c_encoder_safe(message):
+    c_encoder = _c_encoder_agrees()
+    if c_encoder and _c_encoder_safe(message):
         return str(message)
     out: list[str] = []
     try:
-        _print_text(message, "", out)
+        _print_text(message, "", out, c_encoder)
     except _UnsupportedError:
         return text_format.MessageToString(message)
     return "".join(out)
@@ -214,8 +217,12 @@ def _scalar_text(kind: int, value: Any, enum_names: dict[int, str]) -> str:
     return str(value)
 
 
-def _print_text(message: Any, pad: str, out: list[str]) -> None:
-    """Append ``message``'s text_format lines (default options) at indentation ``pad`` to ``out``."""
+def _print_text(message: Any, pad: str, out: list[str], c_encoder: bool = False) -> None:
+    """Append ``message``'s text_format lines (default options) at indentation ``pad`` to ``out``.
+
+    With ``c_encoder``, each message inside that the C encoder prints like text_format is printed by it (indented):
+    only the parts that differ (a map of several entries, a float) are printed here.
+    """
     if message.DESCRIPTOR.full_name == "google.protobuf.Any":
         raise _UnsupportedError
     inner = pad + "  "
@@ -225,13 +232,25 @@ def _print_text(message: Any, pad: str, out: list[str]) -> None:
             entry_class = value.GetEntryClass()
             for key in sorted(value):
                 out.append(pad + head)
-                _print_text(entry_class(key=key, value=value[key]), inner, out)
+                entry = entry_class(key=key, value=value[key])
+                if c_encoder and key and _c_encoder_safe(entry):
+                    out.append(_indented(str(entry), inner))
+                else:
+                    _print_text(entry, inner, out, c_encoder)
                 out.append(pad + "}\n")
         elif kind == _MESSAGE:
             for element in value[:] if repeated else (value,):
                 out.append(pad + head)
-                _print_text(element, inner, out)
+                if c_encoder and _c_encoder_safe(element):
+                    out.append(_indented(str(element), inner))
+                else:
+                    _print_text(element, inner, out, c_encoder)
                 out.append(pad + "}\n")
         else:
             for element in value[:] if repeated else (value,):
                 out.append(pad + head + _scalar_text(kind, element, enum_names) + "\n")
+
+
+def _indented(text: str, pad: str) -> str:
+    """``text`` (whole lines, each ending in a newline) with ``pad`` before every line."""
+    return pad + text[:-1].replace("\n", "\n" + pad) + "\n" if text else ""

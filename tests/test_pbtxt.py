@@ -113,5 +113,10 @@ def test_c_encoder_is_taken_for_a_typical_config():
     with_float.CopyFrom(config)
     with_float.sequence_batching.direct.minimum_slot_utilization = -0.0
     assert not pbtxt._c_encoder_safe(with_float)
-    for message in (config, two_entries, nested_two, with_float):
+    defaults = ModelConfig()  # several entries, some with a default key or value: text_format leaves those out
+    defaults.CopyFrom(nested_two)
+    for key, value in (("a", ""), ("b", "x"), ("", "y")):
+        defaults.cc_model_filenames[key] = value
+    defaults.model_warmup[0].inputs[""].SetInParent()
+    for message in (config, two_entries, nested_two, with_float, defaults):
         assert pbtxt.message_text(message) == text_format.MessageToString(message)
