@@ -63,6 +63,9 @@ _DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CP
 #: out-of-range token ids or non-0/1 booleans that make a model fail during loading).
 _RANDOM_WARMUP_TYPES = frozenset({"TYPE_FP32", "TYPE_FP16", "TYPE_BF16"})
 _INT32_MAX = 2**31 - 1
+#: Enum numbers by name, looked up once (``EnumTypeWrapper.Value`` is a Python call per tensor of every config).
+_DATA_TYPES = dict(model_config_pb2.DataType.items())
+_INSTANCE_KINDS = dict(model_config_pb2.ModelInstanceGroup.Kind.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +143,9 @@ def build_model_config(request: ConfigRequest) -> ConfigBuild:
     _warmup(r, build)
     if r.options.get("response_cache"):
         config.response_cache.enable = True
-    for key, value in sorted((r.options.get("parameters") or {}).items()):
-        config.parameters[key].string_value = value
+    if r.options.get("parameters"):
+        for key, value in sorted(r.options["parameters"].items()):
+            config.parameters[key].string_value = value
     if r.target == "tensorrt":
         _tensorrt(r, build)
     elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator"):
@@ -156,7 +160,7 @@ def build_model_config(request: ConfigRequest) -> ConfigBuild:
 
 def _add_io(io: Any, tensor: TensorPlan) -> None:
     io.name = tensor.name
-    io.data_type = model_config_pb2.DataType.Value(tensor.data_type)
+    io.data_type = _DATA_TYPES[tensor.data_type]
     io.dims.extend(tensor.dims)
     if tensor.reshape is not None:
         io.reshape.SetInParent()
@@ -210,8 +214,9 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
         dyn.default_priority_level = int(settings["default_priority_level"])
     if "default_queue_policy" in settings:
         _queue_policy(dyn.default_queue_policy, settings["default_queue_policy"])
-    for level, policy in sorted((settings.get("priority_queue_policy") or {}).items(), key=lambda kv: int(kv[0])):
-        _queue_policy(dyn.priority_queue_policy[int(level)], policy)
+    if settings.get("priority_queue_policy"):
+        for level, policy in sorted(settings["priority_queue_policy"].items(), key=lambda kv: int(kv[0])):
+            _queue_policy(dyn.priority_queue_policy[int(level)], policy)
     origin = "manifest" if "preferred_batch_size" in settings else "opt batch and max_batch_size"
     delay_origin = "manifest" if "max_queue_delay_microseconds" in settings else "gen-repo default"
     build.notes.append(
@@ -244,7 +249,7 @@ def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
         if "name" in group:
             message.name = group["name"]
         kind = group.get("kind", _DEFAULT_KIND[r.target])
-        message.kind = model_config_pb2.ModelInstanceGroup.Kind.Value(kind)
+        message.kind = _INSTANCE_KINDS[kind]
         message.count = int(group.get("count", 1))
         message.gpus.extend(group.get("gpus", []))
         if r.target == "tensorrt":
@@ -293,7 +298,7 @@ def _warmup(r: ConfigRequest, build: ConfigBuild) -> None:
     warmup.batch_size = batch
     for tensor in r.inputs:
         entry = warmup.inputs[tensor.name]
-        entry.data_type = model_config_pb2.DataType.Value(tensor.data_type)
+        entry.data_type = _DATA_TYPES[tensor.data_type]
         entry.dims.extend(_item_dims(tensor, tensor.opt_shape))
         if tensor.data_type in _RANDOM_WARMUP_TYPES:
             entry.random_data = True
