@@ -417,10 +417,11 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
             out.append(f"warmup {warmup.name!r}: batch_size must be 1 when max_batch_size is 0")
         elif mbs > 0 and not 1 <= warmup.batch_size <= mbs:
             out.append(f"warmup {warmup.name!r}: batch_size {warmup.batch_size} is outside 1..{mbs}")
-        for input_name, entry in warmup.inputs.items():
+        entries = warmup.inputs
+        for input_name in entries:  # not .items(): that is a Python-level view over the upb map
             if input_name not in input_names:
                 out.append(f"warmup {warmup.name!r} names unknown input {input_name!r}")
-            dims = entry.dims[:]
+            dims = entries[input_name].dims[:]
             if dims and min(dims) < 1:
                 out.append(f"warmup {warmup.name!r} input {input_name!r}: dims {dims} are not fully specified")
     return out

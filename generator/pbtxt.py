@@ -128,8 +128,9 @@ def _c_encoder_safe(message: Any) -> bool:
     for name, repeated in checks.messages:
         if repeated:
             # [:] reads a upb container at once; iterating it ends in a formatted IndexError, which costs more.
-            if not all(_c_encoder_safe(element) for element in getattr(message, name)[:]):
-                return False
+            for element in getattr(message, name)[:]:
+                if not _c_encoder_safe(element):
+                    return False
         elif message.HasField(name) and not _c_encoder_safe(getattr(message, name)):
             return False
     return True
@@ -145,7 +146,8 @@ def _one_entry_safe(field: Any, entries: Any) -> bool:
     if len(entries) > 1:
         return False
     value_field = field.message_type.fields_by_name["value"]
-    for key, value in entries.items():
+    for key in entries:  # not .items(): that is a Python-level view over the upb map
+        value = entries[key]
         if not key:
             return False
         if value_field.cpp_type == _FD.CPPTYPE_MESSAGE:
