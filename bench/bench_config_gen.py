@@ -323,7 +323,8 @@ def measure(args: argparse.Namespace, run_dir: Path) -> None:
         best, worst = count / low, count / high
         print(f"{name:<32} {count:>6} {median:>9.3f} {count / median:>10.0f} {worst:>10.0f}..{best:<10.0f}")
     print()
-    print(f"storage for written configs: {args.tmp_dir}")
+    print(f"storage for written configs: {args.tmp_dir} (removed after the runs; on ext4 without a journal, file "
+          "creation stays slower for a few minutes after such a removal: wait before running again)")
     for count, ceiling in ceilings:
         print(f"I/O ceiling N={count}: Navigator's time / file creation alone = {ceiling:.2f}x (no generator that "
               "creates these folders and files can be faster than Navigator by more than this, on this disk now)")
