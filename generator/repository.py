@@ -195,25 +195,36 @@ def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
     try:
         made: set[str] = set()
         for relative, content in files.items():
-            folder, _, _ = relative.rpartition("/")
+            folder = relative.rpartition("/")[0]
             if folder and folder not in made:
-                parts = folder.split("/")
-                for depth in range(1, len(parts) + 1):
-                    prefix = "/".join(parts[:depth])
-                    if prefix not in made:
-                        with contextlib.suppress(FileExistsError):
-                            os.mkdir(prefix, dir_fd=root_fd)
-                        made.add(prefix)
+                _make_folder(folder, root_fd, made)
             data = content.encode("utf-8") if isinstance(content, str) else content
             fd = os.open(relative, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666, dir_fd=root_fd)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                written = os.write(fd, data)
+                if written < len(data):  # a short write (large data, signals): write the rest
+                    view = memoryview(data)[written:]
+                    while view:
+                        view = view[os.write(fd, view):]
             finally:
                 os.close(fd)
     finally:
         os.close(root_fd)
+
+
+def _make_folder(folder: str, root_fd: int, made: set[str]) -> None:
+    """Create ``folder`` (relative to ``root_fd``) and any missing parents; record each in ``made``."""
+    try:
+        os.mkdir(folder, dir_fd=root_fd)
+    except FileNotFoundError:  # a parent is missing: make it first (rare; most callers write <model>/<file>)
+        parent = folder.rpartition("/")[0]
+        if not parent:
+            raise
+        _make_folder(parent, root_fd, made)
+        os.mkdir(folder, dir_fd=root_fd)
+    except FileExistsError:
+        pass
+    made.add(folder)
 
 
 def _remove_tree(path: Path) -> None:

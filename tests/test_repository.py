@@ -639,6 +639,7 @@ def test_write_files_creates_folders_once_and_writes_text_and_bytes(tmp_path):
         "b/1/model.bin": bytes(range(256)) * 300,
         "a/old.txt": "short",  # replaced, not appended to or left longer
         "top.txt": "",
+        "deep/er/est/file.txt": "three new folders at once",
     }
     repository.write_files(tmp_path, files)
     for relative, content in files.items():
