@@ -384,13 +384,14 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
     mbs = config.max_batch_size
     if mbs < 0:
         out.append("max_batch_size must be >= 0")
-    if not config.platform and not config.backend:
+    platform = config.platform
+    if not platform and not config.backend:
         out.append("config names neither platform nor backend")
     if not config.HasField("version_policy"):
         out.append("config has no version_policy (it must be complete without auto-complete)")
     inputs, outputs = config.input[:], config.output[:]
-    for kind, ios in (("input", inputs), ("output", outputs)):
-        names = [io.name for io in ios]
+    input_names = [io.name for io in inputs]
+    for kind, ios, names in (("input", inputs, input_names), ("output", outputs, [io.name for io in outputs])):
         if len(set(names)) != len(names):
             for duplicate in sorted({n for n in names if names.count(n) > 1}):
                 out.append(f"{kind} name {duplicate!r} is used more than once")
@@ -407,11 +408,10 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
             out.append("preserve_ordering is refused with priority_levels > 1")
         if dyn.priority_levels and not 1 <= dyn.default_priority_level <= dyn.priority_levels:
             out.append(f"default_priority_level must be in 1..{dyn.priority_levels}")
-    if config.platform == "tensorrt_plan":
+    if platform == "tensorrt_plan":
         for g, group in enumerate(config.instance_group[:]):
             if "0" not in group.profile[:]:
                 out.append(f"instance_group {g} does not list optimization profile '0'")
-    input_names = {io.name for io in inputs}
     for warmup in config.model_warmup[:]:
         if mbs == 0 and warmup.batch_size != 1:
             out.append(f"warmup {warmup.name!r}: batch_size must be 1 when max_batch_size is 0")
