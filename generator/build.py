@@ -235,7 +235,7 @@ def factory_fingerprint(spec: str, code_path: Sequence[str] = ()) -> str:
                  for path in _python_files(Path(folder))]
     elif found.origin and Path(found.origin).is_file():
         folder = Path(found.origin).parent
-        files = [(folder, path) for path in sorted(folder.glob("*.py"))]
+        files = [(folder, path) for path in sorted(folder.glob("*.py")) if path.is_file()]
         for package in sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file()):
             files.extend((folder, path) for path in _python_files(package))
     else:

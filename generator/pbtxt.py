@@ -7,9 +7,9 @@
   differs from ``text_format`` in three ways only: map entries come out in another order (string keys descending on
   protobuf 6.33; ``text_format`` sorts keys ascending), a map entry's default key or value is printed
   (``text_format`` leaves it out), and floats are printed another way (``-0`` for ``-0.0``, ``1e+10``, 9 significant
-  digits). So it is used only for messages where none can show: no
-  map with more than one entry, none with a default key or value, no float or double field set; and only on the upb
-  backend, after a one-time check that it agrees with ``text_format`` on a sample message;
+  digits). So it is used only for messages where none can show: no map with more than one entry, none with a default
+  key or value, no float or double field set; and only on the upb backend, after a one-time check that it agrees
+  with ``text_format`` on a sample message;
 - :func:`_print_text`, a lean copy of ``text_format``'s default output, for every other message; it still hands each
   message inside (a map entry, an element) that the C encoder prints like ``text_format`` to it, so only the parts
   that differ are printed in Python. What it does not cover (extensions, groups, ``Any``) falls back to
@@ -145,16 +145,13 @@ def _one_entry_safe(field: Any, entries: Any) -> bool:
     """
     if len(entries) > 1:
         return False
-    value_field = field.message_type.fields_by_name["value"]
-    for key in entries:  # not .items(): that is a Python-level view over the upb map
-        value = entries[key]
-        if not key:
-            return False
-        if value_field.cpp_type == _FD.CPPTYPE_MESSAGE:
-            return _c_encoder_safe(value)
-        if not value or value_field.cpp_type in (_FD.CPPTYPE_FLOAT, _FD.CPPTYPE_DOUBLE):
-            return False
-    return True
+    key = next(iter(entries))  # the one entry (not .items(): a Python-level view over the upb map)
+    if not key:
+        return False
+    value, value_field = entries[key], field.message_type.fields_by_name["value"]
+    if value_field.cpp_type == _FD.CPPTYPE_MESSAGE:
+        return _c_encoder_safe(value)
+    return bool(value) and value_field.cpp_type not in (_FD.CPPTYPE_FLOAT, _FD.CPPTYPE_DOUBLE)
 
 
 def _repeated(field: Any) -> bool:
@@ -234,8 +231,9 @@ def _print_text(message: Any, pad: str, out: list[str], c_encoder: bool = False)
             entry_class = value.GetEntryClass()
             for key in sorted(value):
                 out.append(pad + head)
+                # A standalone entry message leaves out a default key or value, as text_format does.
                 entry = entry_class(key=key, value=value[key])
-                if c_encoder and key and _c_encoder_safe(entry):
+                if c_encoder and _c_encoder_safe(entry):
                     out.append(_indented(str(entry), inner))
                 else:
                     _print_text(entry, inner, out, c_encoder)

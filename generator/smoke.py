@@ -33,6 +33,7 @@ the server stops answering (a transport error and a failed liveness probe) every
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import itertools
 import math
@@ -879,36 +880,6 @@ class _Run:
         )
 
     # -- 5./6. burst --------------------------------------------------------------------------------------------------
-    def _quiet_statistics(self, model: str) -> tuple[int, int]:
-        """The model's (inference_count, execution_count) once two readings 20 ms apart agree.
-
-        The requests of earlier checks may still be being counted (see :meth:`_settled_statistics`); counted into a
-        burst's, they would inflate it. Polled for at most ``timeout_s``.
-        """
-        deadline = time.monotonic() + self.options.timeout_s
-        last = self.conn.statistics(model)
-        while time.monotonic() < deadline:
-            time.sleep(0.02)
-            now = self.conn.statistics(model)
-            if now == last:
-                break
-            last = now
-        return last
-
-    def _settled_statistics(self, model: str, before: tuple[int, int], succeeded: int) -> tuple[int, int]:
-        """The model's (inference_count, execution_count) once they count the ``succeeded`` requests of a burst.
-
-        Triton updates a model's statistics after it has sent the responses, so a client that has every response
-        can still read counts without the last requests; a burst's counts read then would be short, and the next
-        burst's would include the rest. Polled for at most ``timeout_s``; the last reading is returned either way.
-        """
-        deadline = time.monotonic() + self.options.timeout_s
-        while True:
-            after = self.conn.statistics(model)
-            if after[0] - before[0] >= succeeded or time.monotonic() >= deadline:
-                return after
-            time.sleep(0.01)
-
     def check_burst(self, model: str, state: dict[str, Any]) -> Outcome:
         contract: ModelContract = state["contract"]
         options = self.options
@@ -920,10 +891,11 @@ class _Run:
         attempts = 0
         while True:
             attempts += 1
-            before = self._quiet_statistics(model)
+            read = functools.partial(self.conn.statistics, model)
+            before = quiet_statistics(read, options.timeout_s)
             outcome = _burst(self.url, self.protocol, model, contract, inputs, options)
             try:
-                after = self._settled_statistics(model, before, outcome.succeeded)
+                after = settled_statistics(read, before, outcome.succeeded, options.timeout_s)
             except Exception as exc:
                 self.transport(exc, f"{model}/burst")
                 raise
@@ -1047,6 +1019,41 @@ class _BurstOutcome:
     latencies: list[float] = field(default_factory=list)
     wall_s: float = 0.0
     transport_error: BaseException | None = None
+
+
+Counts = tuple[int, int]
+
+
+def quiet_statistics(read: Callable[[], Counts], timeout_s: float) -> Counts:
+    """A model's (inference_count, execution_count) from ``read`` once two readings 20 ms apart agree.
+
+    Triton counts a request after it has sent the response (see :func:`settled_statistics`), so earlier requests
+    may still be being counted; counted into a burst's, they would inflate it. Polled for at most ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    last = read()
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return last
+
+
+def settled_statistics(read: Callable[[], Counts], before: Counts, succeeded: int, timeout_s: float) -> Counts:
+    """The counts from ``read`` once they include the ``succeeded`` requests sent since ``before``.
+
+    A client that has every response can still read counts without the last requests; a burst's counts read then
+    would be short, and the next burst's would include the rest. Polled for at most ``timeout_s``; the last reading
+    is returned either way.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        after = read()
+        if after[0] - before[0] >= succeeded or time.monotonic() >= deadline:
+            return after
+        time.sleep(0.01)
 
 
 def _burst(

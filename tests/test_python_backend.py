@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ from examples.models import make_mlp, make_text
 from generator.export.onnx import TensorIO, export_onnx, io_from_graph
 from generator.resources import resource_dir
 from generator.server import TritonNotFoundError, find_tritonserver, launch
+from generator.smoke import quiet_statistics, settled_statistics
 from generator.spec import GraphSpec
 
 pytestmark = pytest.mark.triton
@@ -224,18 +225,6 @@ def _stats(server, model: str) -> tuple[int, int]:
     return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
 
 
-def _quiet_stats(server, model: str) -> tuple[int, int]:
-    """Counts once two readings 20 ms apart agree (earlier tests' requests may still be being counted)."""
-    last = _stats(server, model)
-    for _ in range(500):
-        time.sleep(0.02)
-        now = _stats(server, model)
-        if now == last:
-            break
-        last = now
-    return last
-
-
 def test_concurrent_requests_are_batched_and_split_back(server) -> None:
     rng = np.random.default_rng(2)
     sizes = [1 + (i % 3) for i in range(32)]
@@ -246,7 +235,8 @@ def test_concurrent_requests_are_batched_and_split_back(server) -> None:
         request.set_data_from_numpy(xs[i])
         return [request]
 
-    before_inferences, before_executions = _quiet_stats(server, "mlp")
+    read = functools.partial(_stats, server, "mlp")
+    before_inferences, before_executions = quiet_statistics(read, timeout_s=10)
     results = _burst(server, "mlp", make, 32)
     model = make_mlp()
     for x, result in zip(xs, results, strict=True):
@@ -254,10 +244,8 @@ def test_concurrent_requests_are_batched_and_split_back(server) -> None:
         with torch.no_grad():
             np.testing.assert_allclose(result.as_numpy("output"), model(torch.from_numpy(x)).numpy(),
                                        rtol=1e-5, atol=1e-6)
-    # Triton counts a request after responding to it: wait (boundedly) until the burst's requests are all counted.
-    deadline = time.monotonic() + 10
-    while (counts := _stats(server, "mlp"))[0] - before_inferences < sum(sizes) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # Triton counts a request after responding to it: read once the burst's requests are all counted.
+    counts = settled_statistics(read, (before_inferences, before_executions), sum(sizes), timeout_s=10)
     inferences, executions = counts[0] - before_inferences, counts[1] - before_executions
     assert inferences == sum(sizes)
     assert 0 < executions < 32, f"{executions} executions for 32 requests: nothing was batched"
