@@ -53,8 +53,9 @@ FINAL_STAGES = ("built", "cached", "failed")
 class BuildOptions:
     """How to build; everything that changes artifacts is part of the cache key.
 
-    ``code_path`` lists folders searched (after ``sys.path``) for ``module:callable`` factories; the build adds the
-    manifest's folder, so a factory module may sit next to the manifest.
+    ``code_path`` lists folders searched before ``sys.path`` for ``module:callable`` factories; the build puts the
+    working folder, the manifest's folder and the manifest's ``code_path:`` entries first (:func:`factory_search_path`),
+    as uvicorn and celery resolve an app.
     """
 
     allow_code: bool = False
@@ -179,11 +180,23 @@ def tool_versions() -> dict[str, str]:
 # --------------------------------------------------------------------------------------------------------------------
 # One model: source -> ONNX -> checks -> reference data -> (plan)
 # --------------------------------------------------------------------------------------------------------------------
+def factory_search_path(plan: RepositoryPlan, options: BuildOptions, cwd: Path | None = None) -> tuple[str, ...]:
+    """Folders searched first for ``module:callable`` factories, in order.
+
+    The working folder, then the manifest's folder, then the manifest's ``code_path:`` entries, then
+    ``options.code_path``: a factory resolves like an app given to uvicorn or celery, whether gen-repo was installed
+    from a wheel or in editable mode.
+    """
+    folders = [str((cwd or Path.cwd()).resolve()), str(Path(plan.manifest_file).resolve().parent),
+               *map(str, plan.code_path), *options.code_path]
+    return tuple(dict.fromkeys(folders))
+
+
 @contextlib.contextmanager
 def _code_path(folders: Sequence[str]) -> Iterator[None]:
-    """Temporarily append ``folders`` to ``sys.path`` (factory modules next to the manifest)."""
+    """Temporarily put ``folders`` at the front of ``sys.path`` (in order) while a factory is found or imported."""
     added = [f for f in folders if f not in sys.path]
-    sys.path.extend(added)
+    sys.path[:0] = added
     try:
         yield
     finally:
@@ -586,9 +599,7 @@ def build_repository(
     plan, notes = plan_build(manifest_path, options, Path(output_dir) if output_dir is not None else None)
     for note in notes:
         say(BuildEvent("*", "note", note))
-    code_dir = str(manifest_path.resolve().parent)
-    options = replace(options, code_path=(*options.code_path, code_dir) if code_dir not in options.code_path else
-                      options.code_path)
+    options = replace(options, code_path=factory_search_path(plan, options))
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
     # Refusals come first: a refused build creates nothing, not even the cache folder (issue 4: "stops at once").
     tensorrt = preflight(plan, options)

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from generator.documents import load_document, schema_problems
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import case_collisions, model_name_from_graph, model_name_problems
+from generator.overrides import OVERRIDE_KEYS, apply_overrides
 from generator.schema import load_graphspecs, validate_document
 from generator.spec import GraphSpec
 
@@ -46,6 +47,8 @@ __all__ = [
     "Manifest",
     "ManifestModel",
     "ModelSource",
+    "RefusedModel",
+    "SampleSource",
     "load_manifest",
 ]
 
@@ -65,12 +68,15 @@ OPTION_KEYS = (
     "tensor_names",
     "onnx_tensorrt_accelerator",
     "compute_capabilities",
+    "shapes",
     "pbtxt",
 )
 #: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
 DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching")
 
 DEFAULT_OUTPUT = "model_repository"
+#: Sample file kinds by suffix (both hold plain arrays; neither can carry code).
+_SAMPLE_SUFFIXES = {".npz": "npz", ".safetensors": "safetensors"}
 MANIFEST_SCHEMA = "manifest.schema.json"
 
 
@@ -84,11 +90,31 @@ class ModelSource:
 
 
 @dataclass(frozen=True, slots=True)
+class SampleSource:
+    """Real sample inputs: ``kind`` npz|safetensors (``path`` set) or factory (``factory`` = ``module:callable``)."""
+
+    kind: str
+    path: Path | None = None
+    factory: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedModel:
+    """A model that cannot be built, with every reason; ``--keep-going`` reports it and builds the others."""
+
+    index: int
+    name: str
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ManifestModel:
     """One model entry after loading: names resolved, GraphSpec loaded, defaults merged into ``options``.
 
     ``spec_file``/``spec_pointer`` locate the graph (the manifest itself and ``/models/<i>/spec`` for an inline
-    graph). ``own_options`` are the option keys the model set itself (the rest came from ``defaults``).
+    graph). ``own_options`` are the option keys the model set itself (the rest came from ``defaults``). ``graph``
+    carries the manifest's ``dynamic_shapes`` and ``batch_axis_multipliers`` (``graph_fixes`` says which);
+    ``input_values`` is the manifest's ``inputs:`` as written (the plan resolves the tensor names).
     """
 
     index: int
@@ -103,6 +129,9 @@ class ManifestModel:
     own_options: frozenset[str] = frozenset()
     assumptions: tuple[str, ...] = ()
     module_name: str | None = None
+    samples: SampleSource | None = None
+    input_values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    graph_fixes: tuple[str, ...] = ()
 
     @property
     def pointer(self) -> str:
@@ -118,13 +147,19 @@ class ManifestModel:
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """A loaded manifest: its file, the folder paths are relative to, the output folder and the models."""
+    """A loaded manifest: its file, the folder paths are relative to, the output folder and the models.
+
+    ``refused`` holds the models that could not be loaded (only with ``keep_going``; otherwise loading raises).
+    ``code_path`` lists the manifest's extra folders for ``module:callable`` factories.
+    """
 
     file: Path
     base_dir: Path
     output_dir: Path
     models: tuple[ManifestModel, ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    code_path: tuple[Path, ...] = ()
+    refused: tuple[RefusedModel, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,16 +171,19 @@ class _Graph:
     module_name: str | None
     graph: GraphSpec
     assumptions: tuple[str, ...] = ()
+    document: Any = field(default=None, repr=False, compare=False)
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------------------------------
-def load_manifest(path: Path | str, *, allow_outside: bool = False) -> Manifest:
+def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: bool = False) -> Manifest:
     """Load and check a manifest; raise GenRepoError carrying every problem found.
 
     ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
-    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere.
+    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere. With
+    ``keep_going`` a model whose own entry has problems (its spec, source, samples or options) is returned in
+    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise.
     """
     path = Path(path)
     file = str(path)
@@ -161,17 +199,31 @@ def load_manifest(path: Path | str, *, allow_outside: bool = False) -> Manifest:
     if message:
         problems.append(Problem(file, "/output", message))
 
+    code_path = []
+    for index, raw in enumerate(document.get("code_path") or []):
+        folder, message = _resolve(base_dir, raw, allow_outside)
+        if message:
+            problems.append(Problem(file, f"/code_path/{index}", message))
+        elif not folder.is_dir():
+            problems.append(Problem(file, f"/code_path/{index}", f"code_path folder {raw!r} not found"))
+        code_path.append(folder)
+
     cache: dict[Path, tuple[list[_Graph], list[Problem]]] = {}
     models: list[ManifestModel] = []
+    refused: list[RefusedModel] = []
     for index, entry in enumerate(document["models"]):
         model, model_problems = _load_model(path, base_dir, index, entry, defaults, allow_outside, cache)
+        if model_problems and keep_going:
+            name = entry.get("name") or (model.name if model is not None else f"models[{index}]")
+            refused.append(RefusedModel(index, name, tuple(_dedupe(model_problems))))
+            continue
         problems.extend(model_problems)
         if model is not None:
             models.append(model)
     problems.extend(_name_problems(file, models))
     if problems:
         raise GenRepoError(_dedupe(problems))
-    return Manifest(path, base_dir, output_dir, tuple(models), defaults)
+    return Manifest(path, base_dir, output_dir, tuple(models), defaults, tuple(code_path), tuple(refused))
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:
@@ -242,8 +294,39 @@ def _load_model(
                 )
             source = ModelSource(kind, source_path, None)
 
+    samples: SampleSource | None = None
+    raw_samples = entry.get("samples")
+    if raw_samples is not None:
+        if isinstance(raw_samples, Mapping) and "factory" in raw_samples:
+            samples = SampleSource("factory", None, raw_samples["factory"])
+        else:
+            raw_path = raw_samples if isinstance(raw_samples, str) else raw_samples["file"]
+            where = json_pointer((*base, "samples")) + ("" if isinstance(raw_samples, str) else "/file")
+            samples_path, message = _resolve(base_dir, raw_path, allow_outside)
+            kind = _SAMPLE_SUFFIXES.get(samples_path.suffix.lower())
+            if message:
+                problems.append(Problem(file, where, message))
+            elif kind is None:
+                problems.append(Problem(file, where, f"samples file {raw_path!r} must be .npz or .safetensors"))
+            elif not samples_path.is_file():
+                problems.append(Problem(file, where, f"samples file {raw_path!r} not found"))
+            samples = SampleSource(kind or "npz", samples_path, None)
+
     loaded, spec_problems = _load_spec(manifest_path, base_dir, index, entry["spec"], allow_outside, cache)
     problems.extend(spec_problems)
+    graph_fixes: tuple[str, ...] = ()
+    if loaded is not None and any(key in entry for key in OVERRIDE_KEYS):
+        fixed = apply_overrides(
+            loaded.document, {key: entry[key] for key in OVERRIDE_KEYS if key in entry},
+            manifest_file=file, model_pointer=json_pointer(base), spec_file=str(loaded.file),
+            spec_pointer=loaded.pointer,
+        )
+        problems.extend(fixed.problems)
+        if fixed.graph is None:
+            loaded = None
+        else:
+            loaded = replace(loaded, graph=fixed.graph, assumptions=fixed.assumptions)
+            graph_fixes = fixed.applied
 
     own = {k: v for k, v in entry.items() if k in OPTION_KEYS}
     options = _merge_options(defaults, own)
@@ -266,6 +349,9 @@ def _load_model(
         own_options=frozenset(own),
         assumptions=tuple(loaded.assumptions),
         module_name=loaded.module_name,
+        samples=samples,
+        input_values=dict(entry.get("inputs") or {}),
+        graph_fixes=graph_fixes,
     )
     return model, problems
 
@@ -308,7 +394,7 @@ def _load_spec(
         try:
             cache[spec_path] = (
                 [
-                    _Graph(Path(g.file), g.pointer, g.module_name, g.graph, tuple(g.assumptions))
+                    _Graph(Path(g.file), g.pointer, g.module_name, g.graph, tuple(g.assumptions), g.document)
                     for g in load_graphspecs(spec_path)
                 ],
                 [],
@@ -372,7 +458,7 @@ def _inline_spec(manifest_path: Path, index: int, spec: Mapping[str, Any]) -> tu
     if len(graphs) != 1:
         return None, [Problem(file, base, "an inline spec must hold exactly one graph")]
     g = graphs[0]
-    return _Graph(manifest_path, base + g.pointer, g.module_name, g.graph, tuple(g.assumptions)), []
+    return _Graph(manifest_path, base + g.pointer, g.module_name, g.graph, tuple(g.assumptions), g.document), []
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ so the problems of an invalid document are exactly what the full checks report:
    it, cheaply, whether a Python tuple stands where the schema expects an array (the one case jsonschema_rs is more
    lenient than jsonschema), instead of a scan of the whole document.
 2. Semantic rules: :func:`_graph_all_clear` is one tight pass over a schema-valid graph that answers True only when
-   :func:`_graph_problems` would report nothing (it builds no pointers or messages). Any doubt, and the full
+   :func:`graph_problems` would report nothing (it builds no pointers or messages). Any doubt, and the full
    reporter runs and its answer counts. ``tests/test_schema_fast.py`` checks this on fixtures, every invalid
    document of the tests and random valid and mutated documents.
 3. GraphSpec construction (:meth:`GraphSpec.from_dict`, :func:`infer_batch_multipliers`) is unchanged.
@@ -46,6 +46,7 @@ __all__ = [
     "DocumentKind",
     "LoadedGraph",
     "document_kind",
+    "graph_problems",
     "graph_summary",
     "load_graphspecs",
     "validate_document",
@@ -76,6 +77,8 @@ class LoadedGraph:
     graph: GraphSpec
     #: Sentences saying what was assumed (e.g. inferred batch multipliers); empty when nothing was.
     assumptions: list[str] = field(default_factory=list)
+    #: The graph object as read (not copied): the manifest's overrides apply to it (:mod:`generator.overrides`).
+    document: Any = field(default=None, repr=False, compare=False)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -123,7 +126,7 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
         add = _collector(problems, file)
         for pointer, graph, _ in locations:
             if isinstance(graph, dict):
-                _graph_problems(graph, pointer, add, broken)
+                graph_problems(graph, pointer, add, broken)
         if problems:
             raise GenRepoError(sorted(problems, key=_document_order(document)))
 
@@ -134,7 +137,7 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
         except SpecError as error:  # defensive: the checks above should have caught everything
             raise GenRepoError([Problem(file, pointer, p.message) for p in error.problems]) from None
         notes = infer_batch_multipliers(spec)
-        loaded.append(LoadedGraph(file, pointer, module_name, spec, list(notes)))
+        loaded.append(LoadedGraph(file, pointer, module_name, spec, list(notes), graph))
     return loaded
 
 
@@ -315,8 +318,11 @@ def _tensors(meta: Any, pointer: str, broken: set[str]) -> list[tuple[str, dict[
     return out
 
 
-def _graph_problems(graph: dict[str, Any], base: str, add: Add, broken: set[str]) -> None:
-    """Every semantic problem of one graph object at JSON pointer ``base``."""
+def graph_problems(graph: dict[str, Any], base: str, add: Add, broken: set[str]) -> None:
+    """Every semantic problem of one schema-checked graph object at JSON pointer ``base``, reported through ``add``.
+
+    ``broken`` holds the pointers the schema reported (their structure is not trusted).
+    """
     inputs = _tensors(graph.get("input_spec"), base + "/input_spec", broken)
     outputs = _tensors(graph.get("output_spec"), base + "/output_spec", broken)
     post = _tensors(graph.get("post_input_spec"), base + "/post_input_spec", broken)
@@ -642,7 +648,7 @@ def _names_unique(entries: list[dict[str, Any]], prefix: Literal["input", "outpu
 
 
 def _graph_all_clear(graph: Any) -> bool:
-    """True only when :func:`_graph_problems` would report nothing for this schema-valid graph.
+    """True only when :func:`graph_problems` would report nothing for this schema-valid graph.
 
     One pass without pointers or messages, for the common case of a valid graph. Conservative: False means "maybe
     a problem" and the caller runs the full reporter, whose answer counts; so a rule may be checked more strictly

@@ -744,6 +744,7 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
         return []
     ref_min, ref_max = min(ranges, key=lambda r: (r[1], r[0]))
     notes = []
+    inferred: list[str] = []
     for kind, loc, spec, axes in found:
         known = spec.bs_multipliers
         if known is not None and all(known[a] is not None for a in axes):
@@ -756,6 +757,7 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
             k = hi // ref_max if ref_max else 1
             if k >= 1 and lo == k * ref_min and hi == k * ref_max:
                 multipliers[axis] = float(k)
+                inferred.append(format_tensor_name(loc.path, kind))
                 if k != 1:
                     notes.append(
                         f"{kind} {format_tensor_name(loc.path, kind)!r} axis {axis}: batch multiplier {k} inferred "
@@ -768,5 +770,16 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
                     f"(range {lo}..{hi} is no integer multiple of {ref_min}..{ref_max}); assumed 1"
                 )
         spec.bs_multipliers = multipliers
+    # The narrowest range is taken as the batch size itself. That is certain when it starts at 1 (k * b >= k) or
+    # when no k > 1 divides both ends; otherwise every tensor may be stacked (a [uncond; cond] guidance batch holds
+    # 2 x the batch in every tensor), which the JSON cannot tell: say so.
+    if inferred and ref_min > 1 and math.gcd(ref_min, ref_max) > 1:
+        shown = ", ".join(repr(name) for name in dict.fromkeys(inferred))
+        notes.append(
+            f"batch multipliers of {shown} inferred against the narrowest batch range {ref_min}..{ref_max}, taken "
+            f"as the batch size itself (multiplier 1); a stacked batch (e.g. 2 x the batch for guidance) would "
+            "record the same ranges and AITune's JSON does not carry multipliers: set batch_axis_multipliers in the "
+            "manifest if the tensors hold k x the batch"
+        )
     graph.assumptions.extend(notes)
     return notes

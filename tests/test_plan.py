@@ -20,7 +20,7 @@ from tests.manifest_helpers import (
 
 #: The batching decision per AITune fixture (issue 3): max_batch_size and a word from the reason.
 FIXTURE_DECISIONS = {
-    "explicit_dynamic_0": (0, "batch ranges differ"),
+    "explicit_dynamic_0": (8, "shapes: intersect"),
     "image_fp16_0": (4, "batch ranges agree"),
     "mlp_0": (8, "batch ranges agree"),
     "nested_dict_0": (8, "batch ranges agree"),
@@ -31,7 +31,7 @@ FIXTURE_DECISIONS = {
     "report_0": (8, "batch ranges agree"),
     "report_1": (8, "batch ranges agree"),
     "report_2": (8, "batch ranges agree"),
-    "report_3": (0, "batch ranges differ"),
+    "report_3": (8, "shapes: intersect"),
     "report_4": (16, "batch ranges agree"),
 }
 
@@ -55,7 +55,7 @@ def test_batching_max_equals_graphspec_max(fixture_plan):
     import json
 
     for model in fixture_plan.models:
-        if model.batching:
+        if model.batching and not any("narrowed to" in d for d in model.decisions):
             assert model.max_batch_size == model.graph.get_max_batch_size()
     expected = json.loads((AITUNE / "mlp.graphspec.json").read_text())["expected"]
     mlp = next(m for m in fixture_plan.models if m.name == "mlp_0")
@@ -79,10 +79,28 @@ def test_stacked_cfg_full_dims_and_assumptions(fixture_plan):
     assert any(d.startswith("assumed:") and "multiplier 2" in d for d in stacked.decisions)
 
 
-def test_explicit_dynamic_uses_effective_shapes(fixture_plan):
+def test_explicit_dynamic_partial_coverage_is_intersected(fixture_plan):
+    # input_ids and attention_mask declare batch 1..32 and seq 8..256; token_type_ids keeps its recorded 1..8 x
+    # 8..128. GraphSpec keeps AITune's answers; the plan gives the linked axes their common range.
     model = next(m for m in fixture_plan.models if m.name == "explicit_dynamic_0")
-    ids = model.inputs[0]
-    assert (ids.min_shape, ids.opt_shape, ids.max_shape, ids.dims) == ((1, 8), (8, 256), (32, 256), (-1, -1))
+    locator, spec = model.graph.input_spec.tensor_data[0]
+    assert model.graph.get_effective_input_shapes(locator, spec) == ([1, 8], [8, 256], [32, 256])
+    for tensor in model.inputs:
+        assert (tensor.min_shape, tensor.opt_shape, tensor.max_shape, tensor.dims) == ((1, 8), (8, 128), (8, 128),
+                                                                                       (-1,))
+    assert model.max_batch_size == 8 and model.batching
+    notes = [d for d in model.decisions if d.startswith("shapes: intersect")]
+    assert len(notes) == 2 and "shapes: widen would give" in notes[0]
+    assert any("get_max_batch_size() = 32, narrowed to 8 by the shape policy" in d for d in model.decisions)
+
+
+def test_explicit_dynamic_partial_coverage_widened_on_request(tmp_path):
+    spec = {"file": str(AITUNE / "explicit_dynamic.graphspec.json")}
+    model = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "shapes": "widen"}]}).models[0]
+    assert {(t.min_shape, t.opt_shape, t.max_shape) for t in model.inputs} == {((1, 8), (8, 256), (32, 256))}
+    # The output was recorded up to batch 8 only: the declared (widened) inputs still batch.
+    assert model.max_batch_size == 32
+    assert any(d.startswith("shapes: widen") and "declared range 1..32" in d for d in model.decisions)
 
 
 def test_recorded_batch_min_is_widened(tmp_path):
@@ -139,14 +157,12 @@ def test_batching_none_override(tmp_path):
 
 
 def test_batching_forced_unifies_ranges(tmp_path):
-    spec = {"file": str(AITUNE / "explicit_dynamic.graphspec.json")}
-    model = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "batching": "batch"}]}).models[0]
-    assert model.max_batch_size == 32
-    token_type_ids = model.inputs[2]
-    assert token_type_ids.min_shape == (1, 8) and token_type_ids.max_shape == (32, 128)
-    assert token_type_ids.opt_shape == (8, 128)  # the declared opt batch applies to every tensor
+    spec = batch_graph(high=8)
+    spec["output_spec"]["tensor_data"][0]["max_shape"] = [4, 4]
+    model = one_model(tmp_path, spec, batching="batch")
+    assert model.max_batch_size == 8 and model.outputs[0].max_shape == (8, 4)
     assert any("forced" in d for d in model.decisions)
-    assert any("unified to 1..32" in d for d in model.decisions)
+    assert any("unified to 1..8" in d for d in model.decisions)
 
 
 def test_batching_forced_refused_for_stacked_batch(tmp_path):
@@ -190,11 +206,25 @@ def test_per_item_scalar_gets_dims_1_and_empty_reshape(tmp_path):
     assert model.outputs[0].reshape == ()
 
 
-def test_zero_d_tensor_without_batching_is_refused(tmp_path):
-    spec = graph([tensor("x", [4], [4], [4]), tensor("s", [], [], [])], [tensor([], [4], [4], [4])])
-    with pytest.raises(GenRepoError) as info:
-        one_model(tmp_path, spec)
-    assert any("scalar (0-d)" in m and "max_batch_size > 0" in m for m in problems_of(info.value))
+def test_zero_d_tensor_travels_as_one(tmp_path):
+    # Triton never hands a model a 0-d tensor and refuses an empty reshape without batching: [1], reshaped by the
+    # exported graph.
+    spec = graph([tensor("x", [4], [4], [4]), tensor("s", [], [], [])], [tensor([], [], [], [])])
+    model = one_model(tmp_path, spec)
+    s, out = model.inputs[1], model.outputs[0]
+    assert model.max_batch_size == 0
+    for t in (s, out):
+        assert (t.dims, t.reshape, t.min_shape, t.max_shape, t.torch_scalar) == ((1,), None, (1,), (1,), True)
+    assert not model.inputs[0].torch_scalar
+    assert any("0-d tensors ['input_s', 'output'] travel as [1]" in d for d in model.decisions)
+
+
+def test_zero_d_input_in_a_batched_graph_means_no_batching(tmp_path):
+    spec = graph([tensor("x", ["batch0", 4], [1, 4], [8, 4]), tensor("t", [], [], [])],
+                 [tensor([], ["batch0", 4], [1, 4], [8, 4])])
+    model = one_model(tmp_path, spec)
+    assert model.max_batch_size == 0 and model.inputs[1].dims == (1,)
+    assert any("'input_t' is 0-d (one value for the whole call)" in d for d in model.decisions)
 
 
 @pytest.mark.parametrize(("dtype", "triton"), sorted(DTYPE_TO_TRITON.items()))
@@ -223,13 +253,14 @@ def test_dims_must_fit_int32(tmp_path):
 
 
 def test_plan_rechecks_int32_on_derived_shapes():
-    from generator.plan import _Decision, _tensor_plan
+    from generator.plan import _Batch, _Decision, _tensor_plan
     from generator.spec import TensorSpec
 
     problems: list = []
     spec = TensorSpec([4], [4], [INT32_MAX + 1], "torch.float32")
-    result = _tensor_plan("t", "t", "t", spec, ([4], [4], [INT32_MAX + 1]), _Decision(False, 0, 1, []), "f", "/p",
-                          problems)
+    batch = _Batch("input", "t", 1, [], {}, None, None, None, False, "/p")
+    result = _tensor_plan("t", "t", "t", spec, ([4], [4], [INT32_MAX + 1]), batch, _Decision(False, 0, 1, []), "f",
+                          "/p", problems)
     assert result is None and "does not fit int32" in problems[0].message
 
 

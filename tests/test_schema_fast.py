@@ -28,7 +28,7 @@ from generator.schema import (
     GRAPHSPEC_SCHEMA,
     TUNE_REPORT_SCHEMA,
     _graph_all_clear,
-    _graph_problems,
+    graph_problems,
     validate_document,
     validate_documents,
 )
@@ -272,7 +272,7 @@ def assert_semantic_verdict_sound(document: Doc) -> None:
         def add(where: str, message: str, reported: list[tuple[str, str]] = reported) -> None:
             reported.append((where, message))
 
-        _graph_problems(graph, pointer, add, set())
+        graph_problems(graph, pointer, add, set())
         if _graph_all_clear(graph):
             assert reported == []
 

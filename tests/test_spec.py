@@ -140,7 +140,26 @@ def test_uninferable_multiplier_is_assumed_one_with_a_note() -> None:
     graph = GraphSpec.from_dict(_doc_with_ranges([(2, 6), (3, 9)]))
     notes = infer_batch_multipliers(graph)
     assert graph.input_spec.tensor_specs[1].get_batch_axis_multipliers() == {0: 1}
-    assert len(notes) == 1 and "assumed 1" in notes[0]
+    assert "assumed 1" in notes[0]
+    # The narrowest range 2..6 could itself be a stacked batch (2 x 1..3): that is an assumption too.
+    assert len(notes) == 2 and "narrowest batch range 2..6" in notes[1] and "batch_axis_multipliers" in notes[1]
+
+
+def test_narrowest_range_from_one_is_no_assumption() -> None:
+    graph = GraphSpec.from_dict(_doc_with_ranges([(1, 4), (2, 8)]))
+    notes = infer_batch_multipliers(graph)
+    assert [spec.get_batch_axis_multipliers() for spec in graph.input_spec.tensor_specs] == [{0: 1}, {0: 2}]
+    assert len(notes) == 1 and "multiplier 2 inferred" in notes[0]
+
+
+def test_every_tensor_stacked_is_reported_as_an_assumption(aitune_fixture_dir: Path) -> None:
+    # All tensors [2b, ...] (guidance without a [b] tensor): nothing anchors the batch, so 1 is an assumption.
+    data = _fixture(aitune_fixture_dir, "stacked_cfg")["graph"]
+    del data["input_spec"]["tensor_data"][1]
+    graph = GraphSpec.from_dict(data)
+    notes = infer_batch_multipliers(graph)
+    assert graph.get_max_batch_size(normalized=True) == 8
+    assert len(notes) == 1 and "'input_latents', 'output'" in notes[0] and "2..8" in notes[0]
 
 
 def _doc_with_ranges(ranges: list[tuple[int, int]]) -> dict[str, Any]:

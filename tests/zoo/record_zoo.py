@@ -1,0 +1,74 @@
+"""Cases for aitune-record (``../shared/tools/aitune-record/record.py``): the zoo's GraphSpecs, by aitune's own code.
+
+Regenerate (Python 3.11 venv with torch 2.13.0, aitune 0.6.0 --no-deps, transformers 5.24.0, diffusers 0.42.1)::
+
+    python ../shared/tools/aitune-record/record.py tests/zoo/record_zoo.py tests/zoo/specs
+
+Every call is ``(global_batch_size, args, kwargs)``; sequence lengths are never a fixed multiple of the batch size
+(aitune would read them as batch axes).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import zoo_models as zoo  # noqa: E402
+from record import Case  # type: ignore[import-not-found]  # noqa: E402
+
+TOKEN_SHAPES = [(1, 6), (3, 12), (2, 20), (4, 10)]
+
+
+def _token_calls(segments: bool) -> list:
+    generator = torch.Generator().manual_seed(0)
+    calls = []
+    for batch, seq in TOKEN_SHAPES:
+        kwargs = zoo.token_call(batch, seq, generator, segments=segments)
+        if not segments:
+            kwargs["use_cache"] = False  # GPT-2: logits only, no key/value cache object in the output
+        calls.append((batch, (), kwargs))
+    return calls
+
+
+def _bert_partial_ranges() -> dict:
+    """Explicit ranges for input_ids and attention_mask only; token_type_ids keeps its recorded 1..4 x 6..20."""
+    from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+
+    shape = (BatchDim("batch", min=1, opt=2, max=8), DynamicDim("seq", min=4, opt=16, max=32))
+    return {"input_ids": shape, "attention_mask": shape}
+
+
+def _images(sizes: list[tuple[int, int, int]]) -> list:
+    generator = torch.Generator().manual_seed(1)
+    return [(b, (), {"pixel_values": torch.randn(b, 3, h, w, generator=generator)}) for b, h, w in sizes]
+
+
+def _unet_plain_calls() -> list:
+    generator = torch.Generator().manual_seed(2)
+    calls = []
+    for batch in (1, 2, 4):
+        sample = torch.randn(batch, 4, zoo.LATENT, zoo.LATENT, generator=generator)
+        timestep = torch.randint(0, 1000, (batch,), generator=generator).to(torch.float32)
+        text = torch.randn(batch, zoo.TEXT_SEQ, zoo.HIDDEN, generator=generator)
+        calls.append((batch, (sample, timestep, text), {}))
+    return calls
+
+
+def _unet_guided_calls() -> list:
+    generator = torch.Generator().manual_seed(3)
+    return [(b, *zoo.unet_guided_call(b, generator, t)) for b, t in ((1, 999.0), (2, 500.0), (4, 1.0))]
+
+
+CASES = {
+    "bert": Case(zoo.make_bert, _token_calls(segments=True)),
+    "bert_partial_ranges": Case(zoo.make_bert, _token_calls(segments=True), dynamic_shapes=_bert_partial_ranges),
+    "gpt2": Case(zoo.make_gpt2, _token_calls(segments=False)),
+    "vit": Case(zoo.make_vit, _images([(1, 32, 32), (2, 32, 32), (4, 32, 32)])),
+    "resnet": Case(zoo.make_resnet, _images([(1, 32, 32), (2, 48, 40), (4, 40, 48)])),
+    "unet": Case(zoo.make_unet, _unet_plain_calls()),
+    "unet_guided": Case(zoo.make_unet, _unet_guided_calls()),
+}

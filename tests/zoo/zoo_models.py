@@ -1,0 +1,112 @@
+"""Real architectures from tiny configs with random weights: the model zoo gen-repo is tested on.
+
+transformers and diffusers build each model from a small config (no downloads); ``torch.manual_seed`` makes the
+weights the same in every process. The GraphSpecs in ``specs/`` were recorded from these factories with aitune
+0.6.0's own code (``record_zoo.py``). ``*_calls`` functions return sample calls ``[(args, kwargs), ...]`` as AITune
+records them, for the manifest's ``samples: {factory: ...}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+#: Tiny sizes shared by the recordings and the sample calls.
+VOCAB = 99
+HIDDEN = 32
+IMAGE = 32
+LATENT = 8
+TEXT_SEQ = 6  # encoder_hidden_states length for the UNet
+
+
+def _seeded(seed: int) -> None:
+    torch.manual_seed(seed)
+
+
+def make_bert() -> torch.nn.Module:
+    """A BERT encoder with token_type_ids (2 segment rows: ids >= 2 are out of range)."""
+    from transformers import BertConfig, BertModel
+
+    _seeded(0)
+    config = BertConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=64, type_vocab_size=2, attn_implementation="eager",
+    )
+    return BertModel(config, add_pooling_layer=True).eval()
+
+
+def make_gpt2() -> torch.nn.Module:
+    """A GPT-2 decoder with its language-model head."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    _seeded(1)
+    config = GPT2Config(
+        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=2, n_head=2, n_positions=64, bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1,
+        attn_implementation="eager",
+    )
+    return GPT2LMHeadModel(config).eval()
+
+
+def make_vit() -> torch.nn.Module:
+    """A ViT encoder on 32x32 images, 8x8 patches."""
+    from transformers import ViTConfig, ViTModel
+
+    _seeded(2)
+    config = ViTConfig(
+        image_size=IMAGE, patch_size=8, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=37, attn_implementation="eager",
+    )
+    return ViTModel(config, add_pooling_layer=True).eval()
+
+
+def make_resnet() -> torch.nn.Module:
+    """A ResNet classifier (basic blocks); any image size from 32 up."""
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    _seeded(3)
+    config = ResNetConfig(
+        num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", num_labels=5,
+    )
+    return ResNetForImageClassification(config).eval()
+
+
+def make_unet() -> torch.nn.Module:
+    """A diffusers UNet2DConditionModel (cross-attention on a text embedding of width 32)."""
+    from diffusers import UNet2DConditionModel
+
+    _seeded(4)
+    return UNet2DConditionModel(
+        sample_size=LATENT, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=HIDDEN, attention_head_dim=8, norm_num_groups=32,
+    ).eval()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Sample calls (args, kwargs), as a pipeline makes them
+# --------------------------------------------------------------------------------------------------------------------
+def token_call(batch: int, seq: int, generator: torch.Generator, *, segments: bool) -> dict[str, Any]:
+    """Token ids, a right-padded attention mask and (for BERT) two segments."""
+    ids = torch.randint(1, VOCAB, (batch, seq), generator=generator)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[-1, max(1, seq // 2):] = 0
+    kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+    if segments:
+        types = torch.zeros(batch, seq, dtype=torch.int64)
+        types[:, seq // 2:] = 1
+        kwargs["token_type_ids"] = types
+    return kwargs
+
+
+def unet_guided_call(batch: int, generator: torch.Generator, step: float) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """One guidance step: latents and text embeddings stacked [uncond; cond] (2 x batch), one 0-d timestep."""
+    latents = torch.randn(batch, 4, LATENT, LATENT, generator=generator)
+    text = torch.randn(2 * batch, TEXT_SEQ, HIDDEN, generator=generator)
+    return (torch.cat([latents, latents]), torch.tensor(step), text), {}
+
+
+def unet_guided_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Real guidance calls (timesteps of a 1000-step schedule) for ``samples: {factory: ...}``."""
+    generator = torch.Generator().manual_seed(10)
+    return [unet_guided_call(b, generator, t) for b, t in ((1, 981.0), (2, 501.0), (4, 21.0))]
