@@ -1,3 +1,3 @@
 """gen-repo: GraphSpecs (as NVIDIA AITune records them) to ready-to-serve Triton model repositories."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

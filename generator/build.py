@@ -101,11 +101,16 @@ class ModelArtifacts:
     folder: Path
     files: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    #: Input value domains found in the graph (written to the contract; a Ray node's rewrite needs them too).
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelResult:
-    """Outcome of one model: ``built``, ``cached``, ``failed`` or ``kept-previous`` (``--keep-going``)."""
+    """Outcome of one model: ``built``, ``cached``, ``failed`` or ``kept-previous`` (``--keep-going``).
+
+    ``stage`` names where a failed model stopped: ``plan`` (refused before any work) or one of :data:`STAGES`.
+    """
 
     name: str
     target: str
@@ -114,6 +119,7 @@ class ModelResult:
     cache_key: str = ""
     notes: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
+    stage: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for ``--json``."""
@@ -125,6 +131,7 @@ class ModelResult:
             "cache_key": self.cache_key,
             "notes": list(self.notes),
             "problems": [p.to_dict() for p in self.problems],
+            "stage": self.stage,
         }
 
 
@@ -205,11 +212,11 @@ def _code_path(folders: Sequence[str]) -> Iterator[None]:
                 sys.path.remove(folder)
 
 
-def _import_factory(spec: str, options: BuildOptions, where: Problem) -> Any:
-    """Call ``module:callable`` (only with --allow-code) and return the nn.Module it makes."""
+def _import_factory(spec: str, options: BuildOptions, where: Problem, what: str = "source factory") -> Any:
+    """Call ``module:callable`` (only with --allow-code) and return what it makes (an nn.Module, or sample calls)."""
     if not options.allow_code:
         raise GenRepoError(
-            [replace(where, message=f"source factory {spec!r} is user code; pass --allow-code to import and run it")]
+            [replace(where, message=f"{what} {spec!r} is user code; pass --allow-code to import and run it")]
         )
     module_name, _, attr = spec.partition(":")
     try:
@@ -220,7 +227,7 @@ def _import_factory(spec: str, options: BuildOptions, where: Problem) -> Any:
             target = getattr(target, part)
         module = target()
     except Exception as error:  # user code: anything can happen; report it as the model's problem
-        message = f"source factory {spec!r} failed: {type(error).__name__}: {error}"
+        message = f"{what} {spec!r} failed: {type(error).__name__}: {error}"
         raise GenRepoError([replace(where, message=message)]) from error
     return module
 
@@ -277,6 +284,17 @@ def source_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
     return f"{source.kind}:{hash_file(source.path)}"
 
 
+def samples_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
+    """Return what identifies the model's samples for the cache key: the file's content or the factory's code."""
+    samples = model.samples
+    if samples is None:
+        return "none"
+    if samples.kind == "factory":
+        return f"factory:{samples.factory}:{factory_fingerprint(str(samples.factory), code_path)}"
+    assert samples.path is not None
+    return f"{samples.kind}:{hash_file(samples.path)}"
+
+
 def model_cache_key(
     cache: BuildCache,
     model: ModelPlan,
@@ -296,6 +314,7 @@ def model_cache_key(
     return cache.key(
         spec=model.graph.to_dict(),
         source=source_fingerprint(model, options.code_path),
+        samples=samples_fingerprint(model, options.code_path),
         target=model.target,
         name=model.name,
         contract=contract_from_plan(model),
@@ -303,6 +322,15 @@ def model_cache_key(
         tools=dict(versions),
         tensorrt=trt_part,
     )
+
+
+class StageFailed(GenRepoError):  # noqa: N818 (a failed stage, like BuildFailed)
+    """One stage of one model failed; every problem message starts with the stage (``export: ...``)."""
+
+    def __init__(self, stage: str, problems: list[Problem]) -> None:
+        self.stage = stage
+        super().__init__([replace(p, message=p.message if p.message.startswith(f"{stage}") else
+                                  f"{stage}: {p.message}") for p in problems])
 
 
 def build_model_artifacts(
@@ -313,63 +341,101 @@ def build_model_artifacts(
     tensorrt: TensorRTTarget | None = None,
     cache_root: Path | None = None,
 ) -> ModelArtifacts:
-    """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise GenRepoError on failure.
+    """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise :class:`StageFailed`.
 
-    ``stage(stage, message)`` is told when each stage starts. ``cache_root`` holds the TensorRT timing cache.
+    ``stage(stage, message)`` is told when each stage starts. ``cache_root`` holds the TensorRT timing cache. A
+    failure names its stage and, where one is involved, the tensor.
     """
-    from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
-    from generator.reference import make_reference_cases, write_reference
-
     report = stage or (lambda name, message: None)
-    where = Problem(str(model.spec_file), model.spec_pointer, "")
+    current = ["source"]
+
+    def enter(name: str, message: str) -> None:
+        current[0] = name
+        report(name, message)
+
+    try:
+        return _build_stages(model, options, workdir, enter, tensorrt, cache_root)
+    except StageFailed:
+        raise
+    except GenRepoError as error:
+        raise StageFailed(current[0], error.problems) from error
+    except Exception as error:  # user code or a library: still this model's failure, with the stage
+        message = f"{current[0]} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
+        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message)]) from error
+
+
+def _integer_inputs_hint(model: ModelPlan, error: Exception) -> str:
+    """For an index error: which values the integer inputs were given (the likely culprit, named)."""
+    if not isinstance(error, IndexError) and "index" not in str(error).lower():
+        return ""
+    shown = [f"{t.name} {t.values.describe()} ({t.values.source})" if t.values else f"{t.name} unrestricted"
+             for t in model.inputs if t.dtype.startswith(("torch.int", "torch.uint"))]
+    return f" (integer inputs: {'; '.join(shown)}; give their values in the manifest's inputs:)" if shown else ""
+
+
+def _build_stages(
+    model: ModelPlan,
+    options: BuildOptions,
+    workdir: Path,
+    enter: Callable[[str, str], None],
+    tensorrt: TensorRTTarget | None,
+    cache_root: Path | None,
+) -> ModelArtifacts:
+    from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
+
+    where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
     notes: list[str] = []
     onnx_path = workdir / "model.onnx"
     source = model.source
     if source is None:
         raise GenRepoError([replace(where, message=f"model {model.name!r} has no source to build from")])
+    if source.kind == "factory":
+        where = replace(where, pointer=where.pointer + "/factory")
     forward_signature = model.graph.forward_signature
     constants = constants_from_graph(model.graph)
     module = None
-    report("source", f"{source.kind} source")
+    enter("source", f"{source.kind} source")
+    if source.kind == "pt2":
+        assert source.path is not None
+        module = load_pt2(source.path)
+    elif source.kind == "factory":
+        module = _import_factory(str(source.factory), options, where)
+    samples = _read_samples(model, options, notes)
     if source.kind == "onnx":
         assert source.path is not None
         prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
         notes.append("ONNX source used as is (I/O checked against the spec)")
     else:
-        if source.kind == "pt2":
-            assert source.path is not None
-            module = load_pt2(source.path)
-        else:
-            module = _import_factory(str(source.factory), options, where)
-        report("export", "torch -> ONNX")
+        enter("export", "torch -> ONNX")
         _quiet_torch_onnx_logs()
         result = export_onnx(
-            module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants
+            module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants,
+            example=_export_example(samples, model.inputs),
         )
         notes.extend(result.notes)
         notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
 
-    report("reference", "reference inputs and outputs at the min, opt and max shapes")
+    enter("reference", "reference inputs and outputs at the min, opt and max shapes")
+    domains = _value_domains(model, onnx_path, notes)
+    from generator.reference import make_reference_cases, write_reference
+
+    cases, case_notes = make_reference_cases(
+        module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
+        forward_signature=forward_signature, constants=constants, domains=domains, samples=samples,
+        run=None if module is not None else _onnxruntime_runner(model, onnx_path),
+    )
+    notes.extend(case_notes)
     if module is not None:
-        cases = make_reference_cases(
-            module,
-            model.inputs,
-            model.outputs,
-            model_name=model.name,
-            max_batch_size=model.max_batch_size,
-            forward_signature=forward_signature,
-            constants=constants,
-        )
-        # onnxruntime must reproduce torch at the min, opt and max shapes.
-        report("check", "onnxruntime against torch")
+        # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
+        enter("check", "onnxruntime against torch")
         check_onnx(onnx_path, model.inputs, model.outputs, cases)
     else:
-        cases = _onnxruntime_reference_cases(model, onnx_path)
         notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
 
     files = ["gen_repo/contract.json", "gen_repo/reference.json", "gen_repo/reference.npz"]
     (workdir / "gen_repo").mkdir(exist_ok=True)
-    (workdir / "gen_repo" / "contract.json").write_text(render_contract(contract_from_plan(model)), encoding="utf-8")
+    (workdir / "gen_repo" / "contract.json").write_text(render_contract(contract_from_plan(model, domains)),
+                                                          encoding="utf-8")
     write_reference(workdir / "gen_repo", cases)
 
     if model.target == "python":
@@ -378,10 +444,79 @@ def build_model_artifacts(
     elif model.target == "onnx":
         files.append("model.onnx")
     elif model.target == "tensorrt":
-        report("tensorrt", f"{options.tensorrt_module} engine build")
+        enter("tensorrt", f"{options.tensorrt_module} engine build")
         files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
-    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes))
+    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains)
+
+
+def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> list[Any]:
+    """The manifest's samples that fit the plan (model-side), with a note for each call skipped."""
+    from generator.samples import arrays_from_calls, read_sample_file, usable_samples
+
+    source = model.samples
+    if source is None:
+        return []
+    if source.kind == "factory":
+        where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/samples/factory", "")
+        calls, skipped = arrays_from_calls(
+            _import_factory(str(source.factory), options, where, what="samples factory"), model.graph, model.inputs)
+        file = str(source.factory)
+    else:
+        assert source.path is not None
+        calls, skipped, file = read_sample_file(source.path, source.kind, model.manifest_pointer), [], str(source.path)
+    samples, unfit = usable_samples(calls, model.inputs, model.max_batch_size, file)
+    notes.extend(skipped + unfit)
+    notes.append(f"{len(samples)} of {len(calls) + len(skipped)} sample calls fit the plan")
+    return samples
+
+
+def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] | None:
+    """A sample to trace with, or None for the synthetic example.
+
+    The first sample whose dynamic axes are at least 2 wherever their range allows (torch.export specialises sizes
+    0 and 1).
+    """
+    import torch
+
+    from generator.export.onnx import dynamic_axes_of
+
+    for sample in samples:
+        if all(sample.arrays[p.name].shape[axis] >= 2 or p.max_shape[axis] < 2
+               for p in inputs for axis in dynamic_axes_of(p)):
+            return [torch.from_numpy(sample.arrays[p.name].copy()) for p in inputs]
+    return None
+
+
+def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[str, Any]:
+    """Value domains found in the graph (index inputs) for inputs the manifest says nothing about.
+
+    A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
+    """
+    import onnx
+
+    from generator.export.onnx_indices import index_domains
+
+    found = index_domains(onnx.load(str(onnx_path), load_external_data=False), [t.name for t in model.inputs])
+    import numpy as np
+
+    problems = []
+    for tensor in model.inputs:
+        domain = found.get(tensor.name)
+        if domain is None:
+            continue
+        if tensor.values is None:
+            notes.append(f"input {tensor.name!r} takes {domain.describe()}: {domain.source}")
+            continue
+        declared = tensor.values
+        extremes = np.asarray(declared.values if declared.values is not None else [declared.low, declared.high])
+        if domain.array_problem(extremes) is not None:
+            problems.append(Problem(str(model.spec_file), model.spec_pointer,
+                                    f"input {tensor.name!r}: the manifest's values {declared.describe()} go beyond "
+                                    f"{domain.describe()}, the {domain.source}"))
+    if problems:
+        raise GenRepoError(problems)
+    return found
 
 
 def _quiet_torch_onnx_logs() -> None:
@@ -396,23 +531,19 @@ def _quiet_torch_onnx_logs() -> None:
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
 
 
-def _onnxruntime_reference_cases(model: ModelPlan, onnx_path: Path) -> list[Any]:
-    """Make reference cases for an ONNX source: inputs as for torch, outputs from onnxruntime."""
+def _onnxruntime_runner(model: ModelPlan, onnx_path: Path) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """Model-side outputs from onnxruntime, for an ONNX source (there is no torch module to run)."""
     import onnxruntime as ort
-
-    from generator.reference import CASE_SHAPES, ReferenceCase, reference_inputs
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
     names = [o.name for o in model.outputs]
-    cases = []
-    for case in CASE_SHAPES:
-        arrays = reference_inputs(model.inputs, model_name=model.name, case=case)
-        values = session.run(names, arrays)
-        batch = int(next(iter(arrays.values())).shape[0]) if model.max_batch_size > 0 and arrays else None
-        cases.append(ReferenceCase(case, batch, arrays, dict(zip(names, values, strict=True))))
-    return cases
+
+    def run(arrays: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(zip(names, session.run(names, dict(arrays)), strict=True))
+
+    return run
 
 
 def tensorrt_build_options(options: BuildOptions, timing_cache: Path | None) -> Any:
@@ -556,7 +687,8 @@ def _build_one(
         return ModelResult(model.name, model.target, "built", time.monotonic() - started, key, artifacts.notes)
     except GenRepoError as error:
         seconds = time.monotonic() - started
-        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems))
+        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems),
+                           getattr(error, "stage", ""))
     except Exception as error:  # a bug or a library failure: still one model's failure, reported with its type
         problem = Problem(str(model.spec_file), model.spec_pointer, f"build failed: {type(error).__name__}: {error}")
         return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (), (problem,))
@@ -570,10 +702,11 @@ def plan_build(
 ) -> tuple[RepositoryPlan, list[str]]:
     """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine."""
     notes: list[str] = []
-    manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside)
+    manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside,
+                                       keep_going=options.keep_going)
     if options.target:
         manifest = replace(manifest, models=tuple(replace(m, target=options.target) for m in manifest.models))
-    plan = plan_repository(manifest, make_target_resolver(options, notes))
+    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=options.keep_going)
     if output_dir is not None:
         plan = replace(plan, output_dir=Path(output_dir))
     return plan, notes
@@ -612,6 +745,7 @@ def build_repository(
             for key in keys.values():
                 shutil.rmtree(cache.entry_path(key), ignore_errors=True)
         results = _run_models(plan, options, cache_root, keys, say, tensorrt)
+    results = _with_refused(plan, results, say)
     failed = [r for r in results if r.status == "failed"]
     if failed and not options.keep_going:
         raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))
@@ -622,16 +756,16 @@ def build_repository(
     with RepositoryWriter(plan.output_dir) as writer:
         previous = (writer.previous_lock() or {}).get("models", {})
         for result in results:
-            model = by_name[result.name]
             if result.status == "failed":
-                kept = writer.adopt_previous(model.name)
-                if kept is not None and model.name in previous:
-                    lock_models[model.name] = previous[model.name]
+                kept = writer.adopt_previous(result.name)
+                if kept is not None and result.name in previous:
+                    lock_models[result.name] = previous[result.name]
                     result = replace(result, status="kept-previous")
                 elif kept is not None:  # a folder without a lock entry cannot be vouched for: leave it out
                     shutil.rmtree(kept)
                 final.append(result)
                 continue
+            model = by_name[result.name]
             entry = cache.get(keys[model.name])
             if entry is None:  # evicted or damaged between build and staging
                 raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
@@ -642,6 +776,19 @@ def build_repository(
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
+
+
+def _with_refused(plan: RepositoryPlan, results: list[ModelResult], say: Progress) -> list[ModelResult]:
+    """The build's results with the models refused at plan time (``--keep-going``) as failed, in manifest order."""
+    if not plan.refused:
+        return results
+    order = {m.name: int(m.manifest_pointer.rsplit("/", 1)[-1] or 0) for m in plan.models}
+    refused = []
+    for model in plan.refused:
+        order[model.name] = model.index
+        refused.append(ModelResult(model.name, "", "failed", 0.0, "", (), model.problems, "plan"))
+        say(BuildEvent(model.name, "failed", "refused at plan time: " + "; ".join(p.message for p in model.problems)))
+    return sorted([*results, *refused], key=lambda r: order[r.name])
 
 
 #: Where libraries put scratch files; redirected into the cache folder while a build imports and exports.

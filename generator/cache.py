@@ -39,13 +39,14 @@ FILES_DIR = "files"
 #:
 #: - ``spec``: the GraphSpec document (dict) the model is built from,
 #: - ``source``: the source model's identity, e.g. ``{"kind": "onnx", "sha256": hash_file(path)}``; never a path,
+#: - ``samples``: the sample inputs' identity (file content or factory code), like ``source``,
 #: - ``options``: every build option that changes an artifact (target, precision, workspace, optimization level,
 #:   max_batch_size overrides, ...),
 #: - ``tools``: versions of the tools that produce artifacts (gen-repo, torch, onnx, onnxruntime, tensorrt),
 #: - ``target``: where the artifact runs: target kind plus, for TensorRT plans, the GPU name and compute capability.
 #:
 #: Paths are refused (a key must not depend on where a checkout lives), so are NaN, sets and non-string dict keys.
-KEY_PARTS = ("spec", "source", "options", "tools", "target")
+KEY_PARTS = ("spec", "source", "samples", "options", "tools", "target")
 
 #: A leftover ``.tmp-``/``.trash-`` folder whose owner cannot be checked (another host) is removed after this long.
 STALE_AGE_SECONDS = 24 * 3600

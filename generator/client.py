@@ -29,6 +29,8 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from generator.values import ValueDomain, draw
+
 __all__ = [
     "CONTRACT_FORMAT",
     "DATA_TYPES",
@@ -104,6 +106,7 @@ class RequestProblemKind(str, enum.Enum):
     BATCH_TOO_LARGE = "batch_too_large"  # batch axis above max_batch_size
     BATCH_MISMATCH = "batch_mismatch"  # inputs disagree on the batch size (Triton needs one batch size per request)
     DIM_OUT_OF_RANGE = "dim_out_of_range"  # an axis outside its allowed range
+    VALUE_OUT_OF_RANGE = "value_out_of_range"  # a value outside the input's domain (e.g. an index past its table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,7 @@ class TensorContract:
     """One input or output: config dims plus full request shapes (batch axis first when the model batches).
 
     ``max_shape`` entries are ``None`` where the size has no upper bound (a ``-1`` dim known only from a config).
+    ``values`` is the input's value domain where contract.json gives one.
     """
 
     name: str
@@ -168,6 +172,7 @@ class TensorContract:
     max_shape: MaxShape
     opt_shape: Shape | None = None
     optional: bool = False
+    values: ValueDomain | None = None
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -197,6 +202,8 @@ class TensorContract:
             out["opt_shape"] = list(self.opt_shape)
         if self.optional:
             out["optional"] = True
+        if self.values is not None:
+            out.update(self.values.to_json())
         return out
 
 
@@ -240,6 +247,7 @@ class ModelContract:
                 max_shape=tuple(None if int(d) < 0 else int(d) for d in t["max_shape"]),
                 opt_shape=tuple(int(d) for d in opt) if opt is not None else None,
                 optional=bool(t.get("optional", False)) or t["name"] in optional,
+                values=ValueDomain.from_json(t) if "value_range" in t or "values" in t else None,
             )
 
         return cls(
@@ -368,7 +376,9 @@ class ModelContract:
         """Every problem Triton would reject ``inputs`` (name -> numpy array) for; empty when the request is valid.
 
         Checks names (missing required, unknown), dtype, rank, the batch axis (``1..max_batch_size``, one batch size
-        for all inputs) and each axis against its range. ``raise_on_error`` raises :class:`RequestValidationError`.
+        for all inputs), each axis against its range and, where the contract gives an input's values (an index into
+        a table, or the manifest's ``inputs:``), the values. ``raise_on_error`` raises
+        :class:`RequestValidationError`.
         """
         problems: list[RequestProblem] = []
         known = {t.name for t in self.inputs}
@@ -426,6 +436,12 @@ class ModelContract:
                     f"input '{name}' has dtype {value.dtype}, expected {expected} ({tensor.data_type})",
                 )
             )
+        if tensor.values is not None and not problems:
+            outside = tensor.values.array_problem(value)
+            if outside is not None:
+                source = f" ({tensor.values.source})" if tensor.values.source else ""
+                problems.append(RequestProblem(RequestProblemKind.VALUE_OUT_OF_RANGE, name,
+                                               f"input '{name}': {outside}{source}"))
         shape = tuple(int(d) for d in value.shape)
         if len(shape) != tensor.rank:
             batch_note = " (batch axis first, max_batch_size > 0)" if self.batching else ""
@@ -480,7 +496,8 @@ class ModelContract:
 
         Unbounded axes (``-1`` known only from a config) use their minimum, at least 1; ``"opt"`` falls back to the
         same when the contract has no opt shape. ``batch_size`` overrides the batch axis (ValueError when out of
-        range or the model does not batch). Integers are small non-negative values, safe as indices.
+        range or the model does not batch). Values come from each input's domain where the contract gives one
+        (:func:`generator.values.draw`); otherwise integers are small non-negative values and masks all ones.
         """
         if shape not in ("min", "opt", "max"):
             raise ValueError(f"shape must be 'min', 'opt' or 'max', not {shape!r}")
@@ -612,13 +629,9 @@ def _pick_shape(tensor: TensorContract, which: str) -> Shape:
 
 
 def _random_array(rng: np.random.Generator, tensor: TensorContract, shape: Shape) -> np.ndarray[Any, Any]:
-    data_type = tensor.data_type
-    if data_type == "TYPE_STRING":
+    if tensor.data_type == "TYPE_STRING":
         flat = np.array([f"text-{i}".encode() for i in range(int(np.prod(shape, dtype=np.int64)))], dtype=object)
         return flat.reshape(shape)
-    if data_type == "TYPE_BOOL":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    dtype = tensor.dtype
-    if data_type in ("TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_BF16"):
-        return rng.standard_normal(size=shape).astype(dtype)
-    return rng.integers(0, 8, size=shape).astype(dtype)
+    if tensor.data_type == "TYPE_BF16":
+        return rng.standard_normal(size=shape).astype(tensor.dtype)
+    return draw(rng, tensor.name, str(tensor.dtype), shape, tensor.values)

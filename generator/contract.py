@@ -3,18 +3,24 @@
 ``dims`` are exactly the config's dims; ``min/opt/max_shape`` are full shapes as a request carries them, batch axis
 first when max_batch_size > 0 (outputs: min/max only). For a per-item scalar (config ``dims: [1]`` with an empty
 ``reshape``) the request carries ``[batch, 1]`` while the model sees ``[batch]``: the contract gives the request
-shapes and says ``"reshape": []``.
+shapes and says ``"reshape": []``. :func:`to_request` and :func:`to_model` move arrays between the two sides; every
+stored array (reference data) is request-side. An input's ``value_range`` or ``values`` (with their ``source``) say
+which values it takes (:class:`generator.values.ValueDomain`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from generator.plan import ModelPlan, TensorPlan
+    import numpy as np
 
-__all__ = ["CONTRACT_FORMAT", "contract_from_plan", "render_contract"]
+    from generator.plan import ModelPlan, TensorPlan
+    from generator.values import ValueDomain
+
+__all__ = ["CONTRACT_FORMAT", "contract_from_plan", "render_contract", "to_model", "to_request"]
 
 CONTRACT_FORMAT = "gen-repo-contract/1"
 
@@ -26,7 +32,21 @@ def _request_shape(tensor: TensorPlan, shape: tuple[int, ...]) -> list[int]:
     return list(shape)
 
 
-def _tensor(tensor: TensorPlan, with_opt: bool) -> dict[str, Any]:
+def to_request(tensor: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A model-side array as a request carries it (a per-item scalar ``[b]`` becomes ``[b, 1]``)."""
+    if getattr(tensor, "reshape", None) is not None and tensor.batch_axis is not None:
+        return array.reshape((array.shape[0], *tensor.dims))
+    return array
+
+
+def to_model(tensor: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A request-side array as the model sees it (Triton's ``reshape``: ``[b, 1]`` becomes ``[b]``)."""
+    if getattr(tensor, "reshape", None) is not None and tensor.batch_axis is not None:
+        return array.reshape((array.shape[0], *tensor.reshape))  # type: ignore[misc]
+    return array
+
+
+def _tensor(tensor: TensorPlan, with_opt: bool, values: ValueDomain | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": tensor.name,
         "data_type": tensor.data_type,
@@ -38,18 +58,25 @@ def _tensor(tensor: TensorPlan, with_opt: bool) -> dict[str, Any]:
         entry["opt_shape"] = _request_shape(tensor, tensor.opt_shape)
     if tensor.reshape is not None:
         entry["reshape"] = list(tensor.reshape)
+    if values is not None:
+        entry.update(values.to_json())
     return entry
 
 
-def contract_from_plan(model_plan: ModelPlan) -> dict[str, Any]:
-    """Build the contract of one planned model as plain data."""
+def contract_from_plan(model_plan: ModelPlan, values: Mapping[str, ValueDomain] | None = None) -> dict[str, Any]:
+    """Build the contract of one planned model as plain data.
+
+    ``values`` are input value domains found by the build (an index input's table size); the manifest's own
+    (``TensorPlan.values``) win.
+    """
     config = model_plan.config
+    found = values or {}
     contract: dict[str, Any] = {
         "format": CONTRACT_FORMAT,
         "model": model_plan.name,
         "version": model_plan.version,
         "max_batch_size": model_plan.max_batch_size,
-        "inputs": [_tensor(t, True) for t in model_plan.inputs],
+        "inputs": [_tensor(t, True, t.values or found.get(t.name)) for t in model_plan.inputs],
         "outputs": [_tensor(t, False) for t in model_plan.outputs],
     }
     if config.platform:

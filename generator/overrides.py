@@ -130,7 +130,7 @@ def _find_tensor(raw: Mapping[str, Any], key: str) -> tuple[str, int, dict[str, 
     for kind in ("input", "output"):
         for index, entry in enumerate(raw[f"{kind}_spec"]["tensor_data"]):
             path = _key(entry["semantic_path"])
-            name = format_tensor_name(path, kind)  # type: ignore[arg-type]
+            name = format_tensor_name(path, kind)
             names.append(name)
             if key in (name, entry.get("access_path"), Locator(path, is_output=kind == "output").display_path):
                 matches.append((kind, index, entry))

@@ -137,7 +137,8 @@ class ModelPlan:
     config: model_config_pb2.ModelConfig
     opt_batch_size: int = 1
     samples: SampleSource | None = None
-    #: Where the manifest entry is (``/models/<i>``): problems about the source or samples point there.
+    #: Where the manifest entry is (file and ``/models/<i>``): problems about the source or samples point there.
+    manifest_file: Path | None = None
     manifest_pointer: str = ""
 
 
@@ -341,6 +342,7 @@ def plan_model(
         config=built.config,
         opt_batch_size=tensors.opt_batch,
         samples=model.samples,
+        manifest_file=Path(manifest_file),
         manifest_pointer=model.pointer,
     )
 

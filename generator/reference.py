@@ -1,13 +1,19 @@
-"""Reference data for the smoke test: inputs at the min, opt and max shapes and torch's outputs for them.
+"""Reference data for the smoke test: inputs at the min, opt and max shapes (and real samples) with torch's outputs.
 
 Written at build time into ``<model>/<version>/gen_repo/`` as ``reference.npz`` (one array per case and tensor,
 ``<case>/input/<tensor>`` and ``<case>/output/<tensor>``) and ``reference.json`` (the index), exactly as
-``docs/repository-layout.md`` defines them. Reading them back (:func:`read_reference`) needs numpy only.
+``docs/repository-layout.md`` defines them. Every stored array is request-side (what a client sends and receives:
+a per-item scalar is ``[b, 1]``, see :mod:`generator.contract`), so smoke and ``check-request`` use them as they are.
+Reading them back (:func:`read_reference`) needs numpy only.
 
-Determinism: inputs are drawn from a generator seeded by (model name, case, tensor name), so the same plans give
-the same arrays; the ``.npz`` is written by :func:`write_npz` with sorted member names, a fixed timestamp and no
-compression, because ``numpy.savez`` stamps every member with the current time (numpy 1.26 ``_savez`` opens each
-member with ``ZipFile.open(name, "w")``, which uses ``time.localtime()``).
+Inputs: a real sample where one fits the case's shapes (:mod:`generator.samples`), otherwise valid synthetic data
+(:func:`generator.values.draw`: inside each input's value domain). Every usable sample is also a case of its own,
+``sample_<name>``.
+
+Determinism: synthetic inputs are drawn from a generator seeded by (model name, case, tensor name), so the same
+plans give the same arrays; the ``.npz`` is written by :func:`write_npz` with sorted member names, a fixed timestamp
+and no compression, because ``numpy.savez`` stamps every member with the current time (numpy 1.26 ``_savez`` opens
+each member with ``ZipFile.open(name, "w")``, which uses ``time.localtime()``).
 """
 
 from __future__ import annotations
@@ -23,19 +29,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.contract import to_request
 from generator.errors import GenRepoError, Problem
+from generator.values import ValueDomain, draw
 
 if TYPE_CHECKING:
     from generator.export.onnx import InputPlanLike, TensorPlanLike
     from generator.naming import SemanticPath
+    from generator.samples import Sample
     from generator.spec import ForwardSignature
 
 __all__ = [
     "CASE_SHAPES",
-    "DEFAULT_INT_RANGE",
     "REFERENCE_FORMAT",
     "ReferenceCase",
-    "ReferenceError",
+    "ReferenceDataError",
     "make_reference_cases",
     "read_reference",
     "reference_index",
@@ -49,20 +57,17 @@ __all__ = [
 REFERENCE_FORMAT = "gen-repo-reference/1"
 #: Case name -> the plan attribute holding its (full) input shape.
 CASE_SHAPES = {"min": "min_shape", "opt": "opt_shape", "max": "max_shape"}
-#: Integer inputs (token ids, indices) are drawn from [0, 10) unless a value range is given: valid for any
-#: vocabulary of at least 10 entries.
-DEFAULT_INT_RANGE = (0, 10)
 #: 1980-01-01 00:00:00, the earliest time a zip entry can carry.
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-class ReferenceError(GenRepoError):
+class ReferenceDataError(GenRepoError):
     """Reference data could not be made, written or read."""
 
 
 @dataclass(slots=True)
 class ReferenceCase:
-    """One reference case: named inputs and torch's outputs (both by tensor name, in plan order)."""
+    """One reference case: named inputs and torch's outputs (both by tensor name, in plan order, request-side)."""
 
     name: str
     batch_size: int | None
@@ -83,56 +88,32 @@ def _seed(*parts: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def _draw(
-    name: str, dtype: str, shape: Sequence[int], rng: np.random.Generator, value_range: tuple[float, float] | None
-) -> np.ndarray:
-    """Draw valid values for one tensor: normal floats, small non-negative ints, and all-valid masks."""
-    shape = tuple(int(s) for s in shape)
-    is_mask = "mask" in name.lower()
-    if dtype == "bool":
-        if is_mask and value_range is None:
-            return np.ones(shape, dtype=np.bool_)  # every position valid: no all-masked rows (NaN in softmax)
-        return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if dtype in ("float16", "float32", "float64"):
-        if value_range is None:
-            return rng.standard_normal(size=shape, dtype=np.float32).astype(dtype)
-        lo, hi = value_range
-        return rng.uniform(lo, hi, size=shape).astype(dtype)
-    if dtype == "bfloat16":
-        raise ReferenceError(f"input {name!r}: bfloat16 tensors have no numpy dtype; reference data needs one")
-    if is_mask and value_range is None:
-        return np.ones(shape, dtype=dtype)
-    lo_i, hi_i = (int(v) for v in (value_range or DEFAULT_INT_RANGE))
-    info = np.iinfo(dtype)
-    lo_i, hi_i = max(lo_i, int(info.min)), min(hi_i, int(info.max) + 1)
-    if lo_i >= hi_i:
-        raise ReferenceError(f"input {name!r}: empty value range [{lo_i}, {hi_i}) for {dtype}")
-    return rng.integers(lo_i, hi_i, size=shape, dtype=np.int64).astype(dtype)
-
-
 def reference_inputs(
     inputs: Sequence[InputPlanLike],
     *,
     model_name: str,
     case: str,
-    value_ranges: Mapping[str, tuple[float, float]] | None = None,
+    domains: Mapping[str, ValueDomain] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Deterministic inputs for ``case`` ("min", "opt" or "max") at that shape of every input plan.
+    """Deterministic model-side inputs for ``case`` ("min", "opt" or "max") at that shape of every input plan.
 
-    ``value_ranges`` maps a tensor name to ``[low, high)`` for integers (uniform ``[low, high)`` for floats);
-    integers default to :data:`DEFAULT_INT_RANGE`, floats to a standard normal. Integer or bool tensors whose name
-    contains "mask" are all ones (valid masks) unless a range is given.
+    Values come from each input's domain: the plan's own (``values``, the manifest's) or ``domains`` (found in the
+    graph); see :func:`generator.values.draw` for inputs without one.
     """
     from generator.export.onnx import normalize_dtype
 
     if case not in CASE_SHAPES:
-        raise ReferenceError(f"unknown reference case {case!r}; expected one of {list(CASE_SHAPES)}")
+        raise ReferenceDataError(f"unknown reference case {case!r}; expected one of {list(CASE_SHAPES)}")
     arrays = {}
     for plan in inputs:
         shape = getattr(plan, CASE_SHAPES[case])
         rng = np.random.default_rng(_seed(model_name, case, plan.name))
-        value_range = (value_ranges or {}).get(plan.name)
-        arrays[plan.name] = _draw(plan.name, normalize_dtype(plan.dtype), shape, rng, value_range)
+        domain = getattr(plan, "values", None) or (domains or {}).get(plan.name)
+        dtype = normalize_dtype(plan.dtype)
+        if dtype == "bfloat16":
+            raise ReferenceDataError(f"input {plan.name!r}: bfloat16 tensors have no numpy dtype; reference data "
+                                     "needs one")
+        arrays[plan.name] = draw(rng, plan.name, dtype, shape, domain)
     return arrays
 
 
@@ -148,31 +129,55 @@ def torch_outputs(
     forward_signature: ForwardSignature | None = None,
     constants: Mapping[SemanticPath, Any] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Run torch on flat input arrays (by input name); return its outputs by output name.
+    """Run torch on flat model-side input arrays (by input name); return its model-side outputs by output name.
 
-    The same wrapper as the export flattens and re-nests the tensors.
-
-    ``module`` may already be a :func:`generator.export.onnx.FlatModule`, which is used as is.
+    The same wrapper as the export flattens and re-nests the tensors. ``module`` may already be a
+    :func:`generator.export.onnx.FlatModule`, which is used as is.
     """
     import torch
 
-    from generator.export.onnx import FlatModule
+    from generator.export.onnx import flat_module_for
 
-    flat = module if hasattr(module, "flatten_outputs") else FlatModule(
-        module, [p.path for p in inputs], [p.path for p in outputs],
-        forward_signature=forward_signature, constants=constants,
-    )
+    flat = module if hasattr(module, "flatten_outputs") else flat_module_for(
+        module, inputs, outputs, forward_signature=forward_signature, constants=constants)
     tensors = [torch.from_numpy(np.ascontiguousarray(arrays[p.name])) for p in inputs]
     with torch.no_grad():
         result = flat(*tensors)
     out = {}
     for plan, value in zip(outputs, result, strict=True):
         if not isinstance(value, torch.Tensor):
-            raise ReferenceError(f"output {plan.name!r}: forward returns {type(value).__name__}, not a tensor")
+            raise ReferenceDataError(f"output {plan.name!r}: forward returns {type(value).__name__}, not a tensor")
         if value.dtype == torch.bfloat16:
-            raise ReferenceError(f"output {plan.name!r}: bfloat16 tensors have no numpy dtype")
+            raise ReferenceDataError(f"output {plan.name!r}: bfloat16 tensors have no numpy dtype")
         out[plan.name] = value.detach().cpu().contiguous().numpy().copy()
     return out
+
+
+def case_inputs(
+    inputs: Sequence[InputPlanLike],
+    *,
+    model_name: str,
+    domains: Mapping[str, ValueDomain] | None = None,
+    samples: Sequence[Sample] = (),
+) -> tuple[list[tuple[str, dict[str, np.ndarray]]], list[str]]:
+    """The model-side inputs of every case, and notes saying which cases came from samples.
+
+    min, opt and max (from the first sample that fits, else synthetic), then each sample as ``sample_<name>``.
+    """
+    from generator.samples import fit_to_shapes
+
+    cases: list[tuple[str, dict[str, np.ndarray]]] = []
+    notes = []
+    for case in CASE_SHAPES:
+        fitted = next(((s.name, a) for s in samples if (a := fit_to_shapes(s, inputs, case)) is not None),  # type: ignore[arg-type]
+                      None)
+        if fitted is not None:
+            notes.append(f"reference case {case!r} uses sample {fitted[0]!r}")
+            cases.append((case, fitted[1]))
+        else:
+            cases.append((case, reference_inputs(inputs, model_name=model_name, case=case, domains=domains)))
+    cases.extend((f"sample_{s.name}", dict(s.arrays)) for s in samples)
+    return cases, notes
 
 
 def make_reference_cases(
@@ -184,23 +189,35 @@ def make_reference_cases(
     max_batch_size: int,
     forward_signature: ForwardSignature | None = None,
     constants: Mapping[SemanticPath, Any] | None = None,
-    value_ranges: Mapping[str, tuple[float, float]] | None = None,
-) -> list[ReferenceCase]:
-    """Make the min, opt and max cases with torch's outputs.
+    domains: Mapping[str, ValueDomain] | None = None,
+    samples: Sequence[Sample] = (),
+    run: Any = None,
+) -> tuple[list[ReferenceCase], list[str]]:
+    """Make the reference cases (:func:`case_inputs`) with outputs, stored request-side; and notes.
 
-    With ``max_batch_size > 0`` every tensor's axis 0 is the batch axis (Triton's rule) and ``batch_size`` is the
-    first input's size there (1, opt and max); with 0 the model does not batch and ``batch_size`` is None.
+    Outputs come from torch (``module``), or from ``run(arrays) -> outputs`` (model-side, by name) when given (an
+    ONNX source has no torch module). With ``max_batch_size > 0`` every tensor's axis 0 is the batch axis (Triton's
+    rule) and ``batch_size`` is the first input's size there; with 0 the model does not batch and it is None.
     """
-    from generator.export.onnx import FlatModule
+    from generator.export.onnx import flat_module_for
 
-    flat = FlatModule(module, [p.path for p in inputs], [p.path for p in outputs],
-                      forward_signature=forward_signature, constants=constants)
+    if run is None:
+        flat = flat_module_for(module, inputs, outputs, forward_signature=forward_signature, constants=constants)
+
+        def run(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            return torch_outputs(flat, inputs, outputs, arrays)
+
+    planned, notes = case_inputs(inputs, model_name=model_name, domains=domains, samples=samples)
     cases = []
-    for case in CASE_SHAPES:
-        arrays = reference_inputs(inputs, model_name=model_name, case=case, value_ranges=value_ranges)
+    for name, arrays in planned:
         batch_size = int(next(iter(arrays.values())).shape[0]) if max_batch_size > 0 and arrays else None
-        cases.append(ReferenceCase(case, batch_size, arrays, torch_outputs(flat, inputs, outputs, arrays)))
-    return cases
+        produced = run(arrays)
+        cases.append(ReferenceCase(
+            name, batch_size,
+            {p.name: to_request(p, arrays[p.name]) for p in inputs},  # type: ignore[arg-type]
+            {p.name: to_request(p, produced[p.name]) for p in outputs},  # type: ignore[arg-type]
+        ))
+    return cases, notes
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -235,7 +252,7 @@ def reference_index(cases: Sequence[ReferenceCase]) -> dict[str, Any]:
     names = [c.name for c in cases]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ReferenceError(f"reference case names must be unique; repeated: {duplicates}")
+        raise ReferenceDataError(f"reference case names must be unique; repeated: {duplicates}")
     return {"format": REFERENCE_FORMAT, "cases": [c.index_entry() for c in cases]}
 
 
@@ -262,13 +279,13 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     try:
         index = json.loads(index_path.read_text())
     except (OSError, ValueError) as exc:
-        raise ReferenceError([Problem(str(index_path), "", f"cannot read reference index: {exc}")]) from exc
+        raise ReferenceDataError([Problem(str(index_path), "", f"cannot read reference index: {exc}")]) from exc
     if not isinstance(index, dict) or index.get("format") != REFERENCE_FORMAT:
-        raise ReferenceError([Problem(str(index_path), "/format", f"expected {REFERENCE_FORMAT!r}")])
+        raise ReferenceDataError([Problem(str(index_path), "/format", f"expected {REFERENCE_FORMAT!r}")])
     try:
         arrays = read_npz(npz_path)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ReferenceError([Problem(str(npz_path), "", f"cannot read reference arrays: {exc}")]) from exc
+        raise ReferenceDataError([Problem(str(npz_path), "", f"cannot read reference arrays: {exc}")]) from exc
     cases, problems = [], []
     for i, entry in enumerate(index.get("cases", [])):
         tensors: dict[str, dict[str, np.ndarray]] = {"input": {}, "output": {}}
@@ -281,5 +298,5 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
                     tensors[kind][name] = arrays[member]
         cases.append(ReferenceCase(entry["name"], entry.get("batch_size"), tensors["input"], tensors["output"]))
     if problems:
-        raise ReferenceError(problems)
+        raise ReferenceDataError(problems)
     return cases

@@ -95,7 +95,7 @@ def linked_axes(graph: GraphSpec, names: Sequence[str]) -> list[AxisGroup]:
     def find(node: object) -> object:
         parent.setdefault(node, node)
         while parent[node] != node:
-            parent[node] = parent[parent[node]]  # type: ignore[index]
+            parent[node] = parent[parent[node]]
             node = parent[node]
         return node
 

@@ -78,9 +78,8 @@ def make_target_resolver(options: BuildOptions, notes: list[str]) -> Callable[[M
 
 
 def _model_pointer(plan: RepositoryPlan, model: ModelPlan, *rest: str) -> str:
-    """JSON pointer of a model's manifest entry (plans keep manifest order)."""
-    index = plan.models.index(model)
-    return "/".join([f"/models/{index}", *rest])
+    """JSON pointer of a model's manifest entry."""
+    return "/".join([model.manifest_pointer or f"/models/{plan.models.index(model)}", *rest])
 
 
 def preflight(plan: RepositoryPlan, options: BuildOptions) -> TensorRTTarget | None:
@@ -99,6 +98,15 @@ def preflight(plan: RepositoryPlan, options: BuildOptions) -> TensorRTTarget | N
                     file,
                     _model_pointer(plan, model, "source", "factory"),
                     f"model {model.name!r}: source factory {model.source.factory!r} is user code and would be "
+                    "imported and run; pass --allow-code to allow it (nothing was imported)",
+                )
+            )
+        if model.samples is not None and model.samples.kind == "factory" and not options.allow_code:
+            problems.append(
+                Problem(
+                    file,
+                    _model_pointer(plan, model, "samples", "factory"),
+                    f"model {model.name!r}: samples factory {model.samples.factory!r} is user code and would be "
                     "imported and run; pass --allow-code to allow it (nothing was imported)",
                 )
             )

@@ -62,6 +62,7 @@ __all__ = [
     "dynamic_axes_of",
     "example_inputs",
     "export_onnx",
+    "flat_module_for",
     "io_from_graph",
     "load_pt2",
     "normalize_dtype",
@@ -126,6 +127,8 @@ class TensorIO:
     opt_shape: tuple[int, ...]
     max_shape: tuple[int, ...]
     batch_axis: int | None = None
+    #: forward takes (returns) a 0-d tensor here; the graph's I/O carries it as [1] (``generator.plan.TensorPlan``).
+    torch_scalar: bool = False
 
 
 @dataclass(slots=True)
@@ -370,9 +373,13 @@ def _make_flat_module_class() -> type:
             output_paths: Sequence[SemanticPath],
             signature: inspect.Signature,
             constants: Mapping[SemanticPath, Any] | None = None,
+            scalars: tuple[Sequence[bool], Sequence[bool]] = ((), ()),
         ) -> None:
             super().__init__()
             self.module = module
+            # 0-d tensors travel as [1] (Triton never carries a 0-d tensor): squeezed in, unsqueezed out.
+            self.scalar_inputs = [bool(flag) for flag in scalars[0]]
+            self.scalar_outputs = [bool(flag) for flag in scalars[1]]
             _set_eval(module)
             self.training = False
             self.input_paths = [_steps(p) for p in input_paths]
@@ -409,8 +416,15 @@ def _make_flat_module_class() -> type:
             return tuple(out)
 
         def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            args, kwargs = self.nest_inputs(inputs)
-            return self.flatten_outputs(self.module(*args, **kwargs))
+            flat = [t.reshape(()) if i < len(self.scalar_inputs) and self.scalar_inputs[i] else t
+                    for i, t in enumerate(inputs)]
+            args, kwargs = self.nest_inputs(flat)
+            result = self.flatten_outputs(self.module(*args, **kwargs))
+            return tuple(
+                value.reshape((1,)) if i < len(self.scalar_outputs) and self.scalar_outputs[i]
+                and isinstance(value, torch.Tensor) else value
+                for i, value in enumerate(result)
+            )
 
     return _FlatModule
 
@@ -425,17 +439,36 @@ def FlatModule(  # noqa: N802 (a class factory: torch is imported lazily)
     *,
     forward_signature: ForwardSignature | None = None,
     constants: Mapping[SemanticPath, Any] | None = None,
+    scalars: tuple[Sequence[bool], Sequence[bool]] = ((), ()),
 ) -> Any:
     """Wrap ``module`` as an ``nn.Module`` taking flat tensors (``input_paths`` order) and returning a tuple.
 
     ``forward_signature`` (the GraphSpec's) decides how parameters are passed; by default ``module.forward``'s own.
     ``constants`` are non-tensor leaves (the spec's ``other_data``) placed at their paths on every call.
+    ``scalars`` flags, per input and per output, a 0-d tensor of forward that the wrapper carries as ``[1]``.
     """
     global _FLAT_CLASS
     if _FLAT_CLASS is None:
         _FLAT_CLASS = _make_flat_module_class()
     signature = _forward_signature(module, forward_signature)
-    return _FLAT_CLASS(module, input_paths, output_paths, signature, constants)
+    return _FLAT_CLASS(module, input_paths, output_paths, signature, constants, scalars)
+
+
+def flat_module_for(
+    module: Any,
+    inputs: Sequence[TensorPlanLike],
+    outputs: Sequence[TensorPlanLike],
+    *,
+    forward_signature: ForwardSignature | None = None,
+    constants: Mapping[SemanticPath, Any] | None = None,
+) -> Any:
+    """:func:`FlatModule` for tensor plans: their paths, and their 0-d tensors carried as ``[1]``."""
+    return FlatModule(
+        module, [p.path for p in inputs], [p.path for p in outputs], forward_signature=forward_signature,
+        constants=constants,
+        scalars=([getattr(p, "torch_scalar", False) for p in inputs], [getattr(p, "torch_scalar", False)
+                                                                       for p in outputs]),
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -445,7 +478,8 @@ def example_inputs(inputs: Sequence[InputPlanLike], seed: int = 0) -> list[torch
     """Tensors to trace with: the opt shape, with dynamic axes of size 0/1 raised to 2 where the range allows.
 
     torch.export specialises sizes 0 and 1, so a dynamic axis must not be traced at 1. Integers are 0 (valid as
-    an index into any embedding), bool True (an all-valid mask), floats standard normal.
+    an index into any embedding), bool True (an all-valid mask), floats standard normal; an input with a declared
+    value domain (``values``) takes its smallest value.
     """
     import torch
 
@@ -457,7 +491,11 @@ def example_inputs(inputs: Sequence[InputPlanLike], seed: int = 0) -> list[torch
             if shape[axis] < 2 <= plan.max_shape[axis]:
                 shape[axis] = 2
         dtype = _torch_dtype(plan.dtype)
-        if dtype.is_floating_point:
+        domain = getattr(plan, "values", None)
+        if domain is not None:
+            low = min(domain.values) if domain.values is not None else domain.low
+            tensors.append(torch.full(shape, low, dtype=dtype))
+        elif dtype.is_floating_point:
             tensors.append(torch.randn(shape, generator=generator).to(dtype))
         elif dtype == torch.bool:
             tensors.append(torch.ones(shape, dtype=dtype))
@@ -497,13 +535,7 @@ def export_onnx(
     onnx_path = Path(onnx_path)
     started = time.monotonic()
     _check_plans(inputs, outputs)
-    wrapper = FlatModule(
-        module,
-        [p.path for p in inputs],
-        [p.path for p in outputs],
-        forward_signature=forward_signature,
-        constants=constants,
-    )
+    wrapper = flat_module_for(module, inputs, outputs, forward_signature=forward_signature, constants=constants)
     tensors = list(example) if example is not None else example_inputs(inputs)
     input_names = [p.name for p in inputs]
     output_names = [p.name for p in outputs]
@@ -900,12 +932,20 @@ def compare_with_onnxruntime(
     *,
     tolerances: Mapping[str, tuple[float, float]] | None = None,
     threads: int = 1,
+    inputs: Sequence[TensorPlanLike] = (),
+    outputs: Sequence[TensorPlanLike] = (),
 ) -> tuple[list[CaseResult], list[Problem]]:
     """Run every case in onnxruntime and compare with its stored (torch) outputs, dtype-aware.
 
     An element passes when ``|ort - torch| <= atol + rtol * |torch|``; integers and bool must be equal; shapes and
-    dtypes must match. Returns per-output results and the problems (empty when all pass).
+    dtypes must match. Cases hold request-side arrays (``generator.contract``); the plans in ``inputs``/``outputs``
+    (where given) turn them into the graph's model-side shapes and back. Returns per-output results and the
+    problems (empty when all pass).
     """
+    from generator.contract import to_model, to_request
+
+    in_plans = {p.name: p for p in inputs}
+    out_plans = {p.name: p for p in outputs}
     file = str(onnx_path)
     try:
         session = _session(onnx_path, threads)
@@ -916,8 +956,10 @@ def compare_with_onnxruntime(
     problems: list[Problem] = []
     for case in cases:
         pointer = f"/cases/{case.name}"
+        feed = {n: to_model(in_plans[n], a) if n in in_plans else a for n, a in case.inputs.items()}  # type: ignore[arg-type]
         try:
-            got = dict(zip(output_names, session.run(output_names, dict(case.inputs)), strict=True))
+            got = dict(zip(output_names, session.run(output_names, feed), strict=True))
+            got = {n: to_request(out_plans[n], a) if n in out_plans else a for n, a in got.items()}  # type: ignore[arg-type]
         except Exception as exc:
             problems.append(Problem(file, pointer, f"onnxruntime fails on case {case.name!r}: {_short(exc)}"))
             continue
@@ -985,7 +1027,8 @@ def check_onnx(
     problems = onnx_io_problems(onnx_path, inputs, outputs)
     if problems:
         raise OnnxCheckError(problems)
-    results, problems = compare_with_onnxruntime(onnx_path, cases, tolerances=tolerances, threads=threads)
+    results, problems = compare_with_onnxruntime(onnx_path, cases, tolerances=tolerances, threads=threads,
+                                                 inputs=inputs, outputs=outputs)
     if problems:
         raise OnnxCheckError(problems)
     return results
