@@ -105,7 +105,7 @@ INT_BOOL_OUTPUTS = [
 def _export_and_check(module: nn.Module, inputs, outputs, tmp_path: Path, name: str, max_batch_size: int, **kw):
     path = tmp_path / "model.onnx"
     result = export_onnx(module, path, inputs, outputs, **kw)
-    cases = make_reference_cases(module, inputs, outputs, model_name=name, max_batch_size=max_batch_size,
+    cases, _ = make_reference_cases(module, inputs, outputs, model_name=name, max_batch_size=max_batch_size,
                                  forward_signature=kw.get("forward_signature"), constants=kw.get("constants"))
     results = check_onnx(path, inputs, outputs, cases)
     assert results and all(r.ok for r in results)
@@ -288,7 +288,7 @@ def test_onnxruntime_disagreeing_with_torch_is_caught(tmp_path: Path) -> None:
     other = make_mlp()
     with torch.no_grad():
         other.net[0].bias.add_(0.01)
-    cases = make_reference_cases(other, inputs, outputs, model_name="mlp", max_batch_size=32)
+    cases, _ = make_reference_cases(other, inputs, outputs, model_name="mlp", max_batch_size=32)
     with pytest.raises(OnnxCheckError, match="onnxruntime differs from torch"):
         check_onnx(path, inputs, outputs, cases)
 
@@ -351,7 +351,7 @@ def test_legacy_fallback_is_used_and_reported(tmp_path: Path) -> None:
     result = export_onnx(DataDependent(), tmp_path / "model.onnx", inputs, outputs)
     assert result.exporter == "legacy"
     assert len(result.notes) == 1 and "dynamo=True) failed (GuardOnDataDependentSymNode" in result.notes[0]
-    cases = make_reference_cases(DataDependent(), inputs, outputs, model_name="dd", max_batch_size=8)
+    cases, _ = make_reference_cases(DataDependent(), inputs, outputs, model_name="dd", max_batch_size=8)
     check_onnx(result.path, inputs, outputs, cases)
     with pytest.raises(ExportError, match="dynamo=True"):
         export_onnx(DataDependent(), tmp_path / "strict.onnx", inputs, outputs, allow_legacy=False)

@@ -85,9 +85,9 @@ def test_explicit_dynamic_partial_coverage_is_intersected(fixture_plan):
     model = next(m for m in fixture_plan.models if m.name == "explicit_dynamic_0")
     locator, spec = model.graph.input_spec.tensor_data[0]
     assert model.graph.get_effective_input_shapes(locator, spec) == ([1, 8], [8, 256], [32, 256])
-    for tensor in model.inputs:
-        assert (tensor.min_shape, tensor.opt_shape, tensor.max_shape, tensor.dims) == ((1, 8), (8, 128), (8, 128),
-                                                                                       (-1,))
+    for planned in model.inputs:
+        assert (planned.min_shape, planned.opt_shape, planned.max_shape, planned.dims) == ((1, 8), (8, 128), (8, 128),
+                                                                                           (-1,))
     assert model.max_batch_size == 8 and model.batching
     notes = [d for d in model.decisions if d.startswith("shapes: intersect")]
     assert len(notes) == 2 and "shapes: widen would give" in notes[0]

@@ -14,7 +14,7 @@ from examples.models import make_mlp, make_text
 from generator.export.onnx import TensorIO, io_from_graph
 from generator.reference import (
     ReferenceCase,
-    ReferenceError,
+    ReferenceDataError,
     make_reference_cases,
     read_npz,
     read_reference,
@@ -23,6 +23,7 @@ from generator.reference import (
     write_reference,
 )
 from generator.spec import GraphSpec
+from generator.values import DEFAULT_INT_RANGE, ValueDomain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,13 +36,13 @@ def _plans(name: str):
 def test_cases_shapes_batch_sizes_and_torch_outputs() -> None:
     inputs, outputs = _plans("text")
     model = make_text()
-    cases = make_reference_cases(model, inputs, outputs, model_name="text", max_batch_size=16)
+    cases, _ = make_reference_cases(model, inputs, outputs, model_name="text", max_batch_size=16)
     assert [c.name for c in cases] == ["min", "opt", "max"]
     assert [c.batch_size for c in cases] == [1, 4, 16]
     assert [c.inputs["input_input_ids"].shape for c in cases] == [(1, 4), (4, 16), (16, 64)]
     for case in cases:
         ids, mask = case.inputs["input_input_ids"], case.inputs["input_attention_mask"]
-        assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() < 10
+        assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() <= DEFAULT_INT_RANGE[1]
         assert mask.dtype == np.int64 and (mask == 1).all()  # masks are valid everywhere
         with torch.no_grad():
             logits, pooled = model(torch.from_numpy(ids), torch.from_numpy(mask))
@@ -60,7 +61,7 @@ def test_inputs_are_deterministic_and_seeded_by_model_and_case() -> None:
     other_case = reference_inputs(inputs, model_name="mlp", case="max")
     assert not np.array_equal(a["input_x"], other_case["input_x"])
     assert a["input_x"].dtype == np.float32 and a["input_x"].shape == (32, 16)
-    with pytest.raises(ReferenceError, match="unknown reference case"):
+    with pytest.raises(ReferenceDataError, match="unknown reference case"):
         reference_inputs(inputs, model_name="mlp", case="huge")
 
 
@@ -71,19 +72,19 @@ def test_value_ranges_and_dtypes() -> None:
         TensorIO("input_half", "half", "torch.float16", (1, 4), (2, 8), (4, 8), 0),
         TensorIO("input_token_mask", "m", "torch.int32", (1, 4), (2, 8), (4, 8), 0),
     ]
-    arrays = reference_inputs(plans, model_name="m", case="max", value_ranges={"input_ids": (100, 105)})
-    assert arrays["input_ids"].min() >= 100 and arrays["input_ids"].max() < 105
+    arrays = reference_inputs(plans, model_name="m", case="max", domains={"input_ids": ValueDomain(100, 104)})
+    assert arrays["input_ids"].min() >= 100 and arrays["input_ids"].max() <= 104
     assert arrays["input_flags"].dtype == np.bool_ and arrays["input_flags"].any() and not arrays["input_flags"].all()
     assert arrays["input_half"].dtype == np.float16
     assert arrays["input_token_mask"].dtype == np.int32 and (arrays["input_token_mask"] == 1).all()
-    with pytest.raises(ReferenceError, match="empty value range"):
-        reference_inputs(plans, model_name="m", case="min", value_ranges={"input_ids": (5, 5)})
+    with pytest.raises(ReferenceDataError, match="bfloat16"):
+        reference_inputs([TensorIO("b", "b", "torch.bfloat16", (1,), (1,), (1,))], model_name="m", case="min")
 
 
 def test_files_are_byte_identical_and_follow_the_layout(tmp_path: Path) -> None:
     inputs, outputs = _plans("mlp")
     for run in ("a", "b"):
-        cases = make_reference_cases(make_mlp(), inputs, outputs, model_name="mlp", max_batch_size=32)
+        cases, _ = make_reference_cases(make_mlp(), inputs, outputs, model_name="mlp", max_batch_size=32)
         write_reference(tmp_path / run / "gen_repo", cases)
     for name in ("reference.npz", "reference.json"):
         assert (tmp_path / "a/gen_repo" / name).read_bytes() == (tmp_path / "b/gen_repo" / name).read_bytes()
@@ -109,7 +110,7 @@ def test_files_are_byte_identical_and_follow_the_layout(tmp_path: Path) -> None:
 
 def test_read_reference_round_trip_and_errors(tmp_path: Path) -> None:
     inputs, outputs = _plans("text")
-    cases = make_reference_cases(make_text(), inputs, outputs, model_name="text", max_batch_size=16)
+    cases, _ = make_reference_cases(make_text(), inputs, outputs, model_name="text", max_batch_size=16)
     folder = tmp_path / "gen_repo"
     write_reference(folder, cases)
     back = read_reference(folder)
@@ -122,12 +123,12 @@ def test_read_reference_round_trip_and_errors(tmp_path: Path) -> None:
     arrays = read_npz(folder / "reference.npz")
     del arrays["max/output/output_1"]
     write_npz(folder / "reference.npz", arrays)
-    with pytest.raises(ReferenceError, match="'max/output/output_1' listed in case 2 is missing"):
+    with pytest.raises(ReferenceDataError, match="'max/output/output_1' listed in case 2 is missing"):
         read_reference(folder)
     (folder / "reference.json").write_text("{}")
-    with pytest.raises(ReferenceError, match="gen-repo-reference/1"):
+    with pytest.raises(ReferenceDataError, match="gen-repo-reference/1"):
         read_reference(folder)
-    with pytest.raises(ReferenceError, match="cannot read"):
+    with pytest.raises(ReferenceDataError, match="cannot read"):
         read_reference(tmp_path / "nowhere")
 
 
@@ -135,8 +136,8 @@ def test_static_model_has_no_batch_size_and_names_must_be_unique(tmp_path: Path)
     plans = [TensorIO("input_x", "input", "float32", (4, 16), (4, 16), (4, 16), None)]
     outs = [TensorIO("output", (), "float32", (4, 4), (4, 4), (4, 4), None)]
     torch.manual_seed(0)
-    cases = make_reference_cases(torch.nn.Linear(16, 4), plans, outs, model_name="static", max_batch_size=0)
+    cases, _ = make_reference_cases(torch.nn.Linear(16, 4), plans, outs, model_name="static", max_batch_size=0)
     assert [c.batch_size for c in cases] == [None, None, None]
     assert json.loads(write_reference(tmp_path, cases)[1].read_text())["cases"][0]["batch_size"] is None
-    with pytest.raises(ReferenceError, match="unique"):
+    with pytest.raises(ReferenceDataError, match="unique"):
         write_reference(tmp_path, [cases[0], ReferenceCase("min", None, {}, {})])

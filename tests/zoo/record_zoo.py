@@ -17,8 +17,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zoo_models as zoo  # noqa: E402
-from record import Case  # type: ignore[import-not-found]  # noqa: E402
+import zoo_models as zoo
+from record import Case  # type: ignore[import-not-found]
 
 TOKEN_SHAPES = [(1, 6), (3, 12), (2, 20), (4, 10)]
 

@@ -42,8 +42,8 @@ def make_gpt2() -> torch.nn.Module:
 
     _seeded(1)
     config = GPT2Config(
-        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=2, n_head=2, n_positions=64, bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1,
-        attn_implementation="eager",
+        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=2, n_head=2, n_positions=64, bos_token_id=VOCAB - 1,
+        eos_token_id=VOCAB - 1, attn_implementation="eager",
     )
     return GPT2LMHeadModel(config).eval()
 

@@ -1,0 +1,165 @@
+"""The real-architecture zoo (tests/zoo): AITune recordings of transformers and diffusers models, built, served, smoked.
+
+Every model of ``tests/zoo/gen-repo.yaml`` is built once per session for the python target (a BERT encoder with
+token_type_ids and real samples, the same BERT with explicit ranges on only some inputs, GPT-2, ViT, a ResNet, a
+diffusers UNet2DConditionModel called plainly with a per-item timestep, and the same UNet stacked for guidance with
+a 0-d timestep and sample calls from a factory). onnxruntime must match torch on every stored case, the real Triton
+must pass every smoke check, and every stored reference case of every test repository must be a valid request.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from generator.client import ModelContract
+from generator.contract import to_model
+from generator.export.onnx import compare_with_onnxruntime
+from generator.reference import read_reference
+from generator.smoke import SmokeOptions, run_smoke
+from generator.spec import GraphSpec
+from tests.manifest_helpers import REPO
+
+ZOO = REPO / "tests" / "zoo"
+ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided")
+
+
+@pytest.fixture(scope="session")
+def zoo_build(tmp_path_factory):
+    """The zoo built once (python target, two processes, own cache): (repository folder, build report)."""
+    from generator.build import BuildOptions, build_repository
+
+    base = tmp_path_factory.mktemp("zoo")
+    report = build_repository(
+        ZOO / "gen-repo.yaml", BuildOptions(allow_code=True, target="python", cache_dir=base / "cache", jobs=2),
+        output_dir=base / "model_repository",
+    )
+    return base / "model_repository", report
+
+
+@pytest.fixture(scope="session")
+def zoo_repository(zoo_build) -> Path:
+    return zoo_build[0]
+
+
+def _plans():
+    from generator.manifest import load_manifest
+    from generator.plan import plan_repository
+
+    return {m.name: m for m in plan_repository(load_manifest(ZOO / "gen-repo.yaml")).models}
+
+
+@pytest.mark.parametrize("stem", ["bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided"])
+def test_zoo_specs_are_aitune_recordings_and_keep_aitunes_answers(stem):
+    document = json.loads((ZOO / "specs" / f"{stem}.graphspec.json").read_text())
+    assert document["aitune_version"] == "0.6.0"
+    graph = GraphSpec.from_dict(document["graph"])
+    expected = document["expected"]
+    assert graph.get_max_batch_size() == expected["max_batch_size"]
+    assert graph.get_min_batch_size() == expected["min_batch_size"]
+    for (locator, spec), want in zip(graph.input_spec.tensor_data, expected["inputs"], strict=True):
+        shapes = graph.get_effective_input_shapes(locator, spec)
+        assert list(shapes) == [want["effective_min_shape"], want["effective_opt_shape"], want["effective_max_shape"]]
+
+
+def test_every_zoo_model_builds(zoo_build):
+    repository, report = zoo_build
+    assert report.ok, json.dumps(report.to_dict(), indent=1)
+    assert [m.name for m in report.models] == list(ZOO_MODELS)
+    for name in ZOO_MODELS:
+        assert {"config.pbtxt", "1"} <= {p.name for p in (repository / name).iterdir()}, name
+
+
+def test_onnxruntime_matches_torch_on_every_stored_case(zoo_repository):
+    plans = _plans()
+    for name in ZOO_MODELS:
+        version = zoo_repository / name / "1"
+        cases = read_reference(version / "gen_repo")
+        plan = plans[name]
+        results, problems = compare_with_onnxruntime(version / "model.onnx", cases, inputs=plan.inputs,
+                                                     outputs=plan.outputs)
+        assert not problems, (name, problems)
+        assert len(results) == len(cases) * len(plan.outputs), name
+
+
+def test_index_inputs_stay_inside_their_tables(zoo_repository):
+    # BERT's token_type_ids index a 2-row table: the graph says so, and every stored request respects it.
+    contract = ModelContract.from_repository(zoo_repository, "bert")
+    types = contract.input("input_token_type_ids")
+    assert (types.values.low, types.values.high) == (0, 1) and "2-row table" in types.values.source
+    assert (contract.input("input_input_ids").values.high, contract.input("input_attention_mask").values) == (98, None)
+    for case in read_reference(zoo_repository / "bert" / "1" / "gen_repo"):
+        assert set(np.unique(case.inputs["input_token_type_ids"])) <= {0, 1}
+    bad = {n: a.copy() for n, a in read_reference(zoo_repository / "bert" / "1" / "gen_repo")[0].inputs.items()}
+    bad["input_token_type_ids"][0, 0] = 2
+    (problem,) = contract.validate(bad)
+    assert problem.kind.value == "value_out_of_range" and "value 2 is above 0..1" in problem.message
+
+
+def test_samples_feed_the_reference_cases(zoo_repository):
+    cases = {c.name: c for c in read_reference(zoo_repository / "bert" / "1" / "gen_repo")}
+    assert list(cases) == ["min", "opt", "max", "sample_a", "sample_b"]
+    with np.load(ZOO / "samples" / "bert.npz") as samples:
+        real = samples["a/input_input_ids"]
+        np.testing.assert_array_equal(cases["sample_a"].inputs["input_input_ids"], real)
+        # opt is [4, 20]: sample a (2 x 20) with its batch resized the way AITune's make_batch does it.
+        np.testing.assert_array_equal(cases["opt"].inputs["input_input_ids"], np.repeat(real[:1], 4, axis=0))
+    guided = {c.name: c for c in read_reference(zoo_repository / "unet_guided" / "1" / "gen_repo")}
+    assert list(guided) == ["min", "opt", "max", "sample_0", "sample_1", "sample_2"]
+    assert guided["sample_0"].inputs["input_timestep"].tolist() == [981.0]
+
+
+def test_scalars_travel_as_triton_allows(zoo_repository):
+    # A per-item timestep [b] of a batching model: dims [1] + empty reshape, the request carries [b, 1]; a 0-d
+    # timestep of a model that cannot batch: [1], reshaped by the exported graph.
+    unet = ModelContract.from_repository(zoo_repository, "unet")
+    assert unet.input("input_timestep").dims == (1,) and unet.input("input_timestep").max_shape == (4, 1)
+    assert all(c.inputs["input_timestep"].shape[1:] == (1,) for c in read_reference(zoo_repository / "unet/1/gen_repo"))
+    guided = ModelContract.from_repository(zoo_repository, "unet_guided")
+    assert guided.max_batch_size == 0 and guided.input("input_timestep").max_shape == (1,)
+    import onnx
+
+    graph_input = onnx.load(str(zoo_repository / "unet_guided/1/model.onnx"), load_external_data=False).graph.input
+    timestep = next(i for i in graph_input if i.name == "input_timestep")
+    assert [d.dim_value for d in timestep.type.tensor_type.shape.dim] == [1]
+
+
+def test_model_side_reference_matches_what_the_model_sees(zoo_repository):
+    plan = _plans()["unet"]
+    timestep = next(t for t in plan.inputs if t.name == "input_timestep")
+    case = read_reference(zoo_repository / "unet" / "1" / "gen_repo")[1]
+    assert to_model(timestep, case.inputs["input_timestep"]).shape == (case.batch_size,)
+
+
+@pytest.mark.triton
+def test_zoo_passes_every_smoke_check_in_a_real_triton(zoo_repository, triton_server_factory):
+    server = triton_server_factory(zoo_repository)
+    report = run_smoke(server.grpc_url, "grpc", zoo_repository, options=SmokeOptions(burst=32, concurrency=8))
+    explained = "\n".join(f"{r.model} {r.check} {r.status}: {r.message}" for r in report.results)
+    assert report.exit_code == 0, explained
+    assert sorted(report.models) == sorted(ZOO_MODELS)
+    skipped = {(r.model, r.check) for r in report.results if r.status == "skipped"}
+    assert skipped == {("unet_guided", "reject_batch")}, explained  # the one model that cannot batch
+    passed = {(r.model, r.check) for r in report.results if r.status == "passed"}
+    assert ("bert", "burst") in passed and ("unet_guided", "reference") in passed
+
+
+def test_every_stored_reference_case_is_a_valid_request(zoo_repository, example_repository):
+    """check-request accepts every case gen-repo stored, in every test repository (request-side shapes)."""
+    from generator.cli import main
+
+    runner = CliRunner()
+    checked = 0
+    for repository in (zoo_repository, example_repository):
+        for model in sorted(p.name for p in repository.iterdir() if (p / "config.pbtxt").is_file()):
+            npz = repository / model / "1" / "gen_repo" / "reference.npz"
+            result = runner.invoke(main, ["check-request", "--repo", str(repository), "--json", model, str(npz)])
+            assert result.exit_code == 0, (model, result.output)
+            payload = json.loads(result.output)
+            assert payload["ok"] and len(payload["cases"]) >= 3, (model, payload)
+            checked += len(payload["cases"])
+    assert checked >= 3 * (len(ZOO_MODELS) + 2)
