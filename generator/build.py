@@ -700,13 +700,21 @@ def _build_one(
 def plan_build(
     manifest_path: Path, options: BuildOptions, output_dir: Path | None = None
 ) -> tuple[RepositoryPlan, list[str]]:
-    """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine."""
+    """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine.
+
+    Every model is planned; one that cannot be (at loading or planning) is refused. Without ``keep_going`` any
+    refusal raises GenRepoError with the problems of every refused model at once; with it they are in
+    :attr:`RepositoryPlan.refused`.
+    """
     notes: list[str] = []
-    manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside,
-                                       keep_going=options.keep_going)
+    manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside, keep_going=True)
     if options.target:
         manifest = replace(manifest, models=tuple(replace(m, target=options.target) for m in manifest.models))
-    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=options.keep_going)
+    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=True)
+    if plan.refused and not options.keep_going:
+        names = ", ".join(repr(r.name) for r in plan.refused)
+        raise GenRepoError([p for r in plan.refused for p in r.problems],
+                           f"refused: {names} (--keep-going builds the other models)")
     if output_dir is not None:
         plan = replace(plan, output_dir=Path(output_dir))
     return plan, notes

@@ -34,7 +34,7 @@ from generator.pbtxt import message_text
 from generator.resources import resource_dir
 
 if TYPE_CHECKING:
-    from generator.plan import TensorPlan
+    from generator.tensors import TensorPlan
 
 __all__ = [
     "DEFAULT_QUEUE_DELAY_US",

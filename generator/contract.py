@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from generator.plan import ModelPlan, TensorPlan
+    from generator.plan import ModelPlan
+    from generator.tensors import TensorPlan
     from generator.values import ValueDomain
 
 __all__ = ["CONTRACT_FORMAT", "contract_from_plan", "render_contract", "to_model", "to_request"]

@@ -33,14 +33,18 @@ class Problem:
 
 
 class GenRepoError(Exception):
-    """Bad input or a failed stage; carries every problem found, not just the first."""
+    """Bad input or a failed stage; carries every problem found, not just the first.
+
+    ``summary`` is one optional closing sentence for the CLI (e.g. which models were refused).
+    """
 
     exit_code = EXIT_USAGE
 
-    def __init__(self, problems: Iterable[Problem] | str) -> None:
+    def __init__(self, problems: Iterable[Problem] | str, summary: str = "") -> None:
         if isinstance(problems, str):
             problems = [Problem("<gen-repo>", "", problems)]
         self.problems: list[Problem] = list(problems)
+        self.summary = summary
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

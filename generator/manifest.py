@@ -211,18 +211,22 @@ def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: 
     cache: dict[Path, tuple[list[_Graph], list[Problem]]] = {}
     models: list[ManifestModel] = []
     refused: list[RefusedModel] = []
+    failed: list[str] = []
     for index, entry in enumerate(document["models"]):
         model, model_problems = _load_model(path, base_dir, index, entry, defaults, allow_outside, cache)
-        if model_problems and keep_going:
+        if model_problems:
             name = entry.get("name") or (model.name if model is not None else f"models[{index}]")
-            refused.append(RefusedModel(index, name, tuple(_dedupe(model_problems))))
-            continue
+            failed.append(repr(name))
+            if keep_going:
+                refused.append(RefusedModel(index, name, tuple(_dedupe(model_problems))))
+                continue
         problems.extend(model_problems)
         if model is not None:
             models.append(model)
     problems.extend(_name_problems(file, models))
     if problems:
-        raise GenRepoError(_dedupe(problems))
+        summary = f"refused: {', '.join(failed)} (--keep-going builds the other models)" if failed else ""
+        raise GenRepoError(_dedupe(problems), summary)
     return Manifest(path, base_dir, output_dir, tuple(models), defaults, tuple(code_path), tuple(refused))
 
 

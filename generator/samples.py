@@ -26,8 +26,8 @@ from generator.errors import GenRepoError, Problem
 from generator.spec import Locator
 
 if TYPE_CHECKING:
-    from generator.plan import TensorPlan
     from generator.spec import GraphSpec
+    from generator.tensors import TensorPlan
 
 __all__ = ["Sample", "arrays_from_calls", "fit_to_shapes", "read_sample_file", "usable_samples"]
 

@@ -168,6 +168,48 @@ def test_keep_going_builds_the_rest_and_keeps_the_previous_build(project: Simple
     assert leftovers(tmp_path) == []
 
 
+def test_models_refused_at_plan_time_do_not_stop_the_others(project: SimpleNamespace, cache_dir: Path,
+                                                             tmp_path: Path) -> None:
+    # One manifest: a good model, one whose spec has a dtype Triton cannot carry, one whose axes cannot agree, one
+    # whose spec file is missing. Without --keep-going: exit 2 listing every refused model, nothing written.
+    document = json.loads((project.root / "specs" / "mlp.graphspec.json").read_text())
+    document["graph"]["output_spec"]["tensor_data"][0]["dtype"] = "torch.complex64"
+    (project.root / "specs" / "complex.graphspec.json").write_text(json.dumps(document))
+    entries = [
+        {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"},
+         "target": "python"},
+        {"name": "complex", "spec": "specs/complex.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"}},
+        {"name": "disjoint", "spec": "specs/mlp.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"},
+         "dynamic_shapes": [{"path": "x", "shape": [{"type": "BatchDim", "name": "b", "min": 1, "max": 2,
+                                                     "opt": None}, 16]}]},
+        {"name": "missing", "spec": "specs/nope.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"}},
+    ]
+    manifest = write_manifest(project.root, "refusals.yaml", entries)
+    repo = tmp_path / "model_repository"
+    strict = _run("build", manifest, "--allow-code", "--cache-dir", cache_dir, "-o", repo)
+    assert strict.code == 2 and not repo.exists()
+    assert "has no Triton data type" in strict.stderr and "spec file 'specs/nope.graphspec.json' not found" in \
+        strict.stderr
+    assert "does not cover the sizes 1..16 recorded" in strict.stderr
+    assert "refused: 'complex', 'disjoint', 'missing'" in strict.stderr
+
+    planned = _run("plan", manifest, "--json")
+    assert planned.code == 2
+    summary = json.loads(planned.stdout)
+    assert [m["name"] for m in summary["models"]] == ["mlp"]
+    assert [r["name"] for r in summary["refused"]] == ["complex", "disjoint", "missing"]
+
+    run = _run("build", manifest, "--allow-code", "--cache-dir", cache_dir, "-o", repo, "--keep-going", "--json")
+    assert run.code == 1
+    report = json.loads(run.stdout)
+    assert report["committed"] and not report["ok"]
+    assert [(m["name"], m["status"], m["stage"]) for m in report["models"]] == [
+        ("mlp", "cached", ""), ("complex", "failed", "plan"), ("disjoint", "failed", "plan"),
+        ("missing", "failed", "plan")]
+    assert (repo / "mlp" / "1" / "model.onnx").is_file() and not (repo / "complex").exists()
+    assert _run("verify", repo).code == 0
+
+
 def test_verify_catches_a_modified_onnx_file(project: SimpleNamespace, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(project.repo, repo)

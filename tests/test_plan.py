@@ -253,8 +253,8 @@ def test_dims_must_fit_int32(tmp_path):
 
 
 def test_plan_rechecks_int32_on_derived_shapes():
-    from generator.plan import _Batch, _Decision, _tensor_plan
     from generator.spec import TensorSpec
+    from generator.tensors import _Batch, _Decision, _tensor_plan
 
     problems: list = []
     spec = TensorSpec([4], [4], [INT32_MAX + 1], "torch.float32")

@@ -29,11 +29,14 @@ def report_errors(fn: F) -> F:
         except GenRepoError as error:
             if kwargs.get("json_output"):
                 payload = {"ok": False, "errors": [p.to_dict() for p in error.problems]}
+                if error.summary:
+                    payload["summary"] = error.summary
                 click.echo(json.dumps(payload, indent=2, sort_keys=True))
             else:
                 for problem in error.problems:
                     click.echo(f"error: {problem}", err=True)
-                click.echo(f"{len(error.problems)} error(s)", err=True)
+                click.echo(f"{len(error.problems)} error(s)" + (f"; {error.summary}" if error.summary else ""),
+                           err=True)
             sys.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)

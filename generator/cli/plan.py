@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 from generator.cli._common import report_errors
+from generator.errors import EXIT_USAGE, GenRepoError
 
 
 def _shape(values: list[int]) -> str:
@@ -26,15 +28,27 @@ def _print_text(summary: dict[str, Any]) -> None:
         source = model["source"]
         if source is not None:
             click.echo(f"  source: {source['kind']} {source['factory'] or source['path']}")
+        samples = model["samples"]
+        if samples is not None:
+            click.echo(f"  samples: {samples['kind']} {samples['factory'] or samples['path']}")
         for kind in ("inputs", "outputs"):
             for t in model[kind]:
                 extra = f" reshape {_shape(t['reshape'])}" if "reshape" in t else ""
+                if "value_range" in t:
+                    extra += f" values {t['value_range'][0]}..{t['value_range'][1]}"
+                elif "values" in t:
+                    extra += f" values {t['values']}"
                 click.echo(
                     f"  {kind[:-1]:6} {t['name']} {t['data_type']} dims {_shape(t['dims'])}{extra}  "
                     f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}"
                 )
         for decision in model["decisions"]:
             click.echo(f"  - {decision}")
+    for refused in summary["refused"]:
+        click.echo("")
+        click.echo(f"model {refused['name']!r} (/models/{refused['index']}): refused, nothing would be built")
+        for problem in refused["problems"]:
+            click.echo(f"  - {problem['file']}: {problem['pointer']}: {problem['message']}")
 
 
 @click.command("plan")
@@ -47,17 +61,24 @@ def _print_text(summary: dict[str, Any]) -> None:
 def command(manifest: str, json_output: bool, allow_outside: bool, target: str | None) -> None:
     """Show what `gen-repo config`/`build` would generate for MANIFEST, without writing anything.
 
-    Exit 0 with the plan; exit 2 with every problem of the manifest (file: /pointer: message).
+    Every model that can be planned is shown, with each decision; a model that cannot is listed as refused with
+    every reason. Exit 0 with the plan; exit 2 when a model is refused or the manifest itself is invalid (every
+    problem as file: /pointer: message).
     """
     from generator.build import BuildOptions, plan_build
     from generator.plan import describe_plan
 
-    # The same planning (and `target: auto` resolution) as `gen-repo build`.
-    plan, notes = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
+    # The same planning (and `target: auto` resolution) as `gen-repo build --keep-going`: every model is shown.
+    plan, notes = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target,
+                                                          keep_going=True))
     summary = {**describe_plan(plan), "notes": notes}
     if json_output:
-        click.echo(json.dumps({"ok": True, **summary}, indent=2, sort_keys=True))
-    else:
-        _print_text(summary)
-        for note in notes:
-            click.echo(f"note: {note}")
+        click.echo(json.dumps({"ok": not plan.refused, **summary}, indent=2, sort_keys=True))
+        if plan.refused:
+            sys.exit(EXIT_USAGE)
+        return
+    _print_text(summary)
+    for note in notes:
+        click.echo(f"note: {note}")
+    if plan.refused:
+        raise GenRepoError([p for refused in plan.refused for p in refused.problems])

@@ -58,6 +58,10 @@ def _print_tables(summaries: list[dict[str, Any]]) -> None:
         )
         for note in summary["assumptions"]:
             console.print(f"assumed: {note}")
+        triton = summary["triton"]
+        console.print(f"served as: max_batch_size {triton['max_batch_size']}")
+        for decision in triton["decisions"]:
+            console.print(f"  - {decision}")
         console.print()
 
 
@@ -68,16 +72,24 @@ def _print_tables(summaries: list[dict[str, Any]]) -> None:
 def command(specs: tuple[str, ...], json_output: bool) -> None:
     """Validate GraphSpec files (JSON or YAML; AITune fixture, bare graph or tune report).
 
-    Exit 0 and a table per graph when every file is valid; exit 2 and every error of every file otherwise.
+    Beyond the schema and AITune's rules, the rules `gen-repo plan` applies to serve a graph (dtypes Triton carries,
+    scalars, axes that must agree), with the same messages. Exit 0 and a table per graph when every file is valid;
+    exit 2 and every error of every file otherwise.
     """
     # The library is imported here so that `gen-repo --help` stays fast.
     from generator.schema import graph_summary, load_graphspecs
+    from generator.tensors import servability
 
     problems: list[Problem] = []
     summaries: list[dict[str, Any]] = []
     for spec in specs:
         try:
-            summaries.extend(graph_summary(loaded) for loaded in load_graphspecs(spec))
+            for loaded in load_graphspecs(spec):
+                served = servability(loaded)
+                problems.extend(served.problems)
+                decisions = [d for d in served.decisions if not d.startswith("assumed: ")]
+                summaries.append({**graph_summary(loaded), "triton": {
+                    "max_batch_size": served.max_batch_size, "decisions": decisions}})
         except GenRepoError as error:
             problems.extend(error.problems)
     if problems:
