@@ -325,10 +325,14 @@ def model_cache_key(
 
 
 class StageFailed(GenRepoError):  # noqa: N818 (a failed stage, like BuildFailed)
-    """One stage of one model failed; every problem message starts with the stage (``export: ...``)."""
+    """One stage of one model failed; every problem message starts with the stage (``export: ...``).
 
-    def __init__(self, stage: str, problems: list[Problem]) -> None:
+    ``raw`` is the exception when it was not a GenRepoError (user code, a library, the node's disk or memory).
+    """
+
+    def __init__(self, stage: str, problems: list[Problem], raw: BaseException | None = None) -> None:
         self.stage = stage
+        self.raw = raw
         super().__init__([replace(p, message=p.message if p.message.startswith(f"{stage}") else
                                   f"{stage}: {p.message}") for p in problems])
 
@@ -361,7 +365,7 @@ def build_model_artifacts(
         raise StageFailed(current[0], error.problems) from error
     except Exception as error:  # user code or a library: still this model's failure, with the stage
         message = f"{current[0]} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
-        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message)]) from error
+        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message)], error) from error
 
 
 def _integer_inputs_hint(model: ModelPlan, error: Exception) -> str:

@@ -165,15 +165,13 @@ def export_task(payload: bytes) -> TaskOutput:
         try:
             artifacts = build_model_artifacts(staged, options, Path(tmp))
         except GenRepoError as error:
+            raw = getattr(error, "raw", None)
+            if isinstance(raw, RETRYABLE_EXCEPTIONS):
+                raise raw from None  # the node's disk or memory: Ray retries the task (retry_exceptions)
             return TaskOutput(problems=tuple(error.problems), node=node)
-        except RETRYABLE_EXCEPTIONS:
-            raise  # the node's disk or memory: Ray retries the task (retry_exceptions)
-        except Exception as error:  # a library failure: this model's problem, like the local build
-            message = f"build failed on {node}: {type(error).__name__}: {error}"
-            return TaskOutput(problems=(Problem(str(model.spec_file), model.spec_pointer, message),), node=node)
         files = {name: (artifacts.folder / name).read_bytes() for name in artifacts.files}
     if model.target == "tensorrt":
-        files["gen_repo/contract.json"] = render_contract(contract_from_plan(model)).encode("utf-8")
+        files["gen_repo/contract.json"] = render_contract(contract_from_plan(model, artifacts.values)).encode("utf-8")
     return TaskOutput(files, tuple(artifacts.notes), (), node, tool_versions())
 
 

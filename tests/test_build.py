@@ -7,6 +7,7 @@ folder is shared by the module's builds, so later builds only export what change
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -370,3 +371,38 @@ def test_factory_fingerprint_of_a_top_level_module_covers_its_folder(tmp_path: P
 
 def test_factory_fingerprint_of_an_unknown_module_says_so(tmp_path: Path) -> None:
     assert factory_fingerprint("fp_no_such_module:make", [str(tmp_path)]) == "unresolved:fp_no_such_module:make"
+
+
+def test_factories_resolve_from_the_working_folder_then_the_manifest_folder_then_code_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from generator.build import _import_factory, factory_search_path
+    from generator.errors import GenRepoError, Problem
+
+    work, project = tmp_path / "work", tmp_path / "project"
+    (work / "workpkg").mkdir(parents=True)
+    (work / "workpkg" / "__init__.py").write_text("")
+    (work / "workpkg" / "models.py").write_text("def make():\n    return 'working folder'\n")
+    (project / "lib").mkdir(parents=True)
+    (project / "lib" / "libmodels.py").write_text("def make():\n    return 'code_path'\n")
+    (project / "projmodels.py").write_text("def make():\n    return 'manifest folder'\n")
+    shutil.copyfile(Path(__file__).parent.parent / "examples" / "specs" / "mlp.graphspec.json", project / "mlp.json")
+    manifest = project / "gen-repo.yaml"
+    manifest.write_text("code_path: [lib]\nmodels:\n  - {name: m, spec: mlp.json}\n")
+    monkeypatch.chdir(work)
+    plan, _ = plan_build(manifest, BuildOptions())
+    search = factory_search_path(plan, BuildOptions(code_path=("/elsewhere",)))
+    assert search == (str(work.resolve()), str(project.resolve()), str((project / "lib").resolve()), "/elsewhere")
+    options = BuildOptions(allow_code=True, code_path=search)
+    where = Problem(str(manifest), "/models/0/source/factory", "")
+    for spec, found in (("workpkg.models:make", "working folder"), ("projmodels:make", "manifest folder"),
+                        ("libmodels:make", "code_path")):
+        assert _import_factory(spec, options, where) == found
+    with pytest.raises(GenRepoError) as info:
+        _import_factory("nowhere_at_all:make", options, where)
+    (problem,) = info.value.problems
+    assert problem.pointer == "/models/0/source/factory" and "ModuleNotFoundError" in problem.message
+    manifest.write_text("code_path: [missing, ../work]\nmodels:\n  - {name: m, spec: mlp.json}\n")
+    with pytest.raises(GenRepoError) as info:
+        plan_build(manifest, BuildOptions())
+    assert [p.pointer for p in info.value.problems] == ["/code_path/0", "/code_path/1"]

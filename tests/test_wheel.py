@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,10 @@ def _run(command: list[str], cwd: Path, timeout: float) -> subprocess.CompletedP
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.mark.slow
-def test_wheel_installs_and_validates_outside_the_checkout(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with gen-repo installed from its wheel (not editable), with its dependencies."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     dist = tmp_path / "dist"
     built = _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO_ROOT)], tmp_path, 600)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
@@ -30,9 +33,25 @@ def test_wheel_installs_and_validates_outside_the_checkout(tmp_path: Path) -> No
     created = _run([sys.executable, "-m", "venv", str(venv)], tmp_path, 300)
     assert created.returncode == 0, created.stderr
     python = venv / "bin" / "python"
-    installed = _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
-                     tmp_path, 600)
+    # numpy as in this environment: the Triton extra borrowed by the tour test (nvidia-pytriton) needs numpy < 2,
+    # which `pip install 'gen-repo[serve]'` would resolve to as well.
+    import numpy
+
+    installed = _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel),
+                      f"numpy=={numpy.__version__}"], tmp_path, 600)
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    return venv
+
+
+def _site_packages(python: Path) -> Path:
+    probe = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], Path.cwd(), 60)
+    return Path(probe.stdout.strip())
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_validates_outside_the_checkout(tmp_path: Path, wheel_venv: Path) -> None:
+    venv = wheel_venv
+    python = venv / "bin" / "python"
 
     work = tmp_path / "elsewhere"
     work.mkdir()
@@ -66,3 +85,54 @@ def test_wheel_installs_and_validates_outside_the_checkout(tmp_path: Path) -> No
     assert templates == site_packages / "generator" / "templates"
     assert REPO_ROOT not in schemas.parents
     assert {"graphspec.schema.json", "tune_report.schema.json"} <= {p.name for p in schemas.glob("*.schema.json")}
+
+
+def _tour_commands() -> list[str]:
+    """The command lines of README's tour (the ``bash`` block under "A tour with the bundled example")."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## A tour with the bundled example", 1)[1]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith(".venv/bin/gen-repo")]
+
+
+@pytest.mark.slow
+@pytest.mark.triton
+def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path, wheel_venv: Path) -> None:
+    """README's tour, verbatim, from a copy of the repository root, with gen-repo installed from its wheel.
+
+    ``examples.models:make_mlp`` resolves from the working folder, as an app does for uvicorn; nothing puts the
+    checkout on the import path. The fresh environment borrows the heavy extras (torch, onnx, onnxruntime, the CPU
+    Triton) from the test environment through a path entry rather than installing them again; gen-repo itself comes
+    from the wheel (checked below).
+    """
+    from generator.server import TritonNotFoundError, find_tritonserver
+
+    try:
+        find_tritonserver()
+    except TritonNotFoundError as exc:
+        pytest.skip(f"no tritonserver available: {exc}")
+    commands = _tour_commands()
+    assert [c.split()[1] for c in commands] == ["validate", "plan", "build", "verify", "lint", "smoke"]
+    root = tmp_path / "checkout"
+    tracked = subprocess.run(["git", "ls-files", "-z", "README.md", "examples"], cwd=REPO_ROOT, check=True,
+                             capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, tracked):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / name, root / name)
+    (root / ".venv").symlink_to(wheel_venv)
+    python = wheel_venv / "bin" / "python"
+    (_site_packages(python) / "gen_repo_test_extras.pth").write_text(f"{_site_packages(Path(sys.executable))}\n")
+    probe = _run([str(python), "-c", "import generator, torch; print(generator.__file__)"], root, 120)
+    assert probe.returncode == 0 and str(wheel_venv) in probe.stdout, probe.stdout + probe.stderr
+    env_path = f"{wheel_venv / 'bin'}:{os.environ.get('PATH', '')}"
+    for command in commands:
+        result = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True, timeout=600,
+                                env={**_clean_env(), "PATH": env_path, "GEN_REPO_CACHE": str(tmp_path / "cache")})
+        shown = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("PASS"))
+        assert result.returncode == 0, (command, shown[-3000:], result.stderr[-3000:])
+        assert "Traceback" not in result.stdout + result.stderr, command
+    assert (root / "model_repository" / "mlp" / "1" / "model.onnx").is_file()
+
+
+def _clean_env() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}}
