@@ -35,7 +35,7 @@ from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_fil
 from generator.config import render_config
 from generator.contract import contract_from_plan, render_contract
 from generator.errors import GenRepoError, Problem
-from generator.manifest import Manifest, load_manifest
+from generator.manifest import Manifest, ModelSource, SampleSource, load_manifest
 from generator.plan import ModelPlan, RepositoryPlan, plan_repository
 from generator.resources import resource_dir
 from generator.targets import TensorRTTarget, engine_targets, make_target_resolver, preflight, tensorrt_available
@@ -273,26 +273,17 @@ def _python_files(folder: Path) -> list[Path]:
     )
 
 
-def source_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
-    """Return what identifies the model source's content for the cache key (never its path)."""
-    source = model.source
+def content_fingerprint(source: ModelSource | SampleSource | None, code_path: Sequence[str] = ()) -> str:
+    """What identifies a model source's (or samples') content for the cache key, never its path.
+
+    A file's sha256, or a ``module:callable`` factory's code (:func:`factory_fingerprint`).
+    """
     if source is None:
         return "none"
     if source.kind == "factory":
         return f"factory:{source.factory}:{factory_fingerprint(str(source.factory), code_path)}"
     assert source.path is not None
     return f"{source.kind}:{hash_file(source.path)}"
-
-
-def samples_fingerprint(model: ModelPlan, code_path: Sequence[str] = ()) -> str:
-    """Return what identifies the model's samples for the cache key: the file's content or the factory's code."""
-    samples = model.samples
-    if samples is None:
-        return "none"
-    if samples.kind == "factory":
-        return f"factory:{samples.factory}:{factory_fingerprint(str(samples.factory), code_path)}"
-    assert samples.path is not None
-    return f"{samples.kind}:{hash_file(samples.path)}"
 
 
 def model_cache_key(
@@ -313,8 +304,8 @@ def model_cache_key(
         }
     return cache.key(
         spec=model.graph.to_dict(),
-        source=source_fingerprint(model, options.code_path),
-        samples=samples_fingerprint(model, options.code_path),
+        source=content_fingerprint(model.source, options.code_path),
+        samples=content_fingerprint(model.samples, options.code_path),
         target=model.target,
         name=model.name,
         contract=contract_from_plan(model),

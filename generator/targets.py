@@ -92,24 +92,16 @@ def preflight(plan: RepositoryPlan, options: BuildOptions) -> TensorRTTarget | N
     file = str(plan.manifest_file)
     problems: list[Problem] = []
     for model in plan.models:
-        if model.source is not None and model.source.kind == "factory" and not options.allow_code:
-            problems.append(
-                Problem(
-                    file,
-                    _model_pointer(plan, model, "source", "factory"),
-                    f"model {model.name!r}: source factory {model.source.factory!r} is user code and would be "
-                    "imported and run; pass --allow-code to allow it (nothing was imported)",
+        for key, code in (("source", model.source), ("samples", model.samples)):
+            if code is not None and code.kind == "factory" and not options.allow_code:
+                problems.append(
+                    Problem(
+                        file,
+                        _model_pointer(plan, model, key, "factory"),
+                        f"model {model.name!r}: {key} factory {code.factory!r} is user code and would be imported "
+                        "and run; pass --allow-code to allow it (nothing was imported)",
+                    )
                 )
-            )
-        if model.samples is not None and model.samples.kind == "factory" and not options.allow_code:
-            problems.append(
-                Problem(
-                    file,
-                    _model_pointer(plan, model, "samples", "factory"),
-                    f"model {model.name!r}: samples factory {model.samples.factory!r} is user code and would be "
-                    "imported and run; pass --allow-code to allow it (nothing was imported)",
-                )
-            )
     trt_models = [m for m in plan.models if m.target == "tensorrt"]
     target: TensorRTTarget | None = None
     if trt_models:

@@ -72,13 +72,17 @@ def command(manifest: str, json_output: bool, allow_outside: bool, target: str |
     plan, notes = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target,
                                                           keep_going=True))
     summary = {**describe_plan(plan), "notes": notes}
+    problems = [p for refused in plan.refused for p in refused.problems]
     if json_output:
-        click.echo(json.dumps({"ok": not plan.refused, **summary}, indent=2, sort_keys=True))
-        if plan.refused:
+        payload = {"ok": not problems, **summary}
+        if problems:
+            payload["errors"] = [p.to_dict() for p in problems]  # as every command reports bad input
+        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        if problems:
             sys.exit(EXIT_USAGE)
         return
     _print_text(summary)
     for note in notes:
         click.echo(f"note: {note}")
-    if plan.refused:
-        raise GenRepoError([p for refused in plan.refused for p in refused.problems])
+    if problems:
+        raise GenRepoError(problems, "refused: " + ", ".join(repr(r.name) for r in plan.refused))
