@@ -749,6 +749,9 @@ def build_repository(
                 shutil.rmtree(cache.entry_path(key), ignore_errors=True)
         results = _run_models(plan, options, cache_root, keys, say, tensorrt)
     results = _with_refused(plan, results, say)
+    # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too.
+    assumed = {m.name: tuple(d for d in m.decisions if d.startswith("assumed: ")) for m in plan.models}
+    results = [replace(r, notes=(*assumed.get(r.name, ()), *r.notes)) for r in results]
     failed = [r for r in results if r.status == "failed"]
     if failed and not options.keep_going:
         raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))

@@ -406,3 +406,21 @@ def test_factories_resolve_from_the_working_folder_then_the_manifest_folder_then
     with pytest.raises(GenRepoError) as info:
         plan_build(manifest, BuildOptions())
     assert [p.pointer for p in info.value.problems] == ["/code_path/0", "/code_path/1"]
+
+
+def test_assumed_batch_multipliers_are_in_the_build_report(zoo: SimpleNamespace, cache_dir: Path) -> None:
+    # A recording whose smallest batch was 2: it could be a stacked batch (2 x 1..8), which AITune's JSON cannot tell.
+    document = json.loads((zoo.root / "specs" / "mlp.graphspec.json").read_text())
+    for meta in ("input_spec", "output_spec"):
+        document["graph"][meta]["tensor_data"][0]["min_shape"][0] = 2
+        document["graph"][meta]["tensor_data"][0].pop("batch_axis_multipliers", None)  # as AITune writes it
+    (zoo.root / "specs" / "mlp_from2.graphspec.json").write_text(json.dumps(document))
+    manifest = write_manifest(zoo.root, "assumed.yaml", [
+        {"name": "mlp2", "spec": "specs/mlp_from2.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"},
+         "target": "python"}])
+    report = build_repository(manifest, BuildOptions(allow_code=True, cache_dir=cache_dir),
+                              output_dir=zoo.root / "assumed_repository")
+    (model,) = report.models
+    assert model.status == "built"
+    assert any(n.startswith("assumed: batch multipliers of 'input_x', 'output' inferred against the narrowest "
+                            "batch range 2..16") for n in model.notes), model.notes

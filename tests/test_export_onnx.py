@@ -365,3 +365,31 @@ def test_dtype_names_and_tolerances() -> None:
     assert tolerance_for("float16")[0] > tolerance_for("float32")[0]
     with pytest.raises(GenRepoError, match="unsupported tensor dtype"):
         normalize_dtype("torch.complex64")
+
+
+def test_zero_d_inputs_and_outputs_travel_as_one(tmp_path: Path) -> None:
+    """A 0-d input and output (Triton carries neither): the exported graph takes and gives [1], torch sees 0-d."""
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            assert scale.dim() == 0
+            y = x * scale
+            return y, y.sum()
+
+    inputs = [TensorIO("input_x", "x", "float32", (4, 3), (4, 3), (4, 3)),
+              TensorIO("input_scale", "scale", "float32", (1,), (1,), (1,), torch_scalar=True)]
+    outputs = [TensorIO("output_0", 0, "float32", (4, 3), (4, 3), (4, 3)),
+               TensorIO("output_1", 1, "float32", (1,), (1,), (1,), torch_scalar=True)]
+    path = tmp_path / "scaled.onnx"
+    export_onnx(Scaled(), path, inputs, outputs)
+    graph = onnx.load(str(path)).graph
+    assert [[d.dim_value for d in v.type.tensor_type.shape.dim] for v in (*graph.input, *graph.output)] == [
+        [4, 3], [1], [4, 3], [1]]
+    cases, _ = make_reference_cases(Scaled(), inputs, outputs, model_name="scaled", max_batch_size=0)
+    assert {c.inputs["input_scale"].shape for c in cases} == {(1,)}
+    assert {c.outputs["output_1"].shape for c in cases} == {(1,)}
+    for case in cases:
+        np.testing.assert_allclose(case.outputs["output_1"][0], (case.inputs["input_x"] * case.inputs["input_scale"])
+                                   .sum(), rtol=1e-5)
+    results = check_onnx(path, inputs, outputs, cases)
+    assert len(results) == 6 and all(r.ok for r in results)

@@ -72,6 +72,14 @@ def test_every_zoo_model_builds(zoo_build):
     assert [m.name for m in report.models] == list(ZOO_MODELS)
     for name in ZOO_MODELS:
         assert {"config.pbtxt", "1"} <= {p.name for p in (repository / name).iterdir()}, name
+    notes = {m.name: m.notes for m in report.models}
+    assert "input 'input_token_type_ids' takes 0..1: index into the 2-row table " \
+           "'module.embeddings.token_type_embeddings.weight'" in notes["bert"]
+    assert "reference case 'opt' uses sample 'a'" in notes["bert"]
+    assert "3 of 3 sample calls fit the plan" in notes["unet_guided"]
+    # Every multiplier of unet_guided is declared in the manifest: nothing assumed. (The AITune recording's own
+    # assumption is in tests/test_overrides.py.)
+    assert not any(n.startswith("assumed: ") for n in notes["unet_guided"])
 
 
 def test_onnxruntime_matches_torch_on_every_stored_case(zoo_repository):
