@@ -459,7 +459,7 @@ def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> 
         file = str(source.factory)
     else:
         assert source.path is not None
-        calls, skipped, file = read_sample_file(source.path, source.kind, model.manifest_pointer), [], str(source.path)
+        calls, skipped, file = read_sample_file(source.path, source.kind), [], str(source.path)
     samples, unfit = usable_samples(calls, model.inputs, model.max_batch_size, file)
     notes.extend(skipped + unfit)
     notes.append(f"{len(samples)} of {len(calls) + len(skipped)} sample calls fit the plan")
@@ -488,13 +488,12 @@ def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[
 
     A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
     """
+    import numpy as np
     import onnx
 
     from generator.export.onnx_indices import index_domains
 
     found = index_domains(onnx.load(str(onnx_path), load_external_data=False), [t.name for t in model.inputs])
-    import numpy as np
-
     problems = []
     for tensor in model.inputs:
         domain = found.get(tensor.name)
@@ -506,7 +505,7 @@ def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[
         declared = tensor.values
         extremes = np.asarray(declared.values if declared.values is not None else [declared.low, declared.high])
         if domain.array_problem(extremes) is not None:
-            problems.append(Problem(str(model.spec_file), model.spec_pointer,
+            problems.append(Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/inputs",
                                     f"input {tensor.name!r}: the manifest's values {declared.describe()} go beyond "
                                     f"{domain.describe()}, the {domain.source}"))
     if problems:

@@ -40,7 +40,7 @@ class Sample:
     arrays: dict[str, np.ndarray[Any, Any]]
 
 
-def read_sample_file(path: Path, kind: str, pointer: str) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
+def read_sample_file(path: Path, kind: str) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
     """Calls in a sample file: ``{call: {tensor: array}}`` (one call named ``0`` when names have no ``/``)."""
     try:
         if kind == "safetensors":

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from build_helpers import factory_calls, load_module, make_project, nested_inputs, record, tree_digest, write_manifest
 
-from generator.build import BuildOptions, build_repository, factory_fingerprint, plan_build
+from generator.build import BuildFailed, BuildOptions, build_repository, factory_fingerprint, plan_build
 from generator.cache import BuildCache
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
@@ -424,3 +424,31 @@ def test_assumed_batch_multipliers_are_in_the_build_report(zoo: SimpleNamespace,
     assert model.status == "built"
     assert any(n.startswith("assumed: batch multipliers of 'input_x', 'output' inferred against the narrowest "
                             "batch range 2..16") for n in model.notes), model.notes
+
+
+def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stage(zoo: SimpleNamespace,
+                                                                                  cache_dir: Path) -> None:
+    # "two" embeds its int64 ids in a 20-row table: the graph shows it, so ids 0..30 cannot all be served.
+    manifest = write_manifest(zoo.root, "values.yaml", [
+        {"name": "two", "spec": "specs/two.graphspec.json", "source": {"factory": f"{MODULE}:make_two"},
+         "target": "onnx", "inputs": {"ids": {"value_range": [0, 30]}}}])
+    with pytest.raises(BuildFailed) as info:
+        build_repository(manifest, BuildOptions(allow_code=True, cache_dir=cache_dir),
+                         output_dir=zoo.root / "values_repository")
+    (model,) = info.value.report.models
+    (problem,) = model.problems
+    assert model.stage == "reference" and problem.pointer == "/models/0/inputs"
+    assert problem.message.startswith("reference: input 'input_ids': the manifest's values 0..30 go beyond 0..19, "
+                                      "the index into the 20-row table")
+    fine = write_manifest(zoo.root, "values_ok.yaml", [
+        {"name": "two", "spec": "specs/two.graphspec.json", "source": {"factory": f"{MODULE}:make_two"},
+         "target": "onnx", "inputs": {"input_ids": {"values": [3, 5]}}}])
+    report = build_repository(fine, BuildOptions(allow_code=True, cache_dir=cache_dir),
+                              output_dir=zoo.root / "values_ok_repository")
+    assert report.ok
+    contract = json.loads((zoo.root / "values_ok_repository/two/1/gen_repo/contract.json").read_text())
+    assert contract["inputs"][0]["values"] == [3, 5] and contract["inputs"][0]["source"] == "manifest"
+    from generator.reference import read_reference
+
+    for case in read_reference(zoo.root / "values_ok_repository/two/1/gen_repo"):
+        assert set(np.unique(case.inputs["input_ids"])) <= {3, 5}

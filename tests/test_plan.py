@@ -324,3 +324,31 @@ def test_every_model_problem_at_once(tmp_path):
         plan_for(tmp_path, document)
     pointers = [p.pointer for p in info.value.problems]
     assert "/models/0/spec/output_spec/tensor_data/0/dtype" in pointers and "/models/1/max_batch_size" in pointers
+
+
+def test_input_values_resolve_by_default_name_access_path_or_final_name(tmp_path):
+    spec = {"file": str(AITUNE / "nested_dict.graphspec.json")}
+    inputs = {'extras["mask"]': {"values": [True]}, "input_x": {"value_range": [-1, 1]}, "SCALE": {"value_range":
+                                                                                                   [0.5, 2]}}
+    model = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "inputs": inputs,
+                                            "tensor_names": {'extras["scale"]': "SCALE"}}]}).models[0]
+    values = {t.name: t.values for t in model.inputs if t.values is not None}
+    assert {n: v.to_json() for n, v in values.items()} == {
+        "input_x": {"value_range": [-1, 1], "source": "manifest"},
+        "input_extras_mask": {"values": [True], "source": "manifest"},
+        "SCALE": {"value_range": [0.5, 2], "source": "manifest"},
+    }
+
+
+def test_input_values_problems(tmp_path):
+    spec = {"file": str(AITUNE / "text.graphspec.json")}
+    inputs = {"nope": {"values": [1]}, "input_ids": {"value_range": [0.5, 9]},
+              "attention_mask": {"value_range": [1, 0]}}
+    with pytest.raises(GenRepoError) as info:
+        plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "inputs": inputs}]})
+    assert sorted(problems_of(info.value)) == [
+        "/models/0/inputs/attention_mask: input 'input_attention_mask': value_range low 1 is above high 0",
+        "/models/0/inputs/input_ids: input 'input_input_ids': an integer input (int64) takes integer values, not "
+        "0.5..9",
+        "/models/0/inputs/nope: no input 'nope' in this graph (inputs: input_input_ids, input_attention_mask)",
+    ]

@@ -18,17 +18,17 @@ GPT2 = str(REPO / "tests" / "zoo" / "specs" / "gpt2.graphspec.json")
 def test_npz_calls_and_single_call(tmp_path):
     write_npz(tmp_path / "many.npz", {"a/x": np.zeros((2, 3)), "a/y": np.ones(2), "b/x": np.zeros((1, 3)),
                                       "b/y": np.ones(1)})
-    assert {k: sorted(v) for k, v in read_sample_file(tmp_path / "many.npz", "npz", "").items()} == {
+    assert {k: sorted(v) for k, v in read_sample_file(tmp_path / "many.npz", "npz").items()} == {
         "a": ["x", "y"], "b": ["x", "y"]}
     write_npz(tmp_path / "one.npz", {"x": np.zeros(3)})
-    assert list(read_sample_file(tmp_path / "one.npz", "npz", "")) == ["0"]
+    assert list(read_sample_file(tmp_path / "one.npz", "npz")) == ["0"]
 
 
 def test_safetensors_are_read_without_torch(tmp_path):
     from safetensors.numpy import save_file
 
     save_file({"0/input_ids": np.arange(6, dtype=np.int64).reshape(1, 6)}, str(tmp_path / "s.safetensors"))
-    calls = read_sample_file(tmp_path / "s.safetensors", "safetensors", "")
+    calls = read_sample_file(tmp_path / "s.safetensors", "safetensors")
     np.testing.assert_array_equal(calls["0"]["input_ids"], np.arange(6).reshape(1, 6))
 
 
@@ -39,7 +39,7 @@ def test_pickles_are_refused(tmp_path):
     with zipfile.ZipFile(tmp_path / "p.npz", "w") as archive:
         archive.write(tmp_path / "p.npy", "x.npy")
     with pytest.raises(GenRepoError, match="cannot read samples"):
-        read_sample_file(tmp_path / "p.npz", "npz", "")
+        read_sample_file(tmp_path / "p.npz", "npz")
 
 
 def test_calls_like_aitune_records_them(tmp_path):
