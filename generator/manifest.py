@@ -82,20 +82,18 @@ MANIFEST_SCHEMA = "manifest.schema.json"
 
 @dataclass(frozen=True, slots=True)
 class ModelSource:
-    """Where a model comes from: ``kind`` onnx|pt2 (``path`` set) or factory (``factory`` = ``module:callable``)."""
+    """Where a model (or its samples) comes from.
+
+    A file (``kind`` onnx, pt2, npz or safetensors; ``path`` set) or a ``module:callable`` (``kind`` factory).
+    """
 
     kind: str
     path: Path | None = None
     factory: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SampleSource:
-    """Real sample inputs: ``kind`` npz|safetensors (``path`` set) or factory (``factory`` = ``module:callable``)."""
-
-    kind: str
-    path: Path | None = None
-    factory: str | None = None
+#: Real sample inputs: ``kind`` npz|safetensors (``path`` set) or factory (``factory`` = ``module:callable``).
+SampleSource = ModelSource
 
 
 @dataclass(frozen=True, slots=True)

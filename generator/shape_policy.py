@@ -166,29 +166,36 @@ def resolve_shapes(graph: GraphSpec, names: Sequence[str], policy: str = "inters
         declared = [m for m in group.members if m.declared]
         if group.kind == "batch":
             batch_declared = bool(declared)
-        if len({(lo, hi) for lo, _, hi in ranges}) == 1:
-            if group.kind == "batch":
-                batch = ranges[0]
-            continue
-        basis = declared if policy == "widen" and declared else list(group.members)
-        low = max(m.normalized()[0] for m in basis)
-        high = min(m.normalized()[2] for m in basis)
         shown = ", ".join(m.describe() for m in group.members)
         what = f"{group.label} must agree ({shown})"
-        if low > high:
-            first = group.members[0]
-            problems.append((first.input, first.axis, f"{what}, but they have no common range; fix the ranges "
-                                                      "(the manifest's dynamic_shapes can)"))
-            continue
+        agree = len({(lo, hi) for lo, _, hi in ranges}) == 1
+        if agree:
+            low, high = ranges[0][0], ranges[0][2]
+        else:
+            basis = declared if policy == "widen" and declared else list(group.members)
+            low = max(m.normalized()[0] for m in basis)
+            high = min(m.normalized()[2] for m in basis)
+            if low > high:
+                first = group.members[0]
+                problems.append((first.input, first.axis, f"{what}, but they have no common range; fix the ranges "
+                                                          "(the manifest's dynamic_shapes can)"))
+                continue
+        # One opt for the group (a declared one wins), so the opt case is one call every input agrees on.
         opts = [m.normalized()[1] for m in (declared or group.members)]
         opt = min(max(min(opts), low), high)
-        for m in group.members:
-            k = m.multiplier
-            shapes[m.input][0][m.axis], shapes[m.input][1][m.axis], shapes[m.input][2][m.axis] = (
-                low * k, opt * k, high * k)
+        if not agree or len({r[1] for r in ranges}) > 1:
+            for m in group.members:
+                k = m.multiplier
+                shapes[m.input][0][m.axis], shapes[m.input][1][m.axis], shapes[m.input][2][m.axis] = (
+                    low * k, opt * k, high * k)
         if group.kind == "batch":
             batch = (low, opt, high)
             batch_narrowed = any(r[2] > high for r in ranges)
+        if agree:
+            if len({r[1] for r in ranges}) > 1:
+                notes.append(f"shapes: {what.replace(' must agree', ' share one range')}; their opt sizes differ, "
+                             f"so all take opt {opt}")
+            continue
         if policy == "widen" and declared:
             notes.append(f"shapes: widen: {what}; recorded-only tensors take the declared range {low}..{high} "
                          f"(opt {opt})")

@@ -86,3 +86,17 @@ def test_disjoint_ranges_are_a_problem():
     resolution = resolve_shapes(spec, _names(spec))
     ((index, axis, message),) = resolution.problems
     assert (index, axis) == (0, 1) and "no common range" in message
+
+
+def test_linked_axes_with_one_range_share_one_opt():
+    # token_type_ids declared like the others except for its opt (recorded: opt = max): the opt case must be one call.
+    seq = {"type": "DynamicDim", "name": "seq", "min": 6, "max": 20, "opt": 16}
+    declared = [{"path": p, "shape": [batch_dim(1, 4, 2), seq]} for p in ("input_ids", "attention_mask")]
+    inputs = [tensor(p, ["batch0", "dim1"], [1, 6], [4, 20], "torch.int64")
+              for p in ("input_ids", "attention_mask", "token_type_ids")]
+    spec = GraphSpec.from_dict(graph(inputs, [tensor([], ["batch0", 32], [1, 32], [4, 32])], declared))
+    infer_batch_multipliers(spec)
+    resolution = resolve_shapes(spec, _names(spec))
+    assert {str(s) for s in resolution.shapes} == {str(([1, 6], [2, 16], [4, 20]))}
+    assert resolution.batch == (1, 2, 4)
+    assert len(resolution.notes) == 2 and all("so all take opt" in n for n in resolution.notes)
