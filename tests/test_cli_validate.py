@@ -142,3 +142,31 @@ def test_real_process(tmp_path: Path, aitune_fixture_dir: Path, bad_specs: list[
     assert plain.returncode == 2
     assert plain.stderr.count("error: ") == 5 and "5 error(s)" in plain.stderr
     assert "Traceback" not in plain.stdout + plain.stderr
+
+
+def test_validate_applies_the_servability_rules_of_plan(runner: CliRunner, aitune_fixture_dir: Path,
+                                                         tmp_path: Path) -> None:
+    # A dtype Triton cannot carry: plan refuses it, so validate does, with the same message.
+    document = json.loads((aitune_fixture_dir / "mlp.graphspec.json").read_text())
+    document["graph"]["output_spec"]["tensor_data"][0]["dtype"] = "torch.complex64"
+    spec = tmp_path / "complex.graphspec.json"
+    spec.write_text(json.dumps(document))
+    result = runner.invoke(main, ["validate", str(spec)])
+    assert result.exit_code == 2
+    manifest = tmp_path / "gen-repo.yaml"
+    manifest.write_text(f"models:\n  - {{name: m, spec: {spec.name}}}\n")
+    planned = runner.invoke(main, ["plan", str(manifest)])
+    assert planned.exit_code == 2
+    message = "/graph/output_spec/tensor_data/0/dtype: dtype 'torch.complex64' has no Triton data type here"
+    assert message in result.stderr and message in planned.stderr
+
+
+def test_validate_says_how_triton_serves_a_real_recording(runner: CliRunner) -> None:
+    # The guidance-stacked UNet (aitune 0.6.0): a 0-d timestep and every tensor [2b, ...].
+    spec = Path(__file__).parent / "zoo" / "specs" / "unet_guided.graphspec.json"
+    result = runner.invoke(main, ["validate", "--json", str(spec)])
+    assert result.exit_code == 0, result.output
+    (graph,) = json.loads(result.stdout)["graphs"]
+    assert graph["triton"]["max_batch_size"] == 0
+    assert any("0-d tensors ['input_timestep'] travel as [1]" in d for d in graph["triton"]["decisions"])
+    assert any("narrowest batch range 2..8" in a for a in graph["assumptions"])
