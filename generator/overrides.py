@@ -61,13 +61,23 @@ def apply_overrides(
     applied: list[str] = []
     declared: list[Any] = list(overrides.get("dynamic_shapes") or [])
     recorded_definitions = list(raw.get("dynamic_shapes") or [])
-    replaced = {_key(entry["path"]) for entry in declared}
-    kept = [entry for entry in recorded_definitions if _key(entry["path"]) not in replaced]
+    # A replacement takes the place of the spec's definition, additions come after: the spec's definitions keep their
+    # indices, so messages that cite one point at it in the spec file. origin[k] is the manifest index or None.
+    by_path = {_key(entry["path"]): j for j, entry in enumerate(declared)}
+    merged: list[Any] = []
+    origin: list[int | None] = []
+    for entry in recorded_definitions:
+        j = by_path.pop(_key(entry["path"]), None)
+        merged.append(entry if j is None else copy.deepcopy(declared[j]))
+        origin.append(j)
+        if j is not None:
+            applied.append(f"the manifest's dynamic_shapes replaces the definition of input {_show(entry['path'])}")
+    for j in by_path.values():
+        merged.append(copy.deepcopy(declared[j]))
+        origin.append(j)
+        applied.append(f"the manifest's dynamic_shapes adds the definition of input {_show(declared[j]['path'])}")
     if declared:
-        raw["dynamic_shapes"] = kept + copy.deepcopy(declared)
-        for entry in declared:
-            verb = "replaces" if any(_key(d["path"]) == _key(entry["path"]) for d in recorded_definitions) else "adds"
-            applied.append(f"the manifest's dynamic_shapes {verb} the definition of input {_show(entry['path'])}")
+        raw["dynamic_shapes"] = merged
 
     owners: dict[tuple[str, int], tuple[str, bool]] = {}
     for key, value in (overrides.get("batch_axis_multipliers") or {}).items():
@@ -91,9 +101,10 @@ def apply_overrides(
         applied.append(f"the manifest declares the batch multipliers of {kind} {key!r} ({shown})")
 
     def locate(pointer: str, message: str) -> None:
+        pointer = pointer[len(spec_pointer):]
         match = _DEFINITION.match(pointer)
-        if match and int(match.group(1)) >= len(kept):
-            index = int(match.group(1)) - len(kept)
+        if match and declared and origin[int(match.group(1))] is not None:
+            index = origin[int(match.group(1))]
             problems.append(Problem(manifest_file, f"{model_pointer}/dynamic_shapes/{index}{match.group(2)}", message))
             return
         match = _MULTIPLIER.match(pointer)
@@ -104,9 +115,14 @@ def apply_overrides(
                 parts += (match.group(3),)
             problems.append(Problem(manifest_file, model_pointer + json_pointer(parts), message))
             return
+        # A message citing a definition the manifest replaced cites the manifest's entry instead.
+        for k, j in enumerate(origin):
+            if j is not None:
+                message = message.replace(f"at {spec_pointer}/dynamic_shapes/{k}/",
+                                          f"at {manifest_file} {model_pointer}/dynamic_shapes/{j}/")
         problems.append(Problem(spec_file, spec_pointer + pointer, message))
 
-    graph_problems(raw, "", locate, set())
+    graph_problems(raw, spec_pointer, locate, set())  # messages citing the spec cite it as in its file
     problems.extend(_recorded_fit_problems(raw, declared, manifest_file, model_pointer))
     if problems:
         return Overridden(None, tuple(applied), (), tuple(problems))
