@@ -33,17 +33,21 @@ def _request_shape(tensor: TensorPlan, shape: tuple[int, ...]) -> list[int]:
     return list(shape)
 
 
-def to_request(tensor: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """A model-side array as a request carries it (a per-item scalar ``[b]`` becomes ``[b, 1]``)."""
-    if getattr(tensor, "reshape", None) is not None and tensor.batch_axis is not None:
-        return array.reshape((array.shape[0], *tensor.dims))
+def to_request(tensor: object, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A model-side array as a request carries it (a per-item scalar ``[b]`` becomes ``[b, 1]``).
+
+    ``tensor`` is a tensor plan; one without a ``reshape`` (or a batch axis) leaves the array as it is.
+    """
+    if getattr(tensor, "reshape", None) is not None and getattr(tensor, "batch_axis", None) is not None:
+        return array.reshape((array.shape[0], *getattr(tensor, "dims")))  # noqa: B009 (only plans with a reshape)
     return array
 
 
-def to_model(tensor: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def to_model(tensor: object, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """A request-side array as the model sees it (Triton's ``reshape``: ``[b, 1]`` becomes ``[b]``)."""
-    if getattr(tensor, "reshape", None) is not None and tensor.batch_axis is not None:
-        return array.reshape((array.shape[0], *tensor.reshape))  # type: ignore[misc]
+    reshape = getattr(tensor, "reshape", None)
+    if reshape is not None and getattr(tensor, "batch_axis", None) is not None:
+        return array.reshape((array.shape[0], *reshape))
     return array
 
 

@@ -169,8 +169,7 @@ def case_inputs(
     cases: list[tuple[str, dict[str, np.ndarray]]] = []
     notes = []
     for case in CASE_SHAPES:
-        fitted = next(((s.name, a) for s in samples if (a := fit_to_shapes(s, inputs, case)) is not None),  # type: ignore[arg-type]
-                      None)
+        fitted = next(((s.name, a) for s in samples if (a := fit_to_shapes(s, inputs, case)) is not None), None)
         if fitted is not None:
             notes.append(f"reference case {case!r} uses sample {fitted[0]!r}")
             cases.append((case, fitted[1]))
@@ -214,8 +213,8 @@ def make_reference_cases(
         produced = run(arrays)
         cases.append(ReferenceCase(
             name, batch_size,
-            {p.name: to_request(p, arrays[p.name]) for p in inputs},  # type: ignore[arg-type]
-            {p.name: to_request(p, produced[p.name]) for p in outputs},  # type: ignore[arg-type]
+            {p.name: to_request(p, arrays[p.name]) for p in inputs},
+            {p.name: to_request(p, produced[p.name]) for p in outputs},
         ))
     return cases, notes
 

@@ -174,13 +174,17 @@ def _model_side(plan: TensorPlan, array: np.ndarray[Any, Any]) -> tuple[np.ndarr
     return array, ""
 
 
-def fit_to_shapes(sample: Sample, inputs: Sequence[TensorPlan], case: str) -> dict[str, np.ndarray[Any, Any]] | None:
-    """``sample`` at the ``case`` ("min", "opt", "max") shapes, resizing batch axes only; None when it cannot be."""
+def fit_to_shapes(sample: Sample, inputs: Sequence[Any], case: str) -> dict[str, np.ndarray[Any, Any]] | None:
+    """``sample`` at the ``case`` ("min", "opt", "max") shapes, resizing batch axes only; None when it cannot be.
+
+    ``inputs`` are tensor plans (``name``, ``<case>_shape`` and ``batch_axes``, which plans without it lack: then
+    nothing is resized).
+    """
     out = {}
     for plan in inputs:
         target = getattr(plan, f"{case}_shape")
         array = sample.arrays[plan.name]
-        batch = dict(plan.batch_axes)
+        batch = dict(getattr(plan, "batch_axes", ()))
         for axis, size in enumerate(target):
             if array.shape[axis] == size:
                 continue

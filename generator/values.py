@@ -123,11 +123,15 @@ def draw(
         return np.ones(shape, dtype=dtype)  # every position valid: no fully masked row (NaN in a softmax)
     if kind == "b":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if kind == "f":
-        if domain is None:
+    if domain is None:
+        if kind == "f":
             return rng.standard_normal(size=shape, dtype=np.float32).astype(dtype)
-        return rng.uniform(float(domain.low), float(domain.high), size=shape).astype(dtype)  # type: ignore[arg-type]
-    low, high = DEFAULT_INT_RANGE if domain is None else (math.ceil(domain.low), math.floor(domain.high))  # type: ignore[arg-type]
+        low, high = DEFAULT_INT_RANGE
+    else:
+        assert domain.low is not None and domain.high is not None  # a range: values were handled above
+        if kind == "f":
+            return rng.uniform(float(domain.low), float(domain.high), size=shape).astype(dtype)
+        low, high = math.ceil(domain.low), math.floor(domain.high)
     info = np.iinfo(dtype)
     low, high = max(int(low), int(info.min)), min(int(high), int(info.max))
     return rng.integers(low, high + 1, size=shape, dtype=np.int64).astype(dtype)

@@ -956,10 +956,10 @@ def compare_with_onnxruntime(
     problems: list[Problem] = []
     for case in cases:
         pointer = f"/cases/{case.name}"
-        feed = {n: to_model(in_plans[n], a) if n in in_plans else a for n, a in case.inputs.items()}  # type: ignore[arg-type]
+        feed = {n: to_model(in_plans[n], a) if n in in_plans else a for n, a in case.inputs.items()}
         try:
             got = dict(zip(output_names, session.run(output_names, feed), strict=True))
-            got = {n: to_request(out_plans[n], a) if n in out_plans else a for n, a in got.items()}  # type: ignore[arg-type]
+            got = {n: to_request(out_plans[n], a) if n in out_plans else a for n, a in got.items()}
         except Exception as exc:
             problems.append(Problem(file, pointer, f"onnxruntime fails on case {case.name!r}: {_short(exc)}"))
             continue
