@@ -2,11 +2,12 @@
 
 The pipeline passes plain data from stage to stage: :class:`~generator.plan.RepositoryPlan` in, then
 :func:`generator.targets.preflight` (everything that can be refused before any work: user code without
-``--allow-code``, a TensorRT target without TensorRT, missing GPUs), one :class:`ModelArtifacts` per model out of
-:func:`build_model_artifacts` (the only stage that runs torch, onnxruntime or TensorRT, and the unit of parallelism
-and caching), then :func:`build_repository` stages everything with :class:`~generator.repository.RepositoryWriter`
-and returns a :class:`BuildReport`. Failures are values until the CLI: a failed model is a :class:`ModelResult` with
-its problems.
+``--allow-code``, a TensorRT target without TensorRT, missing GPUs), one ``ModelArtifacts`` per model out of
+:func:`generator.artifacts.build_model_artifacts` (the only stage that runs torch, onnxruntime or TensorRT, and the
+unit of parallelism and caching), then :func:`build_repository` stages everything with
+:class:`~generator.repository.RepositoryWriter` and returns a ``BuildReport``. The data types live in
+:mod:`generator.build_types`. Failures are values until the CLI: a failed model is a ``ModelResult`` with its
+problems.
 
 Progress is reported as :class:`BuildEvent` values (model, stage, message) to a callback; worker processes send
 theirs through a queue that a thread of the parent drains, so the callback always runs in the parent.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import importlib
 import multiprocessing
 import os
 import queue as queue_module
@@ -25,165 +25,32 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator import __version__
+from generator.artifacts import build_model_artifacts, factory_import_path
+from generator.build_types import (
+    BuildEvent,
+    BuildFailed,
+    BuildOptions,
+    BuildReport,
+    ModelResult,
+    Progress,
+    tool_versions,
+)
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
 from generator.config import render_config
-from generator.contract import contract_from_plan, render_contract
+from generator.contract import contract_from_plan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ModelSource, SampleSource, load_manifest
 from generator.plan import ModelPlan, RepositoryPlan, plan_repository
-from generator.resources import resource_dir
-from generator.targets import TensorRTTarget, engine_targets, make_target_resolver, preflight, tensorrt_available
+from generator.targets import TensorRTTarget, engine_targets, make_target_resolver, preflight
 
 #: What ``target: auto`` may become, in order of preference (issue 4): a TensorRT plan where a GPU and standard
 #: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
 AUTO_TARGETS = ("tensorrt", "onnx")
-#: The stages of one model, in order (progress bars count them). ``tensorrt`` only runs for the tensorrt target.
-STAGES = ("source", "export", "reference", "check", "tensorrt")
-#: Final states of a model in events and results.
-FINAL_STAGES = ("built", "cached", "failed")
-
-
-@dataclass(frozen=True, slots=True)
-class BuildOptions:
-    """How to build; everything that changes artifacts is part of the cache key.
-
-    ``code_path`` lists folders searched before ``sys.path`` for ``module:callable`` factories; the build puts the
-    working folder, the manifest's folder and the manifest's ``code_path:`` entries first (:func:`factory_search_path`),
-    as uvicorn and celery resolve an app.
-    """
-
-    allow_code: bool = False
-    keep_going: bool = False
-    jobs: int = 1
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    target: str | None = None
-    allow_outside: bool = False
-    #: "tensorrt" (Triton plans) or "tensorrt_rtx" (TensorRT-RTX engines: exercises the build path on a CPU; the
-    #: engines are not Triton plans).
-    tensorrt_module: str = "tensorrt"
-    tensorrt: Mapping[str, Any] = field(default_factory=dict)
-    code_path: tuple[str, ...] = ()
-    #: Build on a Ray cluster (``auto`` or an address) instead of local processes; see generator.distributed.
-    ray_address: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BuildEvent:
-    """One progress event: the model, its stage and a sentence.
-
-    ``model`` is "*" for the whole build; ``stage`` is one of :data:`STAGES` or :data:`FINAL_STAGES`, or
-    ``note``/``queued``.
-    """
-
-    model: str
-    stage: str
-    message: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.model}: {self.stage}" + (f": {self.message}" if self.message else "")
-
-
-#: Progress callback; called in the parent process only (from a helper thread when ``jobs > 1``).
-Progress = Callable[[BuildEvent], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelArtifacts:
-    """One model's built files (relative to its version folder) in a folder, and what the build noticed."""
-
-    folder: Path
-    files: tuple[str, ...]
-    notes: tuple[str, ...] = ()
-    #: Input value domains found in the graph (written to the contract; a Ray node's rewrite needs them too).
-    values: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ModelResult:
-    """Outcome of one model: ``built``, ``cached``, ``failed`` or ``kept-previous`` (``--keep-going``).
-
-    ``stage`` names where a failed model stopped: ``plan`` (refused before any work) or one of :data:`STAGES`.
-    """
-
-    name: str
-    target: str
-    status: str
-    seconds: float
-    cache_key: str = ""
-    notes: tuple[str, ...] = ()
-    problems: tuple[Problem, ...] = ()
-    stage: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form for ``--json``."""
-        return {
-            "name": self.name,
-            "target": self.target,
-            "status": self.status,
-            "seconds": round(self.seconds, 3),
-            "cache_key": self.cache_key,
-            "notes": list(self.notes),
-            "problems": [p.to_dict() for p in self.problems],
-            "stage": self.stage,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class BuildReport:
-    """What a build did: per-model results, build-wide notes and whether the repository was swapped in."""
-
-    output_dir: Path
-    models: tuple[ModelResult, ...]
-    committed: bool
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when every model built (from scratch or from the cache)."""
-        return all(m.status in {"built", "cached"} for m in self.models)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form for ``--json``."""
-        return {
-            "output_dir": str(self.output_dir),
-            "committed": self.committed,
-            "ok": self.ok,
-            "notes": list(self.notes),
-            "models": [m.to_dict() for m in self.models],
-        }
-
-
-class BuildFailed(GenRepoError):  # noqa: N818 (the CLI and tests know it by this name)
-    """At least one model failed and ``--keep-going`` was not given: nothing was written."""
-
-    exit_code = 1
-
-    def __init__(self, report: BuildReport) -> None:
-        self.report = report
-        super().__init__([p for m in report.models for p in m.problems])
-
-
-def tool_versions() -> dict[str, str]:
-    """Versions that change artifacts (part of the cache key and the lock file)."""
-    from importlib import metadata
-
-    versions = {"gen-repo": __version__, "python": "{}.{}".format(*sys.version_info[:2])}
-    # Distribution metadata, not imports: a warm (fully cached) build must not pay for importing torch.
-    for distribution in ("torch", "onnx", "onnxruntime", "onnxscript", "numpy"):
-        try:
-            versions[distribution] = metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            versions[distribution] = "absent"
-    return versions
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # One model: source -> ONNX -> checks -> reference data -> (plan)
 # --------------------------------------------------------------------------------------------------------------------
@@ -199,39 +66,6 @@ def factory_search_path(plan: RepositoryPlan, options: BuildOptions, cwd: Path |
     return tuple(dict.fromkeys(folders))
 
 
-@contextlib.contextmanager
-def _code_path(folders: Sequence[str]) -> Iterator[None]:
-    """Temporarily put ``folders`` at the front of ``sys.path`` (in order) while a factory is found or imported."""
-    added = [f for f in folders if f not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for folder in added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(folder)
-
-
-def _import_factory(spec: str, options: BuildOptions, where: Problem, what: str = "source factory") -> Any:
-    """Call ``module:callable`` (only with --allow-code) and return what it makes (an nn.Module, or sample calls)."""
-    if not options.allow_code:
-        raise GenRepoError(
-            [replace(where, message=f"{what} {spec!r} is user code; pass --allow-code to import and run it")]
-        )
-    module_name, _, attr = spec.partition(":")
-    try:
-        with _code_path(options.code_path):
-            factory = importlib.import_module(module_name)
-        target: Any = factory
-        for part in attr.split("."):
-            target = getattr(target, part)
-        module = target()
-    except Exception as error:  # user code: anything can happen; report it as the model's problem
-        message = f"{what} {spec!r} failed: {type(error).__name__}: {error}"
-        raise GenRepoError([replace(where, message=message)]) from error
-    return module
-
-
 def factory_fingerprint(spec: str, code_path: Sequence[str] = ()) -> str:
     """Content hash of a ``module:callable`` factory's code, for the cache key; imports and runs nothing.
 
@@ -244,7 +78,7 @@ def factory_fingerprint(spec: str, code_path: Sequence[str] = ()) -> str:
 
     top_level = spec.partition(":")[0].partition(".")[0]
     try:
-        with _code_path(code_path):
+        with factory_import_path(code_path):
             found = importlib.util.find_spec(top_level)  # a top-level name: no parent package is imported
     except (ImportError, ValueError):
         found = None
@@ -313,320 +147,6 @@ def model_cache_key(
         tools=dict(versions),
         tensorrt=trt_part,
     )
-
-
-class StageFailed(GenRepoError):  # noqa: N818 (a failed stage, like BuildFailed)
-    """One stage of one model failed; every problem message starts with the stage (``export: ...``).
-
-    ``raw`` is the exception when it was not a GenRepoError (user code, a library, the node's disk or memory).
-    """
-
-    def __init__(self, stage: str, problems: list[Problem], raw: BaseException | None = None) -> None:
-        self.stage = stage
-        self.raw = raw
-        super().__init__([replace(p, message=p.message if p.message.startswith(f"{stage}") else
-                                  f"{stage}: {p.message}") for p in problems])
-
-
-def build_model_artifacts(
-    model: ModelPlan,
-    options: BuildOptions,
-    workdir: Path,
-    stage: Callable[[str, str], None] | None = None,
-    tensorrt: TensorRTTarget | None = None,
-    cache_root: Path | None = None,
-) -> ModelArtifacts:
-    """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise :class:`StageFailed`.
-
-    ``stage(stage, message)`` is told when each stage starts. ``cache_root`` holds the TensorRT timing cache. A
-    failure names its stage and, where one is involved, the tensor.
-    """
-    report = stage or (lambda name, message: None)
-    current = ["source"]
-
-    def enter(name: str, message: str) -> None:
-        current[0] = name
-        report(name, message)
-
-    try:
-        return _build_stages(model, options, workdir, enter, tensorrt, cache_root)
-    except StageFailed:
-        raise
-    except GenRepoError as error:
-        raise StageFailed(current[0], error.problems) from error
-    except Exception as error:  # user code or a library: still this model's failure, with the stage
-        message = f"{current[0]} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
-        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message)], error) from error
-
-
-def _integer_inputs_hint(model: ModelPlan, error: Exception) -> str:
-    """For an index error: which values the integer inputs were given (the likely culprit, named)."""
-    if not isinstance(error, IndexError) and "index" not in str(error).lower():
-        return ""
-    shown = [f"{t.name} {t.values.describe()} ({t.values.source})" if t.values else f"{t.name} unrestricted"
-             for t in model.inputs if t.dtype.startswith(("torch.int", "torch.uint"))]
-    return f" (integer inputs: {'; '.join(shown)}; give their values in the manifest's inputs:)" if shown else ""
-
-
-def _build_stages(
-    model: ModelPlan,
-    options: BuildOptions,
-    workdir: Path,
-    enter: Callable[[str, str], None],
-    tensorrt: TensorRTTarget | None,
-    cache_root: Path | None,
-) -> ModelArtifacts:
-    from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
-
-    where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
-    notes: list[str] = []
-    onnx_path = workdir / "model.onnx"
-    source = model.source
-    if source is None:
-        raise GenRepoError([replace(where, message=f"model {model.name!r} has no source to build from")])
-    if source.kind == "factory":
-        where = replace(where, pointer=where.pointer + "/factory")
-    forward_signature = model.graph.forward_signature
-    constants = constants_from_graph(model.graph)
-    module = None
-    enter("source", f"{source.kind} source")
-    if source.kind == "pt2":
-        assert source.path is not None
-        module = load_pt2(source.path)
-    elif source.kind == "factory":
-        module = _import_factory(str(source.factory), options, where)
-    samples = _read_samples(model, options, notes)
-    if source.kind == "onnx":
-        assert source.path is not None
-        prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
-        notes.append("ONNX source used as is (I/O checked against the spec)")
-    else:
-        enter("export", "torch -> ONNX")
-        _quiet_torch_onnx_logs()
-        result = export_onnx(
-            module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants,
-            example=_export_example(samples, model.inputs),
-        )
-        notes.extend(result.notes)
-        notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
-
-    enter("reference", "reference inputs and outputs at the min, opt and max shapes")
-    domains = _value_domains(model, onnx_path, notes)
-    from generator.reference import make_reference_cases, write_reference
-
-    cases, case_notes = make_reference_cases(
-        module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
-        forward_signature=forward_signature, constants=constants, domains=domains, samples=samples,
-        run=None if module is not None else _onnxruntime_runner(model, onnx_path),
-    )
-    notes.extend(case_notes)
-    if module is not None:
-        # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
-        enter("check", "onnxruntime against torch")
-        check_onnx(onnx_path, model.inputs, model.outputs, cases)
-    else:
-        notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
-
-    files = ["gen_repo/contract.json", "gen_repo/reference.json", "gen_repo/reference.npz"]
-    (workdir / "gen_repo").mkdir(exist_ok=True)
-    (workdir / "gen_repo" / "contract.json").write_text(render_contract(contract_from_plan(model, domains)),
-                                                          encoding="utf-8")
-    write_reference(workdir / "gen_repo", cases)
-
-    if model.target == "python":
-        shutil.copyfile(resource_dir("templates") / "python" / "model.py", workdir / "model.py")
-        files += ["model.onnx", "model.py"]
-    elif model.target == "onnx":
-        files.append("model.onnx")
-    elif model.target == "tensorrt":
-        enter("tensorrt", f"{options.tensorrt_module} engine build")
-        files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
-        onnx_path.unlink()
-    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains)
-
-
-def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> list[Any]:
-    """The manifest's samples that fit the plan (model-side), with a note for each call skipped."""
-    from generator.samples import arrays_from_calls, read_sample_file, usable_samples
-
-    source = model.samples
-    if source is None:
-        return []
-    if source.kind == "factory":
-        where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/samples/factory", "")
-        calls, skipped = arrays_from_calls(
-            _import_factory(str(source.factory), options, where, what="samples factory"), model.graph, model.inputs)
-        file = str(source.factory)
-    else:
-        assert source.path is not None
-        calls, skipped, file = read_sample_file(source.path, source.kind), [], str(source.path)
-    samples, unfit = usable_samples(calls, model.inputs, model.max_batch_size, file)
-    notes.extend(skipped + unfit)
-    notes.append(f"{len(samples)} of {len(calls) + len(skipped)} sample calls fit the plan")
-    return samples
-
-
-def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] | None:
-    """A sample to trace with, or None for the synthetic example.
-
-    The first sample whose dynamic axes are at least 2 wherever their range allows (torch.export specialises sizes
-    0 and 1).
-    """
-    import torch
-
-    from generator.export.onnx import dynamic_axes_of
-
-    for sample in samples:
-        if all(sample.arrays[p.name].shape[axis] >= 2 or p.max_shape[axis] < 2
-               for p in inputs for axis in dynamic_axes_of(p)):
-            return [torch.from_numpy(sample.arrays[p.name].copy()) for p in inputs]
-    return None
-
-
-def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[str, Any]:
-    """Value domains found in the graph (index inputs) for inputs the manifest says nothing about.
-
-    A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
-    """
-    import numpy as np
-    import onnx
-
-    from generator.export.onnx_indices import index_domains
-
-    found = index_domains(onnx.load(str(onnx_path), load_external_data=False), [t.name for t in model.inputs])
-    problems = []
-    for tensor in model.inputs:
-        domain = found.get(tensor.name)
-        if domain is None:
-            continue
-        if tensor.values is None:
-            notes.append(f"input {tensor.name!r} takes {domain.describe()}: {domain.source}")
-            continue
-        declared = tensor.values
-        extremes = np.asarray(declared.values if declared.values is not None else [declared.low, declared.high])
-        if domain.array_problem(extremes) is not None:
-            problems.append(Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/inputs",
-                                    f"input {tensor.name!r}: the manifest's values {declared.describe()} go beyond "
-                                    f"{domain.describe()}, the {domain.source}"))
-    if problems:
-        raise GenRepoError(problems)
-    return found
-
-
-def _quiet_torch_onnx_logs() -> None:
-    """Silence torch.onnx's warnings about missing optional operator libraries (torchvision): noise in a build log.
-
-    Done after importing torch: its logging setup on import resets the ``torch.onnx`` logger's level.
-    """
-    import logging
-
-    import torch  # noqa: F401
-
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-
-
-def _onnxruntime_runner(model: ModelPlan, onnx_path: Path) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """Model-side outputs from onnxruntime, for an ONNX source (there is no torch module to run)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in model.outputs]
-
-    def run(arrays: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(zip(names, session.run(names, dict(arrays)), strict=True))
-
-    return run
-
-
-def tensorrt_build_options(options: BuildOptions, timing_cache: Path | None) -> Any:
-    """The TensorRT layer's build options (``generator.export.tensorrt.BuildOptions``) from the manifest's."""
-    from generator.export.tensorrt import BuildOptions as TrtOptions
-
-    values = dict(options.tensorrt)
-    if "precision" in values:
-        values["precision"] = tuple(values["precision"])
-    return TrtOptions(**values, timing_cache_path=timing_cache)
-
-
-def _build_engines(
-    model: ModelPlan,
-    options: BuildOptions,
-    onnx_path: Path,
-    workdir: Path,
-    notes: list[str],
-    tensorrt: TensorRTTarget | None,
-    cache_root: Path | None,
-) -> list[str]:
-    """TensorRT engine(s) with one optimization profile from the plan's effective shapes.
-
-    One engine per ``cc_model_filenames`` entry, each built in a fresh process pinned (``CUDA_VISIBLE_DEVICES``) to
-    a GPU of that compute capability, one after the other; otherwise one engine for this process's GPU. The timing
-    cache lives in the cache folder (one file per TensorRT version and GPU kind) and is reused by later builds.
-    """
-    from generator.export.tensorrt import profile_shapes
-
-    trt, why = tensorrt_available(options.tensorrt_module)
-    if trt is None:
-        raise GenRepoError([Problem(str(model.spec_file), model.spec_pointer, f"cannot build a TensorRT plan: {why}")])
-    version = str(getattr(trt, "__version__", "?"))
-    cache = BuildCache(cache_root) if cache_root is not None else None
-    profiles = profile_shapes(model.inputs)
-    files = []
-    targets = engine_targets(model)
-    for filename, cc in targets.items():
-        device = "cpu" if cc is None else "sm_" + cc.replace(".", "")
-        timing = cache.timing_cache_path(f"{options.tensorrt_module}-{version}", device) if cache else None
-        trt_options = tensorrt_build_options(options, timing)
-        if model.config.cc_model_filenames:
-            from generator.gpu import detect_gpus
-
-            gpu = next(g for g in detect_gpus() if g.compute_capability == cc)
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=context, initializer=_pin_gpu, initargs=(gpu.index,)
-            ) as pool:
-                plan_bytes, summary = pool.submit(
-                    engine_bytes, options.tensorrt_module, str(onnx_path), profiles, trt_options
-                ).result()
-        else:
-            plan_bytes, summary = engine_bytes(options.tensorrt_module, str(onnx_path), profiles, trt_options)
-        (workdir / filename).write_bytes(plan_bytes)
-        files.append(filename)
-        loaded = "reused" if summary.get("timing_cache_loaded") else "started"
-        if timing is not None:
-            loaded += f" ({timing.relative_to(cache.root).as_posix() if cache else timing.name} in the cache folder)"
-        notes.append(
-            f"{filename}: {summary['flavor']} {summary['trt_version']} for compute capability "
-            f"{summary['compute_capability'] or 'none (no GPU)'}, {summary['plan_size']} bytes in "
-            f"{summary['build_seconds']:.1f} s, timing cache {loaded}"
-        )
-        # TensorRT-RTX reads the file but treats timing caches as no-ops; say so rather than claim a reuse.
-        notes += [f"{filename}: {n}" for n in summary.get("notes", []) if "timing cache" in n.lower()]
-        for flag, reason in sorted(summary.get("skipped_flags", {}).items()):
-            notes.append(f"{filename}: {flag} skipped: {reason}")
-    if tensorrt is not None and not tensorrt.triton_plan:
-        notes.append(
-            f"built with {options.tensorrt_module}: the engine is NOT a Triton tensorrt_plan (a test of the build path)"
-        )
-    return files
-
-
-def _pin_gpu(index: int) -> None:
-    """Worker initializer: make GPU ``index`` (nvidia-smi order) CUDA's device 0 before TensorRT is imported."""
-    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(index)
-
-
-def engine_bytes(module_name: str, onnx_path: str, profiles: Any, trt_options: Any) -> tuple[bytes, dict[str, Any]]:
-    """Build one engine in this process and return its bytes and summary (also run by Ray workers)."""
-    from generator.export.tensorrt import build_engine
-    from generator.gpu import import_tensorrt
-
-    trt = import_tensorrt(module_name)
-    result = build_engine(trt, onnx_path, profiles, trt_options)
-    return result.plan_bytes, result.summary()
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -716,7 +236,7 @@ def plan_build(
 
 def build_repository(
     manifest_path: Path | str,
-    options: BuildOptions = BuildOptions(),
+    options: BuildOptions | None = None,
     output_dir: Path | str | None = None,
     progress: Progress | None = None,
 ) -> BuildReport:
@@ -729,6 +249,7 @@ def build_repository(
     """
     from generator.repository import RepositoryWriter, build_lock, copy_tree
 
+    options = options or BuildOptions()
     say = progress or (lambda event: None)
     manifest_path = Path(manifest_path)
     plan, notes = plan_build(manifest_path, options, Path(output_dir) if output_dir is not None else None)

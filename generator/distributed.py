@@ -3,7 +3,7 @@
 Ray only schedules; everything else is the local build path. Per model that the build cache does not hold:
 
 - one **export task** (``num_cpus=1``, a CPU node): source -> ONNX -> onnxruntime check -> reference data, exactly
-  :func:`generator.build.build_model_artifacts`; it returns the artifact files' bytes keyed by relative path;
+  :func:`generator.artifacts.build_model_artifacts`; it returns the artifact files' bytes keyed by relative path;
 - for the tensorrt target, one **engine task per engine file** after it: ``{"GPU": 1, "cc_<major>.<minor>": 1}``
   for each ``cc_model_filenames`` entry, so one run fills every entry from nodes that have a GPU of that compute
   capability (start such a node with ``ray start --address=HEAD --num-gpus=N --resources='{"cc_9.0": N}'``).
@@ -49,7 +49,7 @@ DEFAULT_INFEASIBLE_TIMEOUT_S = 60.0
 RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, MemoryError)
 INSTALL_HINT = "pip install 'gen-repo[ray]' (Ray is needed only for --ray)"
 
-# Progress events are generator.build.BuildEvent values; typed loosely to keep this module import-light.
+# Progress events are generator.build_types.BuildEvent values; typed loosely to keep this module import-light.
 Say = Callable[[Any], None]
 
 
@@ -154,7 +154,8 @@ def export_task(payload: bytes) -> TaskOutput:
     For the tensorrt target this is the CPU half: ``model.onnx`` plus ``gen_repo/*`` (the contract is the tensorrt
     model's); engines are built by :func:`engine_task`.
     """
-    from generator.build import build_model_artifacts, tool_versions
+    from generator.artifacts import build_model_artifacts
+    from generator.build_types import tool_versions
     from generator.contract import contract_from_plan, render_contract
 
     model, options = _unpack(payload)
@@ -180,8 +181,7 @@ def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capabi
 
     ``payload`` is ``_pack(model_plan, build_options)``.
     """
-    from generator.build import engine_bytes, tensorrt_build_options
-    from generator.export.tensorrt import profile_shapes
+    from generator.export.tensorrt import engine_bytes, profile_shapes, tensorrt_build_options
 
     model, options = _unpack(payload)
     node = _node_name()
@@ -305,7 +305,7 @@ def run_models_on_ray(
     ``keys[model]`` (what :func:`generator.build.build_repository` stages from). ``tensorrt`` is the
     :class:`~generator.targets.TensorRTTarget` in use (for notes only).
     """
-    from generator.build import ModelResult, tool_versions
+    from generator.build_types import ModelResult, tool_versions
 
     cache = BuildCache(cache_root)
     results: dict[str, ModelResult] = {}
@@ -338,7 +338,7 @@ def _run(
     infeasible_timeout_s: float,
     poll_s: float,
 ) -> list[Any]:
-    from generator.build import BuildEvent, ModelResult
+    from generator.build_types import BuildEvent, ModelResult
 
     remote_options = {"max_retries": max_retries, "retry_exceptions": list(RETRYABLE_EXCEPTIONS)}
     export_remote = ray.remote(export_task)

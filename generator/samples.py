@@ -133,17 +133,18 @@ def usable_samples(
         if missing:
             notes.append(f"sample {call!r} skipped: it lacks {missing}")
             continue
-        model_side, why = {}, ""
-        for name, plan in by_name.items():
-            array, why = _model_side(plan, np.asarray(arrays[name]))
-            if why:
-                break
-            model_side[name] = array
+        cast = {name: _cast(plan, np.asarray(arrays[name])) for name, plan in by_name.items()}
+        uncastable = [name for name, array in cast.items() if array is None]
+        for name in uncastable:  # a file of other dtypes does not belong to this model: a problem, not a skip
+            want = _numpy_dtype(by_name[name])
+            problems.append(Problem(file, f"/{call}/{name}", f"sample {call!r}: dtype {arrays[name].dtype} of "
+                                                             f"{name!r} cannot become {want}"))
+        if uncastable:
+            continue
+        model_side = {name: _model_side(by_name[name], array) for name, array in cast.items() if array is not None}
+        why = next((w for name, a in model_side.items() if (w := _range_problem(by_name[name], a))), "")
         if why:
-            if why.startswith("dtype"):
-                problems.append(Problem(file, f"/{call}/{name}", f"sample {call!r}: {why}"))
-            else:
-                notes.append(f"sample {call!r} skipped: {why}")
+            notes.append(f"sample {call!r} skipped: {why}")
             continue
         batches = {a.shape[0] for a in model_side.values()} if max_batch_size > 0 else set()
         if len(batches) > 1:
@@ -155,23 +156,35 @@ def usable_samples(
     return samples, notes
 
 
-def _model_side(plan: TensorPlan, array: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], str]:
-    """``array`` as the model sees it, and why it cannot be used ("" when it can)."""
-    want = np.dtype("float32" if plan.dtype == "torch.bfloat16" else plan.dtype.removeprefix("torch."))
-    if array.dtype != want:
-        if not np.can_cast(array.dtype, want, casting="same_kind"):
-            return array, f"dtype {array.dtype} of {plan.name!r} cannot become {want}"
-        array = array.astype(want)
+def _numpy_dtype(plan: TensorPlan) -> np.dtype[Any]:
+    return np.dtype("float32" if plan.dtype == "torch.bfloat16" else plan.dtype.removeprefix("torch."))
+
+
+def _cast(plan: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+    """``array`` in the input's dtype (a same-kind cast, e.g. int32 ids for an int64 input); None when unsafe."""
+    want = _numpy_dtype(plan)
+    if array.dtype == want:
+        return array
+    return array.astype(want) if np.can_cast(array.dtype, want, casting="same_kind") else None
+
+
+def _model_side(plan: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``array`` as the model sees it: a 0-d scalar as ``[1]``, a request-side per-item scalar ``[b, 1]`` as ``[b]``."""
     if plan.torch_scalar and array.ndim == 0:
-        array = array.reshape((1,))
-    elif plan.reshape is not None and array.ndim == len(plan.min_shape) + 1:
-        array = to_model(plan, array)  # given request-side ([b, 1])
+        return array.reshape((1,))
+    if plan.reshape is not None and array.ndim == len(plan.min_shape) + 1:
+        return to_model(plan, array)
+    return array
+
+
+def _range_problem(plan: TensorPlan, array: np.ndarray[Any, Any]) -> str:
+    """Why a model-side ``array`` is outside the plan's ranges ("" when it is inside)."""
     if array.ndim != len(plan.min_shape):
-        return array, f"{plan.name!r} has rank {array.ndim}, the model takes rank {len(plan.min_shape)}"
+        return f"{plan.name!r} has rank {array.ndim}, the model takes rank {len(plan.min_shape)}"
     for axis, (size, low, high) in enumerate(zip(array.shape, plan.min_shape, plan.max_shape, strict=True)):
         if not low <= size <= high:
-            return array, f"{plan.name!r} axis {axis} is {size}, outside {low}..{high}"
-    return array, ""
+            return f"{plan.name!r} axis {axis} is {size}, outside {low}..{high}"
+    return ""
 
 
 def fit_to_shapes(sample: Sample, inputs: Sequence[Any], case: str) -> dict[str, np.ndarray[Any, Any]] | None:

@@ -16,7 +16,7 @@ from generator.manifest import ManifestModel
 from generator.plan import ModelPlan, RepositoryPlan
 
 if TYPE_CHECKING:
-    from generator.build import BuildOptions
+    from generator.build_types import BuildOptions
 
 
 @dataclass(frozen=True, slots=True)

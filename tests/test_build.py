@@ -376,7 +376,8 @@ def test_factory_fingerprint_of_an_unknown_module_says_so(tmp_path: Path) -> Non
 def test_factories_resolve_from_the_working_folder_then_the_manifest_folder_then_code_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from generator.build import _import_factory, factory_search_path
+    from generator.artifacts import import_factory
+    from generator.build import factory_search_path
     from generator.errors import GenRepoError, Problem
 
     work, project = tmp_path / "work", tmp_path / "project"
@@ -397,9 +398,9 @@ def test_factories_resolve_from_the_working_folder_then_the_manifest_folder_then
     where = Problem(str(manifest), "/models/0/source/factory", "")
     for spec, found in (("workpkg.models:make", "working folder"), ("projmodels:make", "manifest folder"),
                         ("libmodels:make", "code_path")):
-        assert _import_factory(spec, options, where) == found
+        assert import_factory(spec, options, where) == found
     with pytest.raises(GenRepoError) as info:
-        _import_factory("nowhere_at_all:make", options, where)
+        import_factory("nowhere_at_all:make", options, where)
     (problem,) = info.value.problems
     assert problem.pointer == "/models/0/source/factory" and "ModuleNotFoundError" in problem.message
     manifest.write_text("code_path: [missing, ../work]\nmodels:\n  - {name: m, spec: mlp.json}\n")

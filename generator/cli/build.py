@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from generator.build import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildOptions, BuildReport, Progress
+from generator.build_types import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildOptions, BuildReport, Progress
 from generator.cli._common import report_errors
 from generator.errors import EXIT_FAILED, EXIT_OK
 

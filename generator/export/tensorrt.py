@@ -23,10 +23,13 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
 from generator.gpu import GpuInfo, current_gpu, detect_gpus
+
+if TYPE_CHECKING:
+    from generator.build_types import BuildOptions as GenRepoBuildOptions
 
 __all__ = [
     "HARDWARE_COMPATIBILITY_LEVELS",
@@ -578,3 +581,20 @@ def build_engine(
 def _failure(what: str, rec: _Recorder, mark: int) -> str:
     lines = rec.since(mark) or ["(TensorRT logged no warning or error)"]
     return f"{what}: " + "\n  ".join(lines)
+
+
+def tensorrt_build_options(options: GenRepoBuildOptions, timing_cache: Path | None) -> BuildOptions:
+    """The :class:`BuildOptions` of this layer from gen-repo's (``--workspace-mib``, ``--precision``, ...)."""
+    values = dict(options.tensorrt)
+    if "precision" in values:
+        values["precision"] = tuple(values["precision"])
+    return BuildOptions(**values, timing_cache_path=timing_cache)
+
+
+def engine_bytes(module_name: str, onnx_path: str, profiles: Any, trt_options: Any) -> tuple[bytes, dict[str, Any]]:
+    """Build one engine in this process and return its bytes and summary (also run by Ray workers)."""
+    from generator.gpu import import_tensorrt
+
+    trt = import_tensorrt(module_name)
+    result = build_engine(trt, onnx_path, profiles, trt_options)
+    return result.plan_bytes, result.summary()
