@@ -181,6 +181,7 @@ def _build_stages(
     (workdir / "gen_repo" / "contract.json").write_text(render_contract(contract_from_plan(model, domains)),
                                                           encoding="utf-8")
     write_reference(workdir / "gen_repo", cases)
+    files += _write_warmup_data(model, cases, workdir)
 
     if model.target == "python":
         shutil.copyfile(resource_dir("templates") / "python" / "model.py", workdir / "model.py")
@@ -192,6 +193,38 @@ def _build_stages(
         files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
     return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains)
+
+
+def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) -> list[str]:
+    """The files the config's warmup reads (``input_data_file``), in ``workdir/warmup/``; staging moves them.
+
+    One request item of the opt reference case per input, raw and row-major as Triton reads it; Triton repeats
+    it ``batch_size`` times. Nothing when the config warms up with zeros or random bytes (or not at all).
+    """
+    import numpy as np
+
+    from generator.config import WARMUP_FOLDER
+
+    named = [(name, entry) for warmup in model.config.model_warmup for name, entry in sorted(warmup.inputs.items())
+             if entry.input_data_file]
+    if not named:
+        return []
+    opt = next(case for case in cases if case.name == "opt")
+    folder = workdir / WARMUP_FOLDER
+    written = []
+    for name, entry in named:
+        array = opt.inputs[name]
+        item = array[0] if model.max_batch_size > 0 else array
+        if list(item.shape) != list(entry.dims):
+            raise GenRepoError([Problem(str(model.spec_file), model.spec_pointer,
+                                        f"input {name!r}: the opt case's item has shape {list(item.shape)}, the "
+                                        f"config's warmup dims are {list(entry.dims)}")])
+        path = folder / entry.input_data_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Triton reads the bytes as they are: little-endian, C order (what the server's CPU and tensors use).
+        path.write_bytes(np.ascontiguousarray(item, dtype=item.dtype.newbyteorder("<")).tobytes())
+        written.append(path.relative_to(workdir).as_posix())
+    return written
 
 
 def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> list[Any]:

@@ -41,7 +41,7 @@ from generator.build_types import (
     tool_versions,
 )
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
-from generator.config import render_config
+from generator.config import WARMUP_FOLDER, render_config
 from generator.contract import contract_from_plan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ModelSource, SampleSource, load_manifest
@@ -144,6 +144,8 @@ def model_cache_key(
         name=model.name,
         contract=contract_from_plan(model),
         options=dict(model.options),
+        # The warmup data files the config names are artifacts too (gen-repo config names none).
+        warmup=sorted(e.input_data_file for w in model.config.model_warmup for e in w.inputs.values()),
         tools=dict(versions),
         tensorrt=trt_part,
     )
@@ -212,9 +214,11 @@ def _build_one(
 # The repository
 # --------------------------------------------------------------------------------------------------------------------
 def plan_build(
-    manifest_path: Path, options: BuildOptions, output_dir: Path | None = None
+    manifest_path: Path, options: BuildOptions, output_dir: Path | None = None, *, warmup_data: bool = True
 ) -> tuple[RepositoryPlan, list[str]]:
     """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine.
+
+    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone).
 
     Every model is planned; one that cannot be (at loading or planning) is refused. Without ``keep_going`` any
     refusal raises GenRepoError with the problems of every refused model at once; with it they are in
@@ -224,7 +228,8 @@ def plan_build(
     manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside, keep_going=True)
     if options.target:
         manifest = replace(manifest, models=tuple(replace(m, target=options.target) for m in manifest.models))
-    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=True)
+    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=True,
+                           warmup_data=warmup_data)
     if plan.refused and not options.keep_going:
         names = ", ".join(repr(r.name) for r in plan.refused)
         raise GenRepoError([p for r in plan.refused for p in r.problems],
@@ -297,6 +302,8 @@ def build_repository(
                 raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
             version_dir = writer.model_dir(model.name, model.version)
             copy_tree(entry, version_dir)
+            if (version_dir / WARMUP_FOLDER).is_dir():  # warmup data lives beside the config: <model>/warmup/<v>/
+                (version_dir / WARMUP_FOLDER).rename(version_dir.parent / WARMUP_FOLDER)
             (version_dir.parent / "config.pbtxt").write_text(render_config(model.config), encoding="utf-8")
             lock_models[model.name] = _lock_entry(model, keys[model.name], tensorrt)
             final.append(result)

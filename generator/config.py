@@ -41,11 +41,13 @@ __all__ = [
     "FRAGMENT_FORBIDDEN_FIELDS",
     "ConfigBuild",
     "ConfigRequest",
+    "WARMUP_FOLDER",
     "base_config",
     "build_model_config",
     "config_problems",
     "parse_config",
     "render_config",
+    "warmup_data_file",
 ]
 
 ModelConfig = model_config_pb2.ModelConfig
@@ -63,6 +65,8 @@ _DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CP
 #: out-of-range token ids or non-0/1 booleans that make a model fail during loading).
 _RANDOM_WARMUP_TYPES = frozenset({"TYPE_FP32", "TYPE_FP16", "TYPE_BF16"})
 _INT32_MAX = 2**31 - 1
+#: Triton reads warmup ``input_data_file`` paths relative to this folder of the model (``<model>/warmup/``).
+WARMUP_FOLDER = "warmup"
 #: Enum numbers by name, looked up once (``EnumTypeWrapper.Value`` is a Python call per tensor of every config).
 _DATA_TYPES = dict(model_config_pb2.DataType.items())
 _INSTANCE_KINDS = dict(model_config_pb2.ModelInstanceGroup.Kind.items())
@@ -86,6 +90,19 @@ class ConfigRequest:
     model_pointer: str
     option_pointer: Callable[..., str]
     own_options: frozenset[str] = frozenset()
+    #: The version folder the build writes, and whether warmup reads the build's data files (``warmup_data_file``)
+    #: rather than zeros and random bytes (``gen-repo config`` writes no data, so it cannot point at any).
+    version: int = 1
+    warmup_data: bool = False
+
+
+def warmup_data_file(version: int, input_name: str) -> str:
+    """``input_data_file`` of one warmup input, relative to ``<model>/warmup/``: one folder per model version.
+
+    Per version because a publish uploads a new version (and its warmup data) while Triton may still load the
+    previous config: files an older config names are never overwritten.
+    """
+    return f"{version}/{input_name}"
 
 
 @dataclass(slots=True)
@@ -300,11 +317,19 @@ def _warmup(r: ConfigRequest, build: ConfigBuild) -> None:
         entry = warmup.inputs[tensor.name]
         entry.data_type = _DATA_TYPES[tensor.data_type]
         entry.dims.extend(_item_dims(tensor, tensor.opt_shape))
-        if tensor.data_type in _RANDOM_WARMUP_TYPES:
+        if r.warmup_data:
+            entry.input_data_file = warmup_data_file(r.version, tensor.name)
+        elif tensor.data_type in _RANDOM_WARMUP_TYPES:
             entry.random_data = True
         else:
             entry.zero_data = True
-    build.notes.append(f"warmup at the opt shape with batch size {batch}")
+    if r.warmup_data:
+        # Real data: zeros or random bytes can be invalid input (token ids beyond a table, a timestep outside its
+        # range) that takes a path the model never serves, or fails the load.
+        build.notes.append(f"warmup at the opt shape with batch size {batch}: the opt reference case's first item "
+                           f"(a sample where one fits), in {WARMUP_FOLDER}/{r.version}/")
+    else:
+        build.notes.append(f"warmup at the opt shape with batch size {batch}")
 
 
 def _tensorrt(r: ConfigRequest, build: ConfigBuild) -> None:

@@ -89,19 +89,25 @@ def default_target_resolver(model: ManifestModel) -> str:
 
 
 def plan_repository(
-    manifest: Manifest, target_resolver: TargetResolver | None = None, *, keep_going: bool = False
+    manifest: Manifest,
+    target_resolver: TargetResolver | None = None,
+    *,
+    keep_going: bool = False,
+    warmup_data: bool = False,
 ) -> RepositoryPlan:
     """Plan every model of ``manifest``.
 
-    Without ``keep_going`` raise GenRepoError with every problem of every model at once; with it, models that
-    cannot be planned (and those the manifest already refused) are listed in :attr:`RepositoryPlan.refused`.
+    ``warmup_data``: warmup reads the data files a build writes (:func:`generator.config.warmup_data_file`);
+    without it (configs only) warmup uses zeros and random bytes. Without ``keep_going`` raise GenRepoError with
+    every problem of every model at once; with it, models that cannot be planned (and those the manifest already
+    refused) are listed in :attr:`RepositoryPlan.refused`.
     """
     problems: list[Problem] = []
     plans = []
     refused = list(manifest.refused)
     for model in manifest.models:
         try:
-            plans.append(plan_model(model, manifest.file, target_resolver))
+            plans.append(plan_model(model, manifest.file, target_resolver, warmup_data=warmup_data))
         except GenRepoError as error:
             problems.extend(error.problems)
             refused.append(RefusedModel(model.index, model.name, tuple(error.problems)))
@@ -116,9 +122,16 @@ def plan_repository(
 # One model
 # --------------------------------------------------------------------------------------------------------------------
 def plan_model(
-    model: ManifestModel, manifest_file: Path | str, target_resolver: TargetResolver | None = None
+    model: ManifestModel,
+    manifest_file: Path | str,
+    target_resolver: TargetResolver | None = None,
+    *,
+    warmup_data: bool = False,
 ) -> ModelPlan:
-    """Plan one manifest model: target, tensor names and shapes, batching decision, ModelConfig."""
+    """Plan one manifest model: target, tensor names and shapes, batching decision, ModelConfig.
+
+    ``warmup_data`` as in :func:`plan_repository`.
+    """
     file = str(manifest_file)
     target = model.target
     target_notes = []
@@ -147,6 +160,8 @@ def plan_model(
             file=file,
             model_pointer=model.pointer,
             option_pointer=model.option_pointer,
+            version=model.version,
+            warmup_data=warmup_data,
         )
     )
     decisions.extend(built.notes)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.config import WARMUP_FOLDER
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
 from generator.repository import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock, verify_repository
 
@@ -55,6 +56,11 @@ INSTALL_HINT = {"s3": "pip install 'gen-repo[s3]' (s3fs)", "gs": "pip install 'g
 
 _HOST_PORT = re.compile(r"^[A-Za-z0-9.\-]+:\d{1,5}$")
 _VERSION = re.compile(r"^[1-9][0-9]*$")
+#: Folders of a model with one subfolder per version: the version folder itself ("") and its warmup data
+#: (``warmup/<version>/``, named by the config's ``input_data_file``).
+_VERSIONED_AREAS = ("", WARMUP_FOLDER)
+#: A version's file: (area, path inside the area's version folder).
+FileKey = tuple[str, str]
 
 
 class PublishError(GenRepoError):
@@ -316,13 +322,23 @@ def _remote_lock(fs: Any, target: StorageURL) -> dict[str, Any] | None:
     return lock if isinstance(lock, dict) and lock.get("format") == LOCK_FORMAT else None
 
 
+def _versioned_path(area: str, version: int, rel: str = "") -> str:
+    """Model-relative path of ``rel`` in version ``version`` of ``area`` (``3/model.onnx``, ``warmup/3/x``)."""
+    return "/".join(p for p in (area, str(version), rel) if p)
+
+
+def _version_of(key: str, model: str) -> int | None:
+    """The version a repository-relative object belongs to (its version folder or its warmup folder), or None."""
+    parts = key.split("/")
+    if len(parts) > 2 and parts[0] == model and _VERSION.match(parts[1]):
+        return int(parts[1])
+    if len(parts) > 3 and parts[0] == model and parts[1] == WARMUP_FOLDER and _VERSION.match(parts[2]):
+        return int(parts[2])
+    return None
+
+
 def _versions_present(keys: Iterable[str], model: str) -> set[int]:
-    out = set()
-    for key in keys:
-        parts = key.split("/")
-        if len(parts) > 2 and parts[0] == model and _VERSION.match(parts[1]):
-            out.add(int(parts[1]))
-    return out
+    return {v for key in keys if (v := _version_of(key, model)) is not None}
 
 
 def _served_versions(fs: Any, target: StorageURL, model: str) -> set[int]:
@@ -339,8 +355,12 @@ def _served_versions(fs: Any, target: StorageURL, model: str) -> set[int]:
     return {int(v) for v in config.version_policy.specific.versions}
 
 
-def published_config(config_text: str, version: int) -> str:
-    """The model's config with ``version_policy`` pinned to ``version`` (what makes that version visible)."""
+def published_config(config_text: str, version: int, local_version: int | None = None) -> str:
+    """The model's config with ``version_policy`` pinned to ``version`` (what makes that version visible).
+
+    Warmup data files of ``local_version`` (``<local_version>/<input>``) are renamed to ``version``'s, where the
+    publish uploads them.
+    """
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 
@@ -348,24 +368,33 @@ def published_config(config_text: str, version: int) -> str:
     text_format.Parse(config_text, config)
     config.version_policy.Clear()
     config.version_policy.specific.versions.append(version)
+    prefix = f"{local_version}/"
+    for warmup in config.model_warmup:
+        for entry in warmup.inputs.values():
+            if local_version is not None and entry.input_data_file.startswith(prefix):
+                entry.input_data_file = f"{version}/{entry.input_data_file[len(prefix):]}"
     return str(text_format.MessageToString(config))
 
 
-def _version_files(local_dir: Path, lock: Mapping[str, Any], model: str, version: int) -> dict[str, bytes]:
-    """One model version's files (relative to the version folder) from the local repository."""
-    prefix = f"{model}/{version}/"
-    return {rel[len(prefix):]: (local_dir / rel).read_bytes() for rel in sorted(lock["artifacts"])
-            if rel.startswith(prefix)}
+def _version_files(local_dir: Path, lock: Mapping[str, Any], model: str, version: int) -> dict[FileKey, bytes]:
+    """One model version's files from the local repository: its version folder and its warmup data."""
+    out = {}
+    for area in _VERSIONED_AREAS:
+        prefix = f"{model}/{_versioned_path(area, version)}/"
+        out.update({(area, rel[len(prefix):]): (local_dir / rel).read_bytes() for rel in sorted(lock["artifacts"])
+                    if rel.startswith(prefix)})
+    return out
 
 
-def _with_version(files: dict[str, bytes], version: int) -> dict[str, bytes]:
+def _with_version(files: dict[FileKey, bytes], version: int) -> dict[FileKey, bytes]:
     """The files as published as ``version``: the contract names the version it sits in."""
     out = dict(files)
-    if "gen_repo/contract.json" in out:
-        contract = json.loads(out["gen_repo/contract.json"])
+    key = ("", "gen_repo/contract.json")
+    if key in out:
+        contract = json.loads(out[key])
         if isinstance(contract, dict) and "version" in contract:
             contract["version"] = version
-            out["gen_repo/contract.json"] = (json.dumps(contract, indent=2, sort_keys=True) + "\n").encode("utf-8")
+            out[key] = (json.dumps(contract, indent=2, sort_keys=True) + "\n").encode("utf-8")
     return out
 
 
@@ -417,19 +446,21 @@ def _publish_locked(
     remote_models: dict[str, Any] = dict(remote.get("models") or {})
     remote_artifacts: dict[str, Any] = dict(remote.get("artifacts") or {})
 
-    plans: dict[str, tuple[int, dict[str, bytes], bytes]] = {}  # model -> (new version, files, config)
+    plans: dict[str, tuple[int, dict[FileKey, bytes], bytes]] = {}  # model -> (new version, files, config)
     results: dict[str, ModelPublish] = {}
     for model, entry in sorted(lock["models"].items()):
-        files = _version_files(local, lock, model, int(entry["version"]))
+        local_version = int(entry["version"])
+        files = _version_files(local, lock, model, local_version)
         config_text = (local / model / "config.pbtxt").read_text(encoding="utf-8")
         current = remote_models.get(model, {}).get("version")
-        if not force and isinstance(current, int) and _unchanged(files, config_text, current, remote_artifacts, model):
+        if not force and isinstance(current, int) and _unchanged(files, config_text, local_version, current,
+                                                                 remote_artifacts, model):
             results[model] = ModelPublish(model, "unchanged", current, current)
             say(model, f"unchanged: version {current} stays")
             continue
         version = max(_versions_present(keys, model) | {current if isinstance(current, int) else 0, 0}) + 1
         published = _with_version(files, version)
-        config = published_config(config_text, version).encode("utf-8")
+        config = published_config(config_text, version, local_version).encode("utf-8")
         plans[model] = (version, published, config)
 
     # What each config names now (read before step 3 rewrites it): never mistaken for a half-uploaded folder.
@@ -440,8 +471,8 @@ def _publish_locked(
     try:
         for model, (version, files, _config) in plans.items():
             say(model, f"uploading version {version} ({len(files)} objects)")
-            for rel, data in sorted(files.items()):
-                path = target.join(model, str(version), rel)
+            for (area, rel), data in sorted(files.items()):
+                path = target.join(model, _versioned_path(area, version, rel))
                 fs.pipe_file(path, data)
                 uploaded[path] = _sha256(data)
         if after_upload is not None:
@@ -462,8 +493,7 @@ def _publish_locked(
             raise PublishError([*bad, Problem(target.url, "", note)])
     except BaseException:
         for model, (version, _files, _config) in plans.items():
-            with contextlib.suppress(OSError):
-                fs.rm(target.join(model, str(version)), recursive=True)
+            _remove_version(fs, target, model, version, OSError)
         raise
 
     # 3. Make each new version visible: its config names it.
@@ -480,14 +510,13 @@ def _publish_locked(
         listed = _versions_present(remote_artifacts, model) | served[model] | {version}
         removed = tuple(v for v in sorted(present) if v not in kept or v not in listed)
         for old in removed:
-            with contextlib.suppress(FileNotFoundError):
-                fs.rm(target.join(model, str(old)), recursive=True)
+            _remove_version(fs, target, model, old, FileNotFoundError)
         for rel, meta in remote_artifacts.items():
-            parts = rel.split("/")
-            if parts[0] == model and len(parts) > 2 and _VERSION.match(parts[1]) and int(parts[1]) in kept:
+            if _version_of(rel, model) in kept:
                 new_artifacts[rel] = meta
-        for rel, data in files.items():
-            new_artifacts[f"{model}/{version}/{rel}"] = {"sha256": _sha256(data), "size": len(data)}
+        for (area, rel), data in files.items():
+            new_artifacts[f"{model}/{_versioned_path(area, version, rel)}"] = {"sha256": _sha256(data),
+                                                                              "size": len(data)}
         new_artifacts[f"{model}/config.pbtxt"] = {"sha256": _sha256(config), "size": len(config)}
         previous = remote_models.get(model, {}).get("version")
         results[model] = ModelPublish(model, "published", version, previous if isinstance(previous, int) else None,
@@ -506,16 +535,29 @@ def _publish_locked(
     return PublishReport(target.url, target.triton_url, tuple(results[m] for m in sorted(results)))
 
 
+def _remove_version(fs: Any, target: StorageURL, model: str, version: int, ignored: type[OSError]) -> None:
+    """Remove version ``version`` of ``model``: its folder and its warmup data."""
+    for area in _VERSIONED_AREAS:
+        with contextlib.suppress(ignored):
+            fs.rm(target.join(model, _versioned_path(area, version)), recursive=True)
+
+
 def _unchanged(
-    files: Mapping[str, bytes], config_text: str, version: int, remote_artifacts: Mapping[str, Any], model: str
+    files: Mapping[FileKey, bytes],
+    config_text: str,
+    local_version: int,
+    version: int,
+    remote_artifacts: Mapping[str, Any],
+    model: str,
 ) -> bool:
     """Whether the served version already holds exactly these files and this config (per the remote lock)."""
     published = _with_version(dict(files), version)
-    prefix = f"{model}/{version}/"
-    remote = {rel[len(prefix):]: meta.get("sha256") for rel, meta in remote_artifacts.items() if rel.startswith(prefix)}
-    if remote != {rel: _sha256(data) for rel, data in published.items()}:
+    expected = {f"{model}/{_versioned_path(area, version, rel)}": _sha256(data) for (area, rel), data in
+                published.items()}
+    remote = {rel: meta.get("sha256") for rel, meta in remote_artifacts.items() if _version_of(rel, model) == version}
+    if remote != expected:
         return False
-    config = published_config(config_text, version).encode("utf-8")
+    config = published_config(config_text, version, local_version).encode("utf-8")
     return bool(remote_artifacts.get(f"{model}/config.pbtxt", {}).get("sha256") == _sha256(config))
 
 

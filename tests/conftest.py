@@ -87,6 +87,32 @@ def example_repository(tmp_path_factory) -> _Path:
     return output
 
 
+# ---- warmup_example_repository (generator/config.py warmup, generator/publish.py) -----------------------------
+@pytest.fixture(scope="session")
+def warmup_example_repository(tmp_path_factory) -> _Path:
+    """The example manifest with ``warmup: true`` for every model, built for the python target once per session.
+
+    Its configs warm up from the data files the build writes (``<model>/warmup/1/<input>``). Read-only: copy it
+    (``shutil.copytree``) to edit.
+    """
+    import shutil
+
+    from generator.build import BuildOptions, build_repository
+
+    base = tmp_path_factory.mktemp("warmup_example_repository")
+    shutil.copytree(_REPO_ROOT / "examples" / "specs", base / "specs")
+    manifest = (_REPO_ROOT / "examples" / "gen-repo.yaml").read_text(encoding="utf-8")
+    assert "defaults:\n" in manifest
+    (base / "gen-repo.yaml").write_text(manifest.replace("defaults:\n", "defaults:\n  warmup: true\n", 1))
+    output = base / "model_repository"
+    report = build_repository(
+        base / "gen-repo.yaml", BuildOptions(allow_code=True, target="python", cache_dir=base / "cache"),
+        output_dir=output,
+    )
+    assert report.ok, report.to_dict()
+    return output
+
+
 # ---- built_example_repository (generator/build.py) ----------------------------------------
 @pytest.fixture(scope="session")
 def built_example_repository(example_repository) -> _Path:

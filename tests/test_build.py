@@ -453,3 +453,43 @@ def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stag
 
     for case in read_reference(zoo.root / "values_ok_repository/two/1/gen_repo"):
         assert set(np.unique(case.inputs["input_ids"])) <= {3, 5}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Warmup from the build's data
+# --------------------------------------------------------------------------------------------------------------------
+def test_warmup_data_files_are_locked_verified_and_lint_clean(warmup_example_repository: Path) -> None:
+    from generator.config import parse_config
+
+    repo = warmup_example_repository
+    lock = read_lock(repo)
+    for name in ("mlp", "text"):
+        config = parse_config((repo / name / "config.pbtxt").read_text())
+        named = sorted(e.input_data_file for e in config.model_warmup[0].inputs.values())
+        assert named and all(f.startswith("1/") for f in named), named
+        assert sorted(p.relative_to(repo / name / "warmup").as_posix()
+                      for p in (repo / name / "warmup").rglob("*") if p.is_file()) == named
+        assert {f"{name}/warmup/{f}" for f in named} <= set(lock["artifacts"])
+        assert not (repo / name / "1" / "warmup").exists()  # moved beside the config, not left in the version
+    assert verify_repository(repo) == []
+    assert lint_repository(repo) == []
+
+
+@pytest.mark.triton
+def test_triton_reads_the_warmup_data_at_load(warmup_example_repository: Path, triton_server_factory,
+                                              tmp_path: Path) -> None:
+    """The real Triton loads the repository warming up from its files, and refuses a copy whose file is short."""
+    from generator.smoke import run_smoke
+
+    short = tmp_path / "repo"
+    shutil.copytree(warmup_example_repository, short)
+    victim = short / "text" / "warmup" / "1" / "input_input_ids"
+    victim.write_bytes(victim.read_bytes()[:-8])
+    server = triton_server_factory(warmup_example_repository)
+    assert run_smoke(server.grpc_url, "grpc", warmup_example_repository).exit_code == 0
+    # Explicit model control: the server starts, and smoke loads each model and reports its load error.
+    report = run_smoke(triton_server_factory(short, model_control="explicit").grpc_url, "grpc", short)
+    ready = {r.model: r for r in report.results if r.check == "ready"}
+    assert ready["mlp"].status == "passed"
+    assert ready["text"].status == "failed" and "warmup setting expects 128 bytes" in ready["text"].message, \
+        ready["text"].message

@@ -110,3 +110,20 @@ def test_errors_as_json(tmp_path):
     assert result.exit_code == 2
     data = json.loads(result.stdout)
     assert data["ok"] is False and data["errors"][0]["pointer"] == "/models/0/spec"
+
+
+def test_warmup_reads_build_data_but_config_alone_warms_up_with_zeros_and_random_bytes(tmp_path):
+    # `plan` shows what `build` writes: warmup from the build's data files; `config` writes no data files, so its
+    # configs cannot name any.
+    document = {"defaults": {"warmup": True}, "models": [
+        {"name": "s", "spec": str(AITUNE / "mlp.graphspec.json"), "target": "python"}]}
+    manifest = str(write_manifest(tmp_path, document))
+    planned = json.loads(_run("plan", manifest, "--json", "--allow-outside").output)
+    (model,) = planned["models"]
+    assert any(d.startswith("warmup at the opt shape") and "in warmup/1/" in d for d in model["decisions"]), model
+    out = tmp_path / "repo"
+    assert _run("config", manifest, "-o", str(out), "--allow-outside").exit_code == 0
+    config = text_format.Parse((out / "s" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    (entry,) = config.model_warmup[0].inputs.values()
+    assert entry.random_data and not entry.input_data_file
+    assert not (out / "s" / "warmup").exists()

@@ -55,6 +55,14 @@ def test_published_config_pins_the_version() -> None:
     assert "specific" in out and "versions: 7" in out and "latest" not in out
 
 
+def test_published_config_renames_the_versions_warmup_data() -> None:
+    text = ('name: "m"\nbackend: "python"\nmax_batch_size: 8\nmodel_warmup { name: "w" batch_size: 1 inputs { '
+            'key: "x" value { data_type: TYPE_FP32 dims: 4 input_data_file: "1/x" } } inputs { key: "y" value { '
+            'data_type: TYPE_FP32 dims: 4 input_data_file: "mine/y" } } }\n')
+    out = published_config(text, 7, local_version=1)
+    assert 'input_data_file: "7/x"' in out and 'input_data_file: "mine/y"' in out  # a user's own file stays
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # A real S3 server on loopback
 # --------------------------------------------------------------------------------------------------------------------
@@ -175,15 +183,17 @@ def test_concurrent_publisher_is_refused(s3_endpoint: str, example_repository: P
 @pytest.mark.slow
 @pytest.mark.triton
 def test_triton_serves_from_s3_and_rolls_to_version_2(
-    s3_endpoint: str, example_repository: Path, triton_server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+    s3_endpoint: str, warmup_example_repository: Path, triton_server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
+    """Triton polls the bucket: version 2 stays invisible until its config switch, then loads (warming up from
+    its own warmup/2/ data); version 1 keeps its files."""
     import tritonclient.grpc as grpcclient
 
     from generator.publish import download_repository
     from generator.smoke import run_smoke
 
     url = f"s3://{s3_endpoint}/{BUCKET}/served"
-    report = publish(example_repository, url)
+    report = publish(warmup_example_repository, url)
     assert report.triton_url == f"s3://http://{s3_endpoint}/{BUCKET}/served"
     server = triton_server_factory(report.triton_url, env=AWS_ENV, model_control="poll",
                                    extra_args=["--repository-poll-secs=1"], ready_timeout=180)
@@ -198,8 +208,9 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
     def infer_v1() -> None:
         import numpy as np
 
-        inputs = np.load(example_repository / "mlp" / "1" / "gen_repo" / "reference.npz")
-        case = json.loads((example_repository / "mlp" / "1" / "gen_repo" / "reference.json").read_text())["cases"][0]
+        stored = warmup_example_repository / "mlp" / "1" / "gen_repo"
+        inputs = np.load(stored / "reference.npz")
+        case = json.loads((stored / "reference.json").read_text())["cases"][0]
         request = []
         for name in case["inputs"]:
             array = inputs[f"{case['name']}/input/{name}"]
@@ -222,7 +233,7 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
 
     def second_publish() -> None:
         try:
-            outcome["report"] = publish(example_repository, url, force=True, after_upload=hold)
+            outcome["report"] = publish(warmup_example_repository, url, force=True, after_upload=hold)
         except BaseException as error:  # reported to the test thread
             outcome["error"] = error
 
@@ -237,7 +248,7 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
             infer_v1()
             time.sleep(0.5)
         with pytest.raises(PublishLocked):  # and a second publisher meanwhile is refused
-            publish(example_repository, url)
+            publish(warmup_example_repository, url)
     finally:
         proceed.set()
         thread.join(180)
@@ -253,10 +264,15 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
     assert smoke.exit_code == 0, smoke.to_dict()
     # Retention (2 versions) keeps version 1 in the bucket for servers still on it.
     assert _fs(s3_endpoint).exists(f"{BUCKET}/served/mlp/1/model.onnx")
+    assert _fs(s3_endpoint).exists(f"{BUCKET}/served/mlp/warmup/1/input_x")
+    config = _fs(s3_endpoint).cat_file(f"{BUCKET}/served/mlp/config.pbtxt").decode()
+    assert 'input_data_file: "2/input_x"' in config, config
 
 
 @pytest.mark.slow
-def test_cli_publish_and_retention(s3_endpoint: str, example_repository: Path) -> None:
+def test_cli_publish_and_retention(s3_endpoint: str, warmup_example_repository: Path) -> None:
+    """Three publishes keep the newest two versions, their folders and their warmup data; configs name theirs."""
+    example_repository = warmup_example_repository
     url = f"s3://{s3_endpoint}/{BUCKET}/cli"
     gen_repo = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
     assert gen_repo
@@ -267,7 +283,11 @@ def test_cli_publish_and_retention(s3_endpoint: str, example_repository: Path) -
         assert done.returncode == 0, done.stderr
         assert {m["version"] for m in json.loads(done.stdout)["models"]} == {expected}
     fs = _fs(s3_endpoint)
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{BUCKET}/cli/mlp")) == ["2", "3", "config.pbtxt"]
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{BUCKET}/cli/mlp")) == ["2", "3", "config.pbtxt", "warmup"]
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{BUCKET}/cli/mlp/warmup")) == ["2", "3"]
+    local = (example_repository / "mlp" / "warmup" / "1" / "input_x").read_bytes()
+    assert fs.cat_file(f"{BUCKET}/cli/mlp/warmup/3/input_x") == local
+    assert 'input_data_file: "3/input_x"' in fs.cat_file(f"{BUCKET}/cli/mlp/config.pbtxt").decode()
     assert verify_url(url) == []
 
 

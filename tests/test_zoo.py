@@ -143,6 +143,28 @@ def test_model_side_reference_matches_what_the_model_sees(zoo_repository):
     assert to_model(timestep, case.inputs["input_timestep"]).shape == (case.batch_size,)
 
 
+def test_warmup_data_is_the_opt_cases_first_item(zoo_repository):
+    """Triton warms every zoo model up with real data: one request item of the opt case, raw, in warmup/1/."""
+    from generator.config import parse_config
+
+    for name in ZOO_MODELS:
+        config = parse_config((zoo_repository / name / "config.pbtxt").read_text())
+        (warmup,) = config.model_warmup
+        opt = next(c for c in read_reference(zoo_repository / name / "1" / "gen_repo") if c.name == "opt")
+        assert warmup.batch_size == (opt.batch_size or 1), name
+        assert sorted(warmup.inputs) == sorted(opt.inputs), name
+        for tensor, entry in warmup.inputs.items():
+            assert entry.input_data_file == f"1/{tensor}", (name, tensor)
+            item = opt.inputs[tensor][0] if config.max_batch_size > 0 else opt.inputs[tensor]
+            assert list(entry.dims) == list(item.shape), (name, tensor)
+            data = (zoo_repository / name / "warmup" / entry.input_data_file).read_bytes()
+            assert data == np.ascontiguousarray(item).tobytes(), (name, tensor)
+    # bert's opt case is its real sample 'a', so its warmup holds real token ids, not zeros.
+    ids = np.frombuffer((zoo_repository / "bert" / "warmup" / "1" / "input_input_ids").read_bytes(), np.int64)
+    with np.load(ZOO / "samples" / "bert.npz") as samples:
+        np.testing.assert_array_equal(ids, samples["a/input_input_ids"][0])
+
+
 @pytest.mark.triton
 def test_zoo_passes_every_smoke_check_in_a_real_triton(zoo_repository, triton_server_factory):
     server = triton_server_factory(zoo_repository)

@@ -55,8 +55,9 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
     from generator.build import BuildOptions, plan_build
     from generator.plan import config_files
 
-    # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes.
-    plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
+    # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
+    # except warmup: without the build's data files it warms up with zeros and random bytes.
+    plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target), warmup_data=False)
     out_dir = Path(output).resolve() if output else plan.output_dir
     files = config_files(plan)
     _write(files, out_dir, [m.name for m in plan.models])
