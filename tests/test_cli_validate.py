@@ -161,6 +161,22 @@ def test_validate_applies_the_servability_rules_of_plan(runner: CliRunner, aitun
     assert message in result.stderr and message in planned.stderr
 
 
+def test_validate_refuses_a_dtype_that_is_no_torch_dtype(runner: CliRunner, aitune_fixture_dir: Path,
+                                                         tmp_path: Path) -> None:
+    # "torch.float128" matches the schema's dtype pattern, but torch has no such dtype: a located refusal that names
+    # what gen-repo serves (float64 and the unsigned types included), not the message for a real unservable dtype.
+    document = json.loads((aitune_fixture_dir / "mlp.graphspec.json").read_text())
+    document["graph"]["input_spec"]["tensor_data"][0]["dtype"] = "torch.float128"
+    spec = tmp_path / "float128.graphspec.json"
+    spec.write_text(json.dumps(document))
+    result = runner.invoke(main, ["validate", str(spec)])
+    assert result.exit_code == 2
+    assert (f"error: {spec}: /graph/input_spec/tensor_data/0/dtype: dtype 'torch.float128' is no torch dtype; "
+            "gen-repo serves torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, "
+            "torch.int16, torch.int32, torch.int64, torch.float16, torch.float32, torch.float64, "
+            "torch.bfloat16") in result.stderr.splitlines()
+
+
 def test_validate_says_how_triton_serves_a_real_recording(runner: CliRunner) -> None:
     # The guidance-stacked UNet (aitune 0.6.0): a 0-d timestep and every tensor [2b, ...].
     spec = Path(__file__).parent / "zoo" / "specs" / "unet_guided.graphspec.json"
