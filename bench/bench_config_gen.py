@@ -174,8 +174,9 @@ def navigator_args(plans: list[ModelPlan], nav: Any) -> list[NavigatorArgs]:
     import numpy as np
     from model_navigator.triton import specialized_configs as sc
 
-    numpy_of = {"TYPE_FP32": np.float32, "TYPE_FP16": np.float16, "TYPE_INT64": np.int64, "TYPE_INT32": np.int32,
-                "TYPE_BF16": np.float32, "TYPE_BOOL": np.bool_, "TYPE_INT8": np.int8, "TYPE_UINT8": np.uint8}
+    from generator.dtypes import DTYPES
+
+    numpy_of = {d.triton: d.host_numpy for d in DTYPES}  # Model Navigator's warmup takes numpy dtypes: BF16 as FP32
     out = []
     for plan in plans:
         config = plan.config

@@ -29,6 +29,7 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from generator.dtypes import DTYPES
 from generator.values import ValueDomain, draw
 
 __all__ = [
@@ -47,24 +48,10 @@ __all__ = [
 
 CONTRACT_FORMAT = "gen-repo-contract/1"
 
-#: Config data type -> (Triton wire datatype, numpy dtype name). TYPE_STRING travels as BYTES in numpy object arrays;
-#: BF16 has no numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in :func:`numpy_dtype`).
-DATA_TYPES: dict[str, tuple[str, str]] = {
-    "TYPE_BOOL": ("BOOL", "bool"),
-    "TYPE_UINT8": ("UINT8", "uint8"),
-    "TYPE_UINT16": ("UINT16", "uint16"),
-    "TYPE_UINT32": ("UINT32", "uint32"),
-    "TYPE_UINT64": ("UINT64", "uint64"),
-    "TYPE_INT8": ("INT8", "int8"),
-    "TYPE_INT16": ("INT16", "int16"),
-    "TYPE_INT32": ("INT32", "int32"),
-    "TYPE_INT64": ("INT64", "int64"),
-    "TYPE_FP16": ("FP16", "float16"),
-    "TYPE_FP32": ("FP32", "float32"),
-    "TYPE_FP64": ("FP64", "float64"),
-    "TYPE_STRING": ("BYTES", "object"),
-    "TYPE_BF16": ("BF16", "bfloat16"),
-}
+#: Config data type -> (Triton wire datatype, numpy dtype name), from :mod:`generator.dtypes`. TYPE_STRING travels as
+#: BYTES in numpy object arrays; BF16 has no numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in
+#: :func:`numpy_dtype`).
+DATA_TYPES: dict[str, tuple[str, str]] = {d.triton: (d.wire, d.numpy) for d in DTYPES}
 _WIRE_TO_CONFIG = {wire: config for config, (wire, _) in DATA_TYPES.items()}
 
 

@@ -24,6 +24,8 @@ from typing import Any
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from generator.dtypes import DTYPES
+
 __all__ = ["RULES", "Finding", "PbtxtLocator", "format_finding", "lint_repository"]
 
 ERROR = "error"
@@ -275,23 +277,8 @@ BACKEND_MODEL_FILE = {
 #: Folders Triton skips inside a model folder (model_lifecycle.cc VersionsToLoad).
 SKIPPED_MODEL_SUBDIRS = frozenset({"warmup", "initial_state", "configs"})
 
-#: ONNX TensorProto element type -> config data type.
-ONNX_DATA_TYPES = {
-    1: "TYPE_FP32",
-    2: "TYPE_UINT8",
-    3: "TYPE_INT8",
-    4: "TYPE_UINT16",
-    5: "TYPE_INT16",
-    6: "TYPE_INT32",
-    7: "TYPE_INT64",
-    8: "TYPE_STRING",
-    9: "TYPE_BOOL",
-    10: "TYPE_FP16",
-    11: "TYPE_FP64",
-    12: "TYPE_UINT32",
-    13: "TYPE_UINT64",
-    16: "TYPE_BF16",
-}
+#: ONNX TensorProto element type -> config data type (from :mod:`generator.dtypes`).
+ONNX_DATA_TYPES = {d.onnx: d.triton for d in DTYPES}
 
 
 def expected_model_file(config: mc.ModelConfig) -> str | None:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.dtypes import by_triton
 from generator.errors import GenRepoError, Problem
 
 if TYPE_CHECKING:
@@ -80,12 +81,6 @@ MAX_CONCURRENCY = 64
 _B64_ELEMENTS = 1 << 15
 #: Float data is rounded so that the JSON stays small and identical across numpy versions' repr.
 _FLOAT_DECIMALS = 4
-_FLOAT_TYPES = frozenset({"TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_BF16"})
-_NUMPY = {
-    "TYPE_BOOL": "bool", "TYPE_UINT8": "uint8", "TYPE_UINT16": "uint16", "TYPE_UINT32": "uint32",
-    "TYPE_UINT64": "uint64", "TYPE_INT8": "int8", "TYPE_INT16": "int16", "TYPE_INT32": "int32",
-    "TYPE_INT64": "int64", "TYPE_FP16": "float16", "TYPE_FP32": "float32", "TYPE_FP64": "float64",
-}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -316,15 +311,18 @@ def _values(tensor: PerfTensor, shape: tuple[int, ...], rng: np.random.Generator
     count = int(math.prod(shape))
     if tensor.data_type == "TYPE_STRING":
         return {"content": [f"text-{i}" for i in range(count)], "shape": list(shape)}
+    entry = by_triton(tensor.data_type)
     if tensor.data_type == "TYPE_BOOL":
         array: np.ndarray[Any, Any] = rng.integers(0, 2, size=count).astype(bool)
-    elif tensor.data_type in _FLOAT_TYPES:
+    elif entry is not None and entry.floating:
         array = np.round(rng.standard_normal(size=count), _FLOAT_DECIMALS)
     else:
         # Small non-negative integers: safe as token ids, indices and masks.
         array = rng.integers(0, 8, size=count)
-    if count > _B64_ELEMENTS and tensor.data_type in _NUMPY:
-        raw = array.astype(_NUMPY[tensor.data_type]).tobytes()
+    # base64 holds raw bytes: only for types numpy holds natively (not BF16, whose bytes numpy cannot write).
+    native = entry.native_numpy if entry is not None else None
+    if count > _B64_ELEMENTS and native is not None:
+        raw = array.astype(native).tobytes()
         return {"b64": base64.b64encode(raw).decode("ascii"), "shape": list(shape)}
     return {"content": array.tolist(), "shape": list(shape)}
 

@@ -141,7 +141,7 @@ def plan_model(
             raise GenRepoError([Problem(file, model.option_pointer("target"), f"target resolver chose {resolved!r}")])
         target_notes.append(f"target auto resolved to {resolved}")
         target = resolved
-    tensors = plan_tensors(model, file)
+    tensors = plan_tensors(model, file, target=target)
     if tensors.problems:
         raise GenRepoError(tensors.problems)
     decisions = [*tensors.decisions[: len(model.assumptions)], *target_notes,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from generator.contract import to_request
+from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError, Problem
 from generator.values import ValueDomain, draw
 
@@ -100,8 +101,6 @@ def reference_inputs(
     Values come from each input's domain: the plan's own (``values``, the manifest's) or ``domains`` (found in the
     graph); see :func:`generator.values.draw` for inputs without one.
     """
-    from generator.export.onnx import normalize_dtype
-
     if case not in CASE_SHAPES:
         raise ReferenceDataError(f"unknown reference case {case!r}; expected one of {list(CASE_SHAPES)}")
     arrays = {}

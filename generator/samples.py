@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from generator.contract import to_model
+from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
 from generator.spec import Locator
 
@@ -157,7 +158,8 @@ def usable_samples(
 
 
 def _numpy_dtype(plan: TensorPlan) -> np.dtype[Any]:
-    return np.dtype("float32" if plan.dtype == "torch.bfloat16" else plan.dtype.removeprefix("torch."))
+    entry = by_torch(plan.dtype)
+    return np.dtype(entry.host_numpy if entry is not None else plan.dtype.removeprefix("torch."))
 
 
 def _cast(plan: TensorPlan, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:

@@ -51,6 +51,7 @@ from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
+from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
 from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 __all__ = [
@@ -73,14 +74,6 @@ STATUSES = ("passed", "failed", "skipped", "error")
 #: Pseudo model name for results about the server itself (unreachable, nothing to check).
 SERVER = "(server)"
 
-#: (rtol, atol) per numpy dtype name: onnxruntime/TensorRT against torch (same table as the build's check).
-#: Integers and bool compare exactly.
-DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-7, 1e-9),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (5e-2, 1e-2),
-}
 #: gRPC status codes that mean "the server did not answer", not "the server answered no".
 _TRANSPORT_CODES = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "StatusCode.CANCELLED")
 #: Triton prefixes request errors with the request id; ours are anonymous, so the prefix is noise.
@@ -503,29 +496,19 @@ def _contract_differences(contract: ModelContract, served: model_config_pb2.Mode
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Tolerances
+# The reference comparison (tolerances and the element test: generator.compare)
 # --------------------------------------------------------------------------------------------------------------------
-def tolerance_for(dtype: np.dtype[Any], rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
-    """(rtol, atol) for comparing outputs of ``dtype``: the dtype-aware default unless overridden (0, 0 for ints)."""
-    default = DEFAULT_TOLERANCES.get(np.dtype(dtype).name, (0.0, 0.0))
-    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
-
-
 def _compare(have: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
+    """The reference check's record of one output (:func:`generator.compare.compare_arrays`, shapes first)."""
     entry: dict[str, Any] = {"rtol": rtol, "atol": atol, "shape": list(have.shape)}
     if have.shape != want.shape:
         entry.update(ok=False, problem=f"shape {list(have.shape)}, reference {list(want.shape)}")
         return entry
-    if have.dtype.kind in "OSU" or want.dtype.kind in "OSU":
-        entry["ok"] = bool(np.array_equal(have, want))
-        return entry
-    a, b = have.astype(np.float64), want.astype(np.float64)
-    diff = np.abs(a - b)
-    finite = np.isfinite(diff)
-    entry["max_abs_error"] = float(diff[finite].max()) if finite.any() else 0.0
-    rel = diff / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
-    entry["max_rel_error"] = float(rel[finite].max()) if finite.any() else 0.0
-    entry["ok"] = bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    compared = compare_arrays(have, want, rtol, atol)
+    if compared.max_abs_error is not None:
+        entry["max_abs_error"] = compared.max_abs_error
+        entry["max_rel_error"] = compared.max_rel_error
+    entry["ok"] = compared.ok
     return entry
 
 
@@ -821,7 +804,7 @@ class _Run:
                 if have is None:
                     problems.append(f"case {case.name}: output '{name}' missing")
                     continue
-                rtol, atol = tolerance_for(want.dtype, self.options.rtol, self.options.atol)
+                rtol, atol = tolerance_for(want.dtype, rtol=self.options.rtol, atol=self.options.atol)
                 entry = {"case": case.name, "output": name, **_compare(have, want, rtol, atol)}
                 compared.append(entry)
                 if not entry["ok"]:

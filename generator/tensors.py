@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator.dtypes import TORCH_DTYPES, TORCH_TO_TRITON, by_torch, servable_torch_dtypes
 from generator.errors import Problem
 from generator.manifest import ManifestModel
 from generator.naming import SemanticPath, format_tensor_name
@@ -50,28 +51,12 @@ __all__ = [
     "signature_order",
 ]
 
-#: torch dtype (AITune's string form) -> Triton data type. Anything else is refused with a clear message.
-DTYPE_TO_TRITON = {
-    "torch.float32": "TYPE_FP32",
-    "torch.float16": "TYPE_FP16",
-    "torch.bfloat16": "TYPE_BF16",
-    "torch.int8": "TYPE_INT8",
-    "torch.int16": "TYPE_INT16",
-    "torch.int32": "TYPE_INT32",
-    "torch.int64": "TYPE_INT64",
-    "torch.uint8": "TYPE_UINT8",
-    "torch.bool": "TYPE_BOOL",
-}
+#: torch dtype (AITune's string form) -> Triton data type, from the one table (:mod:`generator.dtypes`).
+DTYPE_TO_TRITON = TORCH_TO_TRITON
 #: TensorRT and Triton carry dims as int32.
 INT32_MAX = 2**31 - 1
 #: Byte sizes (Triton's byte_size, TensorRT's volume) are int64.
 INT64_MAX = 2**63 - 1
-_DTYPE_BYTES = {"TYPE_BOOL": 1, "TYPE_INT8": 1, "TYPE_UINT8": 1, "TYPE_INT16": 2, "TYPE_FP16": 2, "TYPE_BF16": 2,
-                "TYPE_INT32": 4, "TYPE_FP32": 4, "TYPE_INT64": 8}
-#: numpy dtype of each Triton data type a spec can have (for checking the manifest's input values).
-_NUMPY_OF = {"TYPE_BOOL": "bool", "TYPE_INT8": "int8", "TYPE_UINT8": "uint8", "TYPE_INT16": "int16",
-             "TYPE_INT32": "int32", "TYPE_INT64": "int64", "TYPE_FP16": "float16", "TYPE_BF16": "float32",
-             "TYPE_FP32": "float32"}
 
 @dataclass(frozen=True, slots=True)
 class TensorPlan:
@@ -141,11 +126,12 @@ class TensorsPlan:
     problems: tuple[Problem, ...]
 
 
-def plan_tensors(model: ManifestModel, manifest_file: Path | str) -> TensorsPlan:
+def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str | None = None) -> TensorsPlan:
     """Names, shapes (with the shape policy), the batching decision and every tensor of one model.
 
-    The servability rules shared by ``gen-repo validate`` and ``gen-repo plan``: dtypes Triton carries, scalars
-    within Triton's rules, axes that must agree. Problems are returned, not raised.
+    The servability rules shared by ``gen-repo validate`` and ``gen-repo plan``: dtypes Triton carries (those
+    ``target`` serves; any target's when None), scalars within Triton's rules, axes that must agree. Problems are
+    returned, not raised.
     """
     file = str(manifest_file)
     problems: list[Problem] = []
@@ -175,7 +161,7 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str) -> TensorsPlan
         batch = batch_info[j]
         tensor = _tensor_plan(
             names[("input", j)], locator.path, locator.display_path, spec, resolution.shapes[j], batch, decision,
-            spec_file, pointer, problems, values.get(j),
+            spec_file, pointer, problems, values.get(j), target,
         )
         if tensor is not None:
             inputs.append(tensor)
@@ -185,7 +171,7 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str) -> TensorsPlan
         shapes = (list(spec.min_shape), list(spec.max_shape), list(spec.max_shape))
         tensor = _tensor_plan(
             names[("output", j)], locator.path, locator.display_path, spec, shapes, batch_info[count + j], decision,
-            spec_file, pointer, problems,
+            spec_file, pointer, problems, target=target,
         )
         if tensor is not None:
             outputs.append(tensor)
@@ -265,8 +251,8 @@ def _value_domains(
             continue
         j = matches[0]
         domain = ValueDomain.from_json(body, source="manifest")
-        data_type = DTYPE_TO_TRITON.get(model.graph.input_spec.tensor_data[j][1].dtype or "")
-        message = domain.dtype_problem(_NUMPY_OF[data_type]) if data_type in _NUMPY_OF else None
+        entry = by_torch(model.graph.input_spec.tensor_data[j][1].dtype)
+        message = domain.dtype_problem(entry.host_numpy) if entry is not None else None
         if message:
             problems.append(Problem(file, where, f"input {names[('input', j)]!r}: {message}"))
             continue
@@ -483,15 +469,13 @@ def _tensor_plan(
     pointer: str,
     problems: list[Problem],
     values: ValueDomain | None = None,
+    target: str | None = None,
 ) -> TensorPlan | None:
-    data_type = DTYPE_TO_TRITON.get(spec.dtype or "")
-    if data_type is None:
-        supported = ", ".join(DTYPE_TO_TRITON)
-        problems.append(
-            Problem(spec_file, pointer + "/dtype", f"dtype {spec.dtype!r} has no Triton data type here (supported: "
-                    f"{supported})")
-        )
+    entry = by_torch(spec.dtype)
+    if entry is None or not entry.targets or (target is not None and target not in entry.targets):
+        problems.append(Problem(spec_file, pointer + "/dtype", _dtype_refusal(spec.dtype, target)))
         return None
+    data_type = entry.triton
     low, opt, high = (list(s) for s in shapes)
     reshape: tuple[int, ...] | None = None
     batch_axis: int | None = None
@@ -517,7 +501,7 @@ def _tensor_plan(
             )
             return None
     # Triton and TensorRT size a tensor in bytes as int64: a shape whose product overflows it cannot be served.
-    byte_size = math.prod(high) * _DTYPE_BYTES.get(data_type, 8)
+    byte_size = math.prod(high) * (entry.byte_size or 8)
     if byte_size > INT64_MAX:
         problems.append(
             Problem(spec_file, pointer, f"tensor {name!r} max shape {high} holds {byte_size} bytes, more than an "
@@ -540,6 +524,19 @@ def _tensor_plan(
         batch_axes=batch_axes,
         values=values,
     )
+
+
+def _dtype_refusal(dtype: str | None, target: str | None) -> str:
+    """Why a tensor of ``dtype`` cannot be served (by ``target``, or by any target when None), naming what can."""
+    servable = ", ".join(servable_torch_dtypes())
+    if isinstance(dtype, str) and dtype not in TORCH_DTYPES:
+        return f"dtype {dtype!r} is no torch dtype; gen-repo serves {servable}"
+    entry = by_torch(dtype)
+    if entry is None or not entry.targets or target is None:
+        return f"dtype {dtype!r} has no Triton data type here (supported: {servable})"
+    others = " or ".join(sorted(entry.targets))
+    return (f"dtype {dtype!r} cannot be served by target {target} (it serves {', '.join(servable_torch_dtypes(target))}"
+            f"); target {others} serves it")
 
 
 def servability(loaded: LoadedGraph) -> TensorsPlan:

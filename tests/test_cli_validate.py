@@ -144,13 +144,19 @@ def test_real_process(tmp_path: Path, aitune_fixture_dir: Path, bad_specs: list[
     assert "Traceback" not in plain.stdout + plain.stderr
 
 
+def _mlp_with_dtype(fixtures: Path, folder: Path, side: str, dtype: str) -> Path:
+    """The mlp fixture with the first tensor of ``side`` (input_spec or output_spec) of ``dtype``, written to a file."""
+    document = json.loads((fixtures / "mlp.graphspec.json").read_text())
+    document["graph"][side]["tensor_data"][0]["dtype"] = dtype
+    spec = folder / "dtype.graphspec.json"
+    spec.write_text(json.dumps(document))
+    return spec
+
+
 def test_validate_applies_the_servability_rules_of_plan(runner: CliRunner, aitune_fixture_dir: Path,
                                                          tmp_path: Path) -> None:
     # A dtype Triton cannot carry: plan refuses it, so validate does, with the same message.
-    document = json.loads((aitune_fixture_dir / "mlp.graphspec.json").read_text())
-    document["graph"]["output_spec"]["tensor_data"][0]["dtype"] = "torch.complex64"
-    spec = tmp_path / "complex.graphspec.json"
-    spec.write_text(json.dumps(document))
+    spec = _mlp_with_dtype(aitune_fixture_dir, tmp_path, "output_spec", "torch.complex64")
     result = runner.invoke(main, ["validate", str(spec)])
     assert result.exit_code == 2
     manifest = tmp_path / "gen-repo.yaml"
@@ -159,6 +165,19 @@ def test_validate_applies_the_servability_rules_of_plan(runner: CliRunner, aitun
     assert planned.exit_code == 2
     message = "/graph/output_spec/tensor_data/0/dtype: dtype 'torch.complex64' has no Triton data type here"
     assert message in result.stderr and message in planned.stderr
+
+
+def test_validate_refuses_a_dtype_that_is_no_torch_dtype(runner: CliRunner, aitune_fixture_dir: Path,
+                                                         tmp_path: Path) -> None:
+    # "torch.float128" matches the schema's dtype pattern, but torch has no such dtype: a located refusal that names
+    # what gen-repo serves (float64 and the unsigned types included), not the message for a real unservable dtype.
+    spec = _mlp_with_dtype(aitune_fixture_dir, tmp_path, "input_spec", "torch.float128")
+    result = runner.invoke(main, ["validate", str(spec)])
+    assert result.exit_code == 2
+    assert (f"error: {spec}: /graph/input_spec/tensor_data/0/dtype: dtype 'torch.float128' is no torch dtype; "
+            "gen-repo serves torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, "
+            "torch.int16, torch.int32, torch.int64, torch.float16, torch.float32, torch.float64, "
+            "torch.bfloat16") in result.stderr.splitlines()
 
 
 def test_validate_says_how_triton_serves_a_real_recording(runner: CliRunner) -> None:

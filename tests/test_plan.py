@@ -233,13 +233,25 @@ def test_dtype_map(tmp_path, dtype, triton):
     assert model.inputs[0].data_type == triton and model.inputs[0].dtype == dtype
 
 
-@pytest.mark.parametrize("dtype", ["torch.float64", "torch.complex64", "torch.uint16"])
+@pytest.mark.parametrize("dtype", ["torch.complex64", "torch.float8_e4m3fn", "torch.float128"])
 def test_unsupported_dtype_is_a_clear_problem(tmp_path, dtype):
     with pytest.raises(GenRepoError) as info:
         one_model(tmp_path, batch_graph(out_dtype=dtype))
     (problem,) = info.value.problems
     assert problem.pointer == "/models/0/spec/output_spec/tensor_data/0/dtype"
     assert dtype in problem.message and "torch.bfloat16" in problem.message
+
+
+@pytest.mark.parametrize("dtype", ["torch.float64", "torch.int16", "torch.uint16", "torch.uint32", "torch.uint64"])
+def test_a_dtype_tensorrt_lacks_is_refused_for_tensorrt_only(tmp_path, dtype):
+    for target in ("onnx", "python"):
+        assert one_model(tmp_path, batch_graph(dtype=dtype), target=target).inputs[0].dtype == dtype
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(dtype=dtype), target="tensorrt")
+    (problem,) = info.value.problems
+    assert problem.pointer == "/models/0/spec/input_spec/tensor_data/0/dtype"
+    assert problem.message.startswith(f"dtype {dtype!r} cannot be served by target tensorrt (it serves torch.bool")
+    assert problem.message.endswith("; target onnx or python serves it")
 
 
 def test_dims_must_fit_int32(tmp_path):
@@ -317,7 +329,7 @@ def test_plan_is_pure(tmp_path):
 
 def test_every_model_problem_at_once(tmp_path):
     document = {"models": [
-        {"name": "a", "spec": batch_graph(out_dtype="torch.float64")},
+        {"name": "a", "spec": batch_graph(out_dtype="torch.complex64")},
         {"name": "b", "spec": batch_graph(), "max_batch_size": 99},
     ]}
     with pytest.raises(GenRepoError) as info:

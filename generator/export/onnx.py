@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
+from generator.dtypes import by_onnx, normalize_dtype
 from generator.errors import GenRepoError, Problem
 from generator.naming import SemanticPath, format_tensor_name
 
@@ -166,82 +168,8 @@ class OnnxCheckError(GenRepoError):
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# dtypes and tolerances
+# dtypes (the table is generator.dtypes; tolerances and the comparison are generator.compare)
 # --------------------------------------------------------------------------------------------------------------------
-_DTYPE_ALIASES = {
-    "fp32": "float32",
-    "float": "float32",
-    "fp16": "float16",
-    "half": "float16",
-    "fp64": "float64",
-    "double": "float64",
-    "bf16": "bfloat16",
-    "int": "int32",
-    "long": "int64",
-    "bool_": "bool",
-    "uint8": "uint8",
-}
-_ONNX_ELEM = {
-    "float32": 1,
-    "uint8": 2,
-    "int8": 3,
-    "uint16": 4,
-    "int16": 5,
-    "int32": 6,
-    "int64": 7,
-    "bool": 9,
-    "float16": 10,
-    "float64": 11,
-    "uint32": 12,
-    "uint64": 13,
-    "bfloat16": 16,
-}
-_ONNX_ELEM_NAME = {v: k for k, v in _ONNX_ELEM.items()}
-
-#: (rtol, atol) by dtype; integers and bool compare exactly. float32's atol allows for accumulation order.
-DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-7, 1e-9),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (5e-2, 1e-2),
-}
-
-
-def normalize_dtype(dtype: Any) -> str:
-    """Return a dtype as numpy spells it (``"float32"``, ``"int64"``, ``"bool"``, ``"bfloat16"``).
-
-    Accepts torch dtypes and their strings (``"torch.float32"``), numpy dtypes, Triton names (``"TYPE_FP32"``,
-    ``"FP32"``).
-    """
-    if isinstance(dtype, type):  # numpy scalar types (np.float32)
-        dtype = np.dtype(dtype)
-    text = str(dtype)
-    text = text.removeprefix("torch.").removeprefix("TYPE_").lower()
-    triton = {
-        "fp32": "float32",
-        "fp16": "float16",
-        "fp64": "float64",
-        "bf16": "bfloat16",
-        "int64": "int64",
-        "int32": "int32",
-        "int16": "int16",
-        "int8": "int8",
-        "uint8": "uint8",
-        "bool": "bool",
-    }
-    text = triton.get(text, _DTYPE_ALIASES.get(text, text))
-    if text not in _ONNX_ELEM:
-        raise GenRepoError(f"unsupported tensor dtype {dtype!r}")
-    return text
-
-
-def tolerance_for(dtype: Any, overrides: Mapping[str, tuple[float, float]] | None = None) -> tuple[float, float]:
-    """(rtol, atol) for comparing outputs of ``dtype``; (0, 0) for integers and bool."""
-    name = normalize_dtype(dtype)
-    table = {**DEFAULT_TOLERANCES, **(overrides or {})}
-    return table.get(name, (0.0, 0.0))
-
-
 def _torch_dtype(dtype: Any) -> torch.dtype:
     import torch
 
@@ -863,13 +791,15 @@ def onnx_io_problems(
             pointer = f"/graph/{kind}/{index}"
             elem = value.type.tensor_type.elem_type
             want = normalize_dtype(plan.dtype)
-            if elem != _ONNX_ELEM[want]:
+            found = by_onnx(elem)
+            if found is None or found.numpy != want:
+                # Named as numpy names it where torch has the type; else the bare element number (strings too).
+                shown = found.numpy if found is not None and found.torch is not None else elem
                 problems.append(
                     Problem(
                         file,
                         pointer,
-                        f"{kind} {plan.name!r} has element type "
-                        f"{_ONNX_ELEM_NAME.get(elem, elem)}, the plan expects {want}",
+                        f"{kind} {plan.name!r} has element type {shown}, the plan expects {want}",
                     )
                 )
             dims = _value_info_dims(value)
@@ -980,7 +910,9 @@ def compare_with_onnxruntime(
                 )
                 continue
             rtol, atol = tolerance_for(want.dtype, tolerances)
-            result = _compare(case.name, name, have, want, rtol, atol)
+            compared = compare_arrays(have, want, rtol, atol)
+            result = CaseResult(case.name, name, compared.max_abs_error or 0.0, compared.max_rel_error or 0.0, rtol,
+                                atol, compared.ok)
             results.append(result)
             if not result.ok:
                 problems.append(
@@ -993,21 +925,6 @@ def compare_with_onnxruntime(
                     )
                 )
     return results, problems
-
-
-def _compare(case: str, output: str, have: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> CaseResult:
-    if have.size == 0:
-        return CaseResult(case, output, 0.0, 0.0, rtol, atol, True)
-    if not np.issubdtype(want.dtype, np.floating):
-        equal = bool(np.array_equal(have, want))
-        diff = 0.0 if equal else float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64))))
-        return CaseResult(case, output, diff, 0.0 if equal else float("inf"), 0.0, 0.0, equal)
-    a, b = have.astype(np.float64), want.astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(b)
-    abs_err = np.where(both_nan, 0.0, np.abs(a - b))
-    rel_err = abs_err / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
-    ok = bool(np.all((abs_err <= atol + rtol * np.abs(b)) | both_nan))
-    return CaseResult(case, output, float(np.nanmax(abs_err)), float(np.nanmax(rel_err)), rtol, atol, ok)
 
 
 def check_onnx(

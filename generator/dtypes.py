@@ -1,0 +1,155 @@
+"""Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> byte size.
+
+Pure data (numpy only, no torch, no tritonclient), so the client library, lint and validate can use it. One
+:class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when some target can
+build a model with tensors of it (:attr:`DType.targets`): the onnx and python targets export through ONNX and run
+in onnxruntime, which serves every numeric type torch exports (float64 and the unsigned types included); TensorRT
+has no float64, int16 or uint16/32/64 tensors. ``TYPE_STRING`` has no torch dtype, so no target serves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from generator.errors import GenRepoError
+
+__all__ = [
+    "DTYPES",
+    "DType",
+    "TORCH_DTYPES",
+    "TORCH_TO_TRITON",
+    "by_numpy",
+    "by_onnx",
+    "by_torch",
+    "by_triton",
+    "normalize_dtype",
+    "servable_torch_dtypes",
+]
+
+_ONNX_TARGETS = frozenset({"onnx", "python"})
+_ALL_TARGETS = frozenset({"tensorrt", "onnx", "python"})
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """One data type as each layer spells it.
+
+    ``numpy`` is the numpy dtype name (``"bfloat16"`` is ml_dtypes', which tritonclient uses; ``"object"`` holds
+    Triton's BYTES). ``byte_size`` is None where the size varies (strings). ``targets`` are the gen-repo targets that
+    serve a torch tensor of this type (empty without a torch dtype).
+    """
+
+    triton: str
+    wire: str
+    torch: str | None
+    numpy: str
+    onnx: int
+    byte_size: int | None
+    targets: frozenset[str]
+
+    @property
+    def host_numpy(self) -> str:
+        """The numpy dtype that holds this type's values without ml_dtypes: bfloat16 widens to float32."""
+        return "float32" if self.numpy == "bfloat16" else self.numpy
+
+    @property
+    def native_numpy(self) -> str | None:
+        """The dtype numpy has of its own for this type; None for bfloat16 (ml_dtypes) and strings (object arrays)."""
+        return None if self.numpy in ("bfloat16", "object") else self.numpy
+
+    @property
+    def floating(self) -> bool:
+        """Whether values are floating point (bfloat16 included)."""
+        return self.numpy in ("float16", "float32", "float64", "bfloat16")
+
+
+#: Every Triton data type gen-repo handles, in Triton's DataType enum order (messages list them in this order).
+DTYPES: tuple[DType, ...] = (
+    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, 1, _ALL_TARGETS),
+    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, 1, _ALL_TARGETS),
+    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, 2, _ONNX_TARGETS),
+    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, 4, _ONNX_TARGETS),
+    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, 8, _ONNX_TARGETS),
+    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, 1, _ALL_TARGETS),
+    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, 2, _ONNX_TARGETS),
+    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, 4, _ALL_TARGETS),
+    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, 8, _ALL_TARGETS),
+    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, 2, _ALL_TARGETS),
+    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, 4, _ALL_TARGETS),
+    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, 8, _ONNX_TARGETS),
+    DType("TYPE_STRING", "BYTES", None, "object", 8, None, frozenset()),
+    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, 2, _ALL_TARGETS),
+)
+
+_BY_TRITON = {d.triton: d for d in DTYPES}
+_BY_TORCH = {d.torch: d for d in DTYPES if d.torch is not None}
+_BY_ONNX = {d.onnx: d for d in DTYPES}
+_BY_NUMPY = {d.numpy: d for d in DTYPES}
+
+#: Servable torch dtype (AITune's string form) -> Triton data type; anything else is refused with a clear message.
+TORCH_TO_TRITON: dict[str, str] = {d.torch: d.triton for d in DTYPES if d.torch is not None and d.targets}
+
+#: Every ``str(torch.dtype)`` torch 2.13 defines, servable or not: tells a dtype gen-repo cannot serve from a string
+#: that is no torch dtype at all (a typo, ``torch.float128``). tests/test_dtypes.py holds it to the installed torch.
+TORCH_DTYPES = frozenset({
+    "torch.bfloat16", "torch.bits16", "torch.bits1x8", "torch.bits2x4", "torch.bits4x2", "torch.bits8", "torch.bool",
+    "torch.complex128", "torch.complex32", "torch.complex64", "torch.float16", "torch.float32",
+    "torch.float4_e2m1fn_x2", "torch.float64", "torch.float8_e4m3fn", "torch.float8_e4m3fnuz", "torch.float8_e5m2",
+    "torch.float8_e5m2fnuz", "torch.float8_e8m0fnu", "torch.int1", "torch.int16", "torch.int2", "torch.int3",
+    "torch.int32", "torch.int4", "torch.int5", "torch.int6", "torch.int64", "torch.int7", "torch.int8",
+    "torch.qint32", "torch.qint8", "torch.quint2x4", "torch.quint4x2", "torch.quint8", "torch.uint1", "torch.uint16",
+    "torch.uint2", "torch.uint3", "torch.uint32", "torch.uint4", "torch.uint5", "torch.uint6", "torch.uint64",
+    "torch.uint7", "torch.uint8",
+})
+
+#: Spellings :func:`normalize_dtype` accepts besides numpy's, Triton's and the wire names (torch's own aliases).
+_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "long": "int64",
+            "bool_": "bool"}
+#: Lower-case numpy, Triton (``TYPE_`` removed) and wire names -> numpy name, for the types torch has.
+_NAMES = {
+    **{name: d.numpy for d in DTYPES if d.torch is not None
+       for name in (d.numpy, d.triton.removeprefix("TYPE_").lower(), d.wire.lower())},
+    **_ALIASES,
+}
+
+
+def by_triton(data_type: str) -> DType | None:
+    """The entry of a Triton config data type (``"TYPE_FP32"``); None when gen-repo does not know it."""
+    return _BY_TRITON.get(data_type)
+
+
+def by_torch(dtype: str | None) -> DType | None:
+    """The entry of a torch dtype string (``"torch.float32"``); None for an unknown or no torch dtype."""
+    return _BY_TORCH.get(dtype or "")
+
+
+def by_numpy(name: str) -> DType | None:
+    """The entry of a numpy dtype name (``"float32"``; ``"bfloat16"`` as ml_dtypes names it); None when unknown."""
+    return _BY_NUMPY.get(name)
+
+
+def by_onnx(elem_type: int) -> DType | None:
+    """The entry of an ONNX ``TensorProto`` element type (1 is FLOAT); None when gen-repo does not know it."""
+    return _BY_ONNX.get(elem_type)
+
+
+def servable_torch_dtypes(target: str | None = None) -> list[str]:
+    """The torch dtypes ``target`` serves (any target's when None), in :data:`DTYPES` order."""
+    return [d.torch for d in DTYPES if d.torch is not None and d.targets and (target is None or target in d.targets)]
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """Return a dtype as numpy spells it (``"float32"``, ``"int64"``, ``"bool"``, ``"bfloat16"``).
+
+    Accepts torch dtypes and their strings (``"torch.float32"``), numpy dtypes, Triton names (``"TYPE_FP32"``,
+    ``"FP32"``). Raises :class:`~generator.errors.GenRepoError` for a type torch has no tensors of here.
+    """
+    if isinstance(dtype, type):  # numpy scalar types (np.float32)
+        dtype = np.dtype(dtype)
+    text = str(dtype).removeprefix("torch.").removeprefix("TYPE_").lower()
+    if text not in _NAMES:
+        raise GenRepoError(f"unsupported tensor dtype {dtype!r}")
+    return _NAMES[text]
