@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from generator.dtypes import by_triton
 from generator.errors import Problem
 from generator.naming import model_name_problems
 from generator.pbtxt import message_text
@@ -61,9 +62,6 @@ FRAGMENT_FORBIDDEN_FIELDS = ("name", "platform", "backend", "max_batch_size", "i
 _TEMPLATES = {"tensorrt": "tensorrt.pbtxt", "onnx": "onnx.pbtxt", "python": "python.pbtxt"}
 #: Default instance group kind per target.
 _DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CPU"}
-#: Triton data types that warm up with random bytes; integer and bool inputs get zeros (random bytes could be
-#: out-of-range token ids or non-0/1 booleans that make a model fail during loading).
-_RANDOM_WARMUP_TYPES = frozenset({"TYPE_FP32", "TYPE_FP16", "TYPE_BF16"})
 _INT32_MAX = 2**31 - 1
 #: Triton reads warmup ``input_data_file`` paths relative to this folder of the model (``<model>/warmup/``).
 WARMUP_FOLDER = "warmup"
@@ -319,7 +317,9 @@ def _warmup(r: ConfigRequest, build: ConfigBuild) -> None:
         entry.dims.extend(_item_dims(tensor, tensor.opt_shape))
         if r.warmup_data:
             entry.input_data_file = warmup_data_file(r.version, tensor.name)
-        elif tensor.data_type in _RANDOM_WARMUP_TYPES:
+        elif (dtype := by_triton(tensor.data_type)) is not None and dtype.floating:
+            # Integers and booleans get zeros: random bytes could be token ids beyond a table or non-0/1 booleans
+            # that fail the load.
             entry.random_data = True
         else:
             entry.zero_data = True

@@ -24,7 +24,8 @@ from typing import Any
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from generator.dtypes import DTYPES
+from generator.config import WARMUP_FOLDER
+from generator.dtypes import DTYPES, by_triton
 
 __all__ = ["RULES", "Finding", "PbtxtLocator", "format_finding", "lint_repository"]
 
@@ -77,6 +78,8 @@ RULES: dict[str, tuple[str, str]] = {
     "warmup-data-type": (ERROR, "warmup input data_type differs from the input's"),
     "warmup-input-data": (ERROR, "warmup input without zero_data, random_data or input_data_file"),
     "warmup-batch-size": (ERROR, "warmup batch_size above max_batch_size (or above 1 without batching)"),
+    "warmup-data-file": (ERROR, "a warmup input_data_file missing, outside <model>/warmup/, or shorter than its dims"),
+    "warmup-data-file-long": (WARNING, "a warmup input_data_file longer than its dims (Triton reads only the start)"),
     "batch-io": (ERROR, "batch_input/batch_output naming unknown tensors or the wrong number of sources"),
     "ensemble-config": (ERROR, "ensemble structure: platform/scheduling pairing, steps, no instance groups"),
     "ensemble-model-missing": (WARNING, "an ensemble step names a model that is not in this repository"),
@@ -275,7 +278,7 @@ BACKEND_MODEL_FILE = {
     "python": "model.py",
 }
 #: Folders Triton skips inside a model folder (model_lifecycle.cc VersionsToLoad).
-SKIPPED_MODEL_SUBDIRS = frozenset({"warmup", "initial_state", "configs"})
+SKIPPED_MODEL_SUBDIRS = frozenset({WARMUP_FOLDER, "initial_state", "configs"})
 
 #: ONNX TensorProto element type -> config data type (from :mod:`generator.dtypes`).
 ONNX_DATA_TYPES = {d.onnx: d.triton for d in DTYPES}
@@ -966,8 +969,43 @@ def _lint_model(model_dir: FsPath, models: set[str]) -> list[Finding]:
         )
     if cf is not None and config is not None:
         _check_versions(cf, config, versions)
+        _check_warmup_files(cf, model_dir)
         findings.extend(cf.findings)
     return findings
+
+
+def _check_warmup_files(cf: _ConfigFile, model_dir: FsPath) -> None:
+    """Warmup ``input_data_file``s as Triton reads them: ``<model>/warmup/<file>``, at least ``dims`` elements.
+
+    Triton refuses to load a model whose file is missing or short ("warmup setting expects N bytes") and reads
+    only the first N bytes of a longer one.
+    """
+    folder = model_dir / WARMUP_FOLDER
+    for index, warmup in enumerate(cf.config.model_warmup):
+        label = f"model_warmup #{index}" + (f" '{warmup.name}'" if warmup.name else "")
+        for name in sorted(warmup.inputs):
+            sample = warmup.inputs[name]
+            if not sample.input_data_file:
+                continue
+            where = (*cf.locator.map_entry(("model_warmup", index, "inputs"), name), "value", 0, "input_data_file")
+            path = folder / sample.input_data_file
+            if FsPath(sample.input_data_file).is_absolute() or ".." in FsPath(sample.input_data_file).parts:
+                cf.add("warmup-data-file", f"{label} input '{name}': input_data_file '{sample.input_data_file}' "
+                       f"leaves the model's {WARMUP_FOLDER}/ folder", where)
+                continue
+            if not path.is_file():
+                cf.add("warmup-data-file", f"{label} input '{name}': input_data_file "
+                       f"'{WARMUP_FOLDER}/{sample.input_data_file}' is missing", where)
+                continue
+            dtype = by_triton(mc.DataType.Name(sample.data_type))
+            count = _element_count(sample.dims)
+            if dtype is None or dtype.byte_size is None or count < 0:
+                continue  # strings vary in size; bad dims are warmup-dims' finding
+            need, have = count * dtype.byte_size, path.stat().st_size
+            if have != need:
+                cf.add("warmup-data-file" if have < need else "warmup-data-file-long",
+                       f"{label} input '{name}': '{WARMUP_FOLDER}/{sample.input_data_file}' holds {have} bytes; dims "
+                       f"{list(sample.dims)} of {dtype.triton} need {need}", where)
 
 
 def _check_versions(cf: _ConfigFile, config: mc.ModelConfig, versions: dict[int, FsPath]) -> None:

@@ -152,3 +152,18 @@ def test_cli_json_output() -> None:
     ]
     good = json.loads(CliRunner().invoke(main, ["lint", "--json", str(GOOD)]).stdout)
     assert good["ok"] is True and good["findings"] == []
+
+
+def test_warmup_data_file_short_or_outside_the_warmup_folder(tmp_path: Path) -> None:
+    """The message Triton gives at load ("warmup setting expects 128 bytes") is caught before: short files and
+    paths leaving ``<model>/warmup/`` are errors."""
+    model = tmp_path / "text_encoder"
+    shutil.copytree(GOOD / "text_encoder", model)
+    (model / "warmup" / "ids.bin").write_bytes(bytes(120))
+    (finding,) = lint_repository(tmp_path)
+    assert (finding.rule, finding.severity) == ("warmup-data-file", "error")
+    assert "holds 120 bytes; dims [16] of TYPE_INT64 need 128" in finding.message
+    config = model / "config.pbtxt"
+    config.write_text(config.read_text().replace('input_data_file: "ids.bin"', 'input_data_file: "../1/x"'))
+    (finding,) = lint_repository(tmp_path)
+    assert finding.rule == "warmup-data-file" and "leaves the model's warmup/ folder" in finding.message
