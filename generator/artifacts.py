@@ -21,8 +21,8 @@ from typing import Any
 
 from generator.build_types import BuildOptions, ModelArtifacts
 from generator.cache import BuildCache
-from generator.contract import contract_from_plan, render_contract
 from generator.errors import GenRepoError, Problem
+from generator.model_files import CONTRACT_FILE, contract_text
 from generator.plan import ModelPlan
 from generator.resources import resource_dir
 from generator.targets import TensorRTTarget, engine_targets, tensorrt_available
@@ -176,10 +176,9 @@ def _build_stages(
     else:
         notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
 
-    files = ["gen_repo/contract.json", "gen_repo/reference.json", "gen_repo/reference.npz"]
-    (workdir / "gen_repo").mkdir(exist_ok=True)
-    (workdir / "gen_repo" / "contract.json").write_text(render_contract(contract_from_plan(model, domains)),
-                                                          encoding="utf-8")
+    files = [CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz"]
+    (workdir / CONTRACT_FILE).parent.mkdir(exist_ok=True)
+    (workdir / CONTRACT_FILE).write_text(contract_text(model, domains), encoding="utf-8")
     write_reference(workdir / "gen_repo", cases)
     files += _write_warmup_data(model, cases, workdir)
 

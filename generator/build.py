@@ -41,14 +41,15 @@ from generator.build_types import (
     tool_versions,
 )
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
-from generator.config import WARMUP_FOLDER, render_config
+from generator.config import WARMUP_FOLDER
 from generator.contract import contract_from_plan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ModelSource, SampleSource, load_manifest
+from generator.model_files import CONFIG_FILE, config_text
 from generator.plan import ModelPlan, RepositoryPlan, plan_repository
 from generator.targets import TensorRTTarget, engine_targets, make_target_resolver, preflight
 
-#: What ``target: auto`` may become, in order of preference (issue 4): a TensorRT plan where a GPU and standard
+#: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard
 #: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
 AUTO_TARGETS = ("tensorrt", "onnx")
 # --------------------------------------------------------------------------------------------------------------------
@@ -262,7 +263,7 @@ def build_repository(
         say(BuildEvent("*", "note", note))
     options = replace(options, code_path=factory_search_path(plan, options))
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
-    # Refusals come first: a refused build creates nothing, not even the cache folder (issue 4: "stops at once").
+    # Refusals come first: a refused build creates nothing, not even the cache folder (a refusal stops at once).
     tensorrt = preflight(plan, options)
     with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
         cache = BuildCache(cache_root)
@@ -304,7 +305,7 @@ def build_repository(
             copy_tree(entry, version_dir)
             if (version_dir / WARMUP_FOLDER).is_dir():  # warmup data lives beside the config: <model>/warmup/<v>/
                 (version_dir / WARMUP_FOLDER).rename(version_dir.parent / WARMUP_FOLDER)
-            (version_dir.parent / "config.pbtxt").write_text(render_config(model.config), encoding="utf-8")
+            (version_dir.parent / CONFIG_FILE).write_text(config_text(model), encoding="utf-8")
             lock_models[model.name] = _lock_entry(model, keys[model.name], tensorrt)
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
@@ -399,7 +400,7 @@ def _run_models(
         else:
             todo.append(model)
             say(BuildEvent(model.name, "queued", f"target {model.target}"))
-    if options.ray_address is not None and todo:  # imports Ray only here (issue 8); cache hits stay local
+    if options.ray_address is not None and todo:  # imports Ray only here; cache hits stay local
         from generator.distributed import run_models_on_ray
 
         for result in run_models_on_ray(todo, options, cache_root, keys, say, tensorrt, address=options.ray_address):
@@ -446,7 +447,7 @@ def _run_parallel(
             initargs=(events,),
         ) as pool:
             futures = {
-                pool.submit(_build_one_shipped, _ship(m), options, cache_root, keys[m.name]): m for m in models
+                pool.submit(_build_one, m, options, cache_root, keys[m.name]): m for m in models
             }
             for future in concurrent.futures.as_completed(futures):
                 model = futures[future]
@@ -461,25 +462,6 @@ def _run_parallel(
         thread.join(timeout=5)
         events.close()
         events.join_thread()
-
-
-def _ship(model: ModelPlan) -> tuple[ModelPlan, bytes]:
-    """A model plan a spawned worker can unpickle: the ModelConfig travels as its serialized bytes.
-
-    tritonclient's generated ``model_config_pb2`` classes cannot be pickled (their module is imported under a name
-    pickle cannot find again).
-    """
-    return replace(model, config=None), model.config.SerializeToString(deterministic=True)
-
-
-def _build_one_shipped(
-    shipped: tuple[ModelPlan, bytes], options: BuildOptions, cache_root: Path, key: str
-) -> ModelResult:
-    """Worker entry point: rebuild the ModelConfig from its bytes, then :func:`_build_one`."""
-    from tritonclient.grpc import model_config_pb2
-
-    model, config = shipped
-    return _build_one(replace(model, config=model_config_pb2.ModelConfig.FromString(config)), options, cache_root, key)
 
 
 def _describe(result: ModelResult) -> str:

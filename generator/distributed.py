@@ -133,18 +133,13 @@ def _node_name() -> str:
 
 
 def _pack(model: ModelPlan, options: Any) -> bytes:
-    """Task arguments as bytes: the ModelConfig travels serialized (its generated class does not pickle)."""
-    config = model.config.SerializeToString(deterministic=True)
-    return pickle.dumps((replace(model, config=None), config, options), protocol=pickle.HIGHEST_PROTOCOL)
+    """Task arguments as bytes (a ModelPlan pickles its ModelConfig as bytes, see ``ModelPlan.__reduce__``)."""
+    return pickle.dumps((model, options), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _unpack(payload: bytes) -> tuple[ModelPlan, Any]:
-    from tritonclient.grpc import model_config_pb2
-
-    model, config_bytes, options = pickle.loads(payload)
-    config = model_config_pb2.ModelConfig()
-    config.ParseFromString(config_bytes)
-    return replace(model, config=config), options
+    model, options = pickle.loads(payload)
+    return model, options
 
 
 def export_task(payload: bytes) -> TaskOutput:
@@ -156,7 +151,7 @@ def export_task(payload: bytes) -> TaskOutput:
     """
     from generator.artifacts import build_model_artifacts
     from generator.build_types import tool_versions
-    from generator.contract import contract_from_plan, render_contract
+    from generator.model_files import CONTRACT_FILE, contract_text
 
     model, options = _unpack(payload)
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
@@ -172,7 +167,7 @@ def export_task(payload: bytes) -> TaskOutput:
             return TaskOutput(problems=tuple(error.problems), node=node)
         files = {name: (artifacts.folder / name).read_bytes() for name in artifacts.files}
     if model.target == "tensorrt":
-        files["gen_repo/contract.json"] = render_contract(contract_from_plan(model, artifacts.values)).encode("utf-8")
+        files[CONTRACT_FILE] = contract_text(model, artifacts.values).encode("utf-8")
     return TaskOutput(files, tuple(artifacts.notes), (), node, tool_versions())
 
 

@@ -1,6 +1,6 @@
 """Load-test configuration bounded by each model's profile, and a bounded load loop for ``gen-repo perf``.
 
-Two jobs (issue 9):
+Two jobs:
 
 - :func:`perf_config_files`: per model, perf_analyzer arguments (``-m``, ``-b``, ``--shape NAME:dims`` for every
   input with a dynamic dim, ``--input-data FILE.json``, ``--concurrency-range``, ``-i``, ``-u``), an ``--input-data``

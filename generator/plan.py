@@ -7,6 +7,7 @@ is refused with every reason; with ``keep_going`` the others are planned anyway 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,6 @@ __all__ = [
     "RepositoryPlan",
     "TargetResolver",
     "TensorPlan",
-    "config_files",
     "default_target_resolver",
     "describe_plan",
     "plan_model",
@@ -66,6 +66,19 @@ class ModelPlan:
     #: Where the manifest entry is (file and ``/models/<i>``): problems about the source or samples point there.
     manifest_file: Path | None = None
     manifest_pointer: str = ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with the ModelConfig as its serialized bytes (for build workers and Ray tasks).
+
+        tritonclient's generated ``model_config_pb2`` classes cannot be pickled: their module is imported under a
+        name pickle cannot find again.
+        """
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "config"}
+        return (_unpickle_model_plan, (fields, self.config.SerializeToString(deterministic=True)))
+
+
+def _unpickle_model_plan(fields: dict[str, Any], config: bytes) -> ModelPlan:
+    return ModelPlan(**fields, config=model_config_pb2.ModelConfig.FromString(config))
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,19 +258,3 @@ def _describe_tensor(t: TensorPlan) -> dict[str, Any]:
         **({"reshape": list(t.reshape)} if t.reshape is not None else {}),
         **(t.values.to_json() if t.values is not None else {}),
     }
-
-
-def config_files(plan: RepositoryPlan) -> dict[str, str]:
-    """Every file ``gen-repo config`` writes, as repository-relative POSIX path -> text (pure, deterministic).
-
-    ``<model>/config.pbtxt`` and ``<model>/<version>/gen_repo/contract.json`` per model (the version folder holds
-    nothing else until the build adds the model files).
-    """
-    from generator.config import render_config
-    from generator.contract import contract_from_plan, render_contract
-
-    files: dict[str, str] = {}
-    for model in plan.models:
-        files[f"{model.name}/config.pbtxt"] = render_config(model.config)
-        files[f"{model.name}/{model.version}/gen_repo/contract.json"] = render_contract(contract_from_plan(model))
-    return files

@@ -1,4 +1,4 @@
-"""Smoke-test a model repository through tritonclient against a live Triton server (``gen-repo smoke``, issue 5).
+"""Smoke-test a model repository through tritonclient against a live Triton server (``gen-repo smoke``).
 
 Every check is a named :class:`CheckResult` with its duration; :func:`run_smoke` returns them in a
 :class:`SmokeReport` whose :attr:`~SmokeReport.exit_code` a release pipeline acts on. The checks, per model:

@@ -14,7 +14,8 @@ from generator.config import DEFAULT_QUEUE_DELAY_US, config_problems, parse_conf
 from generator.contract import contract_from_plan, render_contract
 from generator.errors import GenRepoError
 from generator.manifest import load_manifest
-from generator.plan import config_files, plan_repository
+from generator.model_files import config_files
+from generator.plan import plan_repository
 from tests.manifest_helpers import (
     AITUNE,
     EXAMPLES_MANIFEST,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from generator.errors import GenRepoError
-from generator.plan import DTYPE_TO_TRITON, INT32_MAX, config_files, describe_plan
+from generator.model_files import config_files
+from generator.plan import DTYPE_TO_TRITON, INT32_MAX, describe_plan
 from tests.manifest_helpers import (
     AITUNE,
     batch_dim,
@@ -364,3 +365,15 @@ def test_input_values_problems(tmp_path):
         "0.5..9",
         "/models/0/inputs/nope: no input 'nope' in this graph (inputs: input_input_ids, input_attention_mask)",
     ]
+
+
+def test_a_model_plan_pickles_with_its_model_config(tmp_path):
+    """Build workers and Ray tasks receive pickled plans; tritonclient's ModelConfig class itself does not pickle."""
+    import pickle
+
+    plan = one_model(tmp_path, batch_graph(), warmup=True)
+    with pytest.raises(Exception):  # noqa: B017 (why ModelPlan needs its own reduction)
+        pickle.dumps(plan.config)
+    copy = pickle.loads(pickle.dumps(plan))
+    assert copy == plan and copy.config.SerializeToString(deterministic=True) == \
+        plan.config.SerializeToString(deterministic=True)

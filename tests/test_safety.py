@@ -25,8 +25,9 @@ from generator.cli import main as cli
 from generator.documents import MAX_DOCUMENT_BYTES, MAX_NESTING, MAX_YAML_ALIASES, load_document
 from generator.errors import GenRepoError
 from generator.manifest import load_manifest
+from generator.model_files import config_files
 from generator.naming import MAX_MODEL_NAME_LENGTH
-from generator.plan import config_files, plan_repository
+from generator.plan import plan_repository
 from generator.repository import LOCK_FILE_NAME, RepositoryWriter, build_lock
 from generator.schema import load_graphspecs
 from tests.strategies import alias_bomb

@@ -23,7 +23,7 @@ from generator.repository import LOCK_FILE_NAME, read_lock, verify_repository
 @report_errors
 def command(directory: str | Path, json_output: bool) -> None:
     """Check DIR's files (or those at an s3:// or gs:// URL) against its gen-repo.lock.json (sha256 of each)."""
-    if str(directory).startswith(("s3://", "gs://")):  # issue 8: a published repository, read back to a temp folder
+    if str(directory).startswith(("s3://", "gs://")):  # a published repository, read back to a temp folder
         import shutil
         import tempfile
 
