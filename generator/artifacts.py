@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.build_types import BuildOptions, ModelArtifacts
+from generator.build_types import BuildEvent, BuildOptions, ModelArtifacts, Progress
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
 from generator.model_files import CONTRACT_FILE, contract_text
@@ -81,21 +81,21 @@ def build_model_artifacts(
     model: ModelPlan,
     options: BuildOptions,
     workdir: Path,
-    stage: Callable[[str, str], None] | None = None,
+    progress: Progress | None = None,
     tensorrt: TensorRTTarget | None = None,
     cache_root: Path | None = None,
 ) -> ModelArtifacts:
     """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise :class:`StageFailed`.
 
-    ``stage(stage, message)`` is told when each stage starts. ``cache_root`` holds the TensorRT timing cache. A
-    failure names its stage and, where one is involved, the tensor.
+    ``progress`` is told (a :class:`BuildEvent`) when each stage starts. ``cache_root`` holds the TensorRT timing
+    cache. A failure names its stage and, where one is involved, the tensor.
     """
-    report = stage or (lambda name, message: None)
     current = ["source"]
 
     def enter(name: str, message: str) -> None:
         current[0] = name
-        report(name, message)
+        if progress is not None:
+            progress(BuildEvent(model.name, name, message))
 
     try:
         return _build_stages(model, options, workdir, enter, tensorrt, cache_root)

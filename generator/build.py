@@ -165,7 +165,7 @@ def _init_worker(events: Any) -> None:
     _WORKER_EVENTS = events
 
 
-def _worker_say(event: BuildEvent) -> None:
+def _worker_progress(event: BuildEvent) -> None:
     if _WORKER_EVENTS is not None:
         _WORKER_EVENTS.put(event)
 
@@ -176,14 +176,14 @@ def _build_one(
     cache_root: Path,
     key: str,
     tensorrt: TensorRTTarget | None = None,
-    say: Progress | None = None,
+    progress: Progress | None = None,
 ) -> ModelResult:
     """Worker: build (or find in the cache) one model's artifacts; failures come back as a result, not raised.
 
     Artifacts always go through the cache (content-addressed by ``key``): that is also how a worker process hands
     them to the process that stages the repository.
     """
-    emit = say or _worker_say
+    progress = progress or _worker_progress
     started = time.monotonic()
     cache = BuildCache(cache_root)
     try:
@@ -196,7 +196,7 @@ def _build_one(
                 model,
                 options,
                 Path(tmp),
-                lambda stage, message: emit(BuildEvent(model.name, stage, message)),
+                progress,
                 tensorrt,
                 cache_root,
             )
@@ -256,11 +256,11 @@ def build_repository(
     from generator.repository import RepositoryWriter, build_lock, copy_tree
 
     options = options or BuildOptions()
-    say = progress or (lambda event: None)
+    progress = progress or (lambda event: None)
     manifest_path = Path(manifest_path)
     plan, notes = plan_build(manifest_path, options, Path(output_dir) if output_dir is not None else None)
     for note in notes:
-        say(BuildEvent("*", "note", note))
+        progress(BuildEvent("*", "note", note))
     options = replace(options, code_path=factory_search_path(plan, options))
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
     # Refusals come first: a refused build creates nothing, not even the cache folder (a refusal stops at once).
@@ -273,8 +273,8 @@ def build_repository(
         if not options.use_cache:
             for key in keys.values():
                 shutil.rmtree(cache.entry_path(key), ignore_errors=True)
-        results = _run_models(plan, options, cache_root, keys, say, tensorrt)
-    results = _with_refused(plan, results, say)
+        results = _run_models(plan, options, cache_root, keys, progress, tensorrt)
+    results = _with_refused(plan, results, progress)
     # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too.
     assumed = {m.name: tuple(d for d in m.decisions if d.startswith("assumed: ")) for m in plan.models}
     results = [replace(r, notes=(*assumed.get(r.name, ()), *r.notes)) for r in results]
@@ -312,7 +312,7 @@ def build_repository(
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
 
 
-def _with_refused(plan: RepositoryPlan, results: list[ModelResult], say: Progress) -> list[ModelResult]:
+def _with_refused(plan: RepositoryPlan, results: list[ModelResult], progress: Progress) -> list[ModelResult]:
     """The build's results with the models refused at plan time (``--keep-going``) as failed, in manifest order."""
     if not plan.refused:
         return results
@@ -321,7 +321,8 @@ def _with_refused(plan: RepositoryPlan, results: list[ModelResult], say: Progres
     for model in plan.refused:
         order[model.name] = model.index
         refused.append(ModelResult(model.name, "", "failed", 0.0, "", (), model.problems, "plan"))
-        say(BuildEvent(model.name, "failed", "refused at plan time: " + "; ".join(p.message for p in model.problems)))
+        reasons = "; ".join(p.message for p in model.problems)
+        progress(BuildEvent(model.name, "failed", "refused at plan time: " + reasons))
     return sorted([*results, *refused], key=lambda r: order[r.name])
 
 
@@ -380,7 +381,7 @@ def _run_models(
     options: BuildOptions,
     cache_root: Path,
     keys: Mapping[str, str],
-    say: Progress,
+    progress: Progress,
     tensorrt: TensorRTTarget | None,
 ) -> list[ModelResult]:
     """Build every model: cache hits at once, the rest in parallel processes with ``jobs > 1``.
@@ -396,35 +397,36 @@ def _run_models(
         if cache.get(keys[model.name]) is not None:
             results[model.name] = ModelResult(model.name, model.target, "cached", time.monotonic() - started,
                                               keys[model.name])
-            say(BuildEvent(model.name, "cached", "unchanged: taken from the build cache"))
+            progress(BuildEvent(model.name, "cached", "unchanged: taken from the build cache"))
         else:
             todo.append(model)
-            say(BuildEvent(model.name, "queued", f"target {model.target}"))
+            progress(BuildEvent(model.name, "queued", f"target {model.target}"))
     if options.ray_address is not None and todo:  # imports Ray only here; cache hits stay local
         from generator.distributed import run_models_on_ray
 
-        for result in run_models_on_ray(todo, options, cache_root, keys, say, tensorrt, address=options.ray_address):
+        for result in run_models_on_ray(todo, options, cache_root, keys, progress, tensorrt,
+                                        address=options.ray_address):
             results[result.name] = result
         return [results[m.name] for m in plan.models]
     parallel = [m for m in todo if m.target != "tensorrt"] if options.jobs > 1 and len(todo) > 1 else []
     serial = [m for m in todo if m not in parallel]
     if parallel:
-        for result in _run_parallel(parallel, options, cache_root, keys, say):
+        for result in _run_parallel(parallel, options, cache_root, keys, progress):
             results[result.name] = result
-            say(BuildEvent(result.name, result.status, _describe(result)))
+            progress(BuildEvent(result.name, result.status, _describe(result)))
     for model in serial:
-        result = _build_one(model, options, cache_root, keys[model.name], tensorrt, say)
+        result = _build_one(model, options, cache_root, keys[model.name], tensorrt, progress)
         results[model.name] = result
-        say(BuildEvent(model.name, result.status, _describe(result)))
+        progress(BuildEvent(model.name, result.status, _describe(result)))
     return [results[m.name] for m in plan.models]
 
 
 def _run_parallel(
-    models: Sequence[ModelPlan], options: BuildOptions, cache_root: Path, keys: Mapping[str, str], say: Progress
+    models: Sequence[ModelPlan], options: BuildOptions, cache_root: Path, keys: Mapping[str, str], progress: Progress
 ) -> Iterator[ModelResult]:
     """Build ``models`` in spawned processes (torch and onnxruntime are not fork-safe once initialised).
 
-    Worker events travel through a queue; a thread here hands them to ``say`` until the pool is done.
+    Worker events travel through a queue; a thread here hands them to ``progress`` until the pool is done.
     """
     context = multiprocessing.get_context("spawn")
     events: Any = context.Queue()
@@ -433,7 +435,7 @@ def _run_parallel(
     def drain() -> None:
         while not (done.is_set() and events.empty()):
             try:
-                say(events.get(timeout=0.1))
+                progress(events.get(timeout=0.1))
             except queue_module.Empty:
                 continue
             except (EOFError, OSError):

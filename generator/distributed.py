@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from generator.build_types import Progress
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
 from generator.plan import ModelPlan
@@ -49,8 +50,6 @@ DEFAULT_INFEASIBLE_TIMEOUT_S = 60.0
 RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (OSError, MemoryError)
 INSTALL_HINT = "pip install 'gen-repo[ray]' (Ray is needed only for --ray)"
 
-# Progress events are generator.build_types.BuildEvent values; typed loosely to keep this module import-light.
-Say = Callable[[Any], None]
 
 
 def cc_resource(compute_capability: str) -> str:
@@ -286,7 +285,7 @@ def run_models_on_ray(
     options: Any,
     cache_root: Path,
     keys: Mapping[str, str],
-    say: Say,
+    progress: Progress,
     tensorrt: Any = None,
     *,
     address: str | None = None,
@@ -312,7 +311,7 @@ def run_models_on_ray(
         with contextlib.redirect_stdout(sys.stderr):
             connected = connect(address or getattr(options, "ray_address", None))
             try:
-                for result in _run(ray, todo, options, cache, keys, say, tool_versions(), max_retries,
+                for result in _run(ray, todo, options, cache, keys, progress, tool_versions(), max_retries,
                                    infeasible_timeout_s, poll_s):
                     results[result.name] = result
             finally:
@@ -327,7 +326,7 @@ def _run(
     options: Any,
     cache: BuildCache,
     keys: Mapping[str, str],
-    say: Say,
+    progress: Progress,
     driver_tools: Mapping[str, str],
     max_retries: int,
     infeasible_timeout_s: float,
@@ -356,10 +355,10 @@ def _run(
                 fail(state, f"cannot store the artifacts in the build cache: {error}")
         if state.problems:
             result = ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(state.problems))
-            say(BuildEvent(model.name, "failed", "; ".join(p.message for p in state.problems)))
+            progress(BuildEvent(model.name, "failed", "; ".join(p.message for p in state.problems)))
         else:
             result = ModelResult(model.name, model.target, "built", seconds, key, tuple(state.notes))
-            say(BuildEvent(model.name, "built", f"built on the Ray cluster in {seconds:.1f} s"))
+            progress(BuildEvent(model.name, "built", f"built on the Ray cluster in {seconds:.1f} s"))
         done.append(result)
 
     def submit(remote: Any, task: _Pending, name: str, *args: Any) -> None:
@@ -373,7 +372,7 @@ def _run(
             fail(states[model.name], f"no node of the Ray cluster offers {demand.describe()} for the export")
             finish(states[model.name])
             continue
-        say(BuildEvent(model.name, "queued", f"export task on the Ray cluster {demand.describe()}"))
+        progress(BuildEvent(model.name, "queued", f"export task on the Ray cluster {demand.describe()}"))
         submit(export_remote, _Pending(model.name, "export", demand), f"gen-repo export {model.name}",
                _pack(model, options))
 
@@ -423,7 +422,7 @@ def _run(
                                 f"`ray start --address=HEAD --num-gpus=1 --resources='{{\"{cc_resource(cc or '9.0')}\""
                                 ": 1}'` on a machine with such a GPU")
                     continue
-                say(BuildEvent(state.model.name, "tensorrt", f"{filename}: engine task {demand.describe()}"))
+                progress(BuildEvent(state.model.name, "tensorrt", f"{filename}: engine task {demand.describe()}"))
                 submit(engine_remote, _Pending(state.model.name, filename, demand, cc),
                        f"gen-repo engine {state.model.name} {filename}", _pack(state.model, options), onnx_ref,
                        filename, cc)

@@ -729,7 +729,7 @@ def infer_batch_multipliers(graph: GraphSpec) -> list[str]:
     without an explicit definition; an axis whose (min, max) is exactly k times it gets multiplier k, any other
     unknown axis gets 1. Explicitly declared multipliers are kept.
     """
-    # One pass that finds each tensor's batch axes: this runs for every spec validated (validation throughput: bench/bench_validate.py).
+    # One pass that finds each tensor's batch axes: this runs for every spec validated (bench/bench_validate.py).
     found: list[tuple[Literal["input", "output"], Locator, TensorSpec, list[int]]] = []
     ranges: list[tuple[int, int]] = []
     for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
