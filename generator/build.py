@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.artifacts import build_model_artifacts, factory_import_path
+from generator.artifacts import StageFailed, build_model_artifacts, factory_import_path
 from generator.build_types import (
     BuildEvent,
     BuildFailed,
@@ -43,6 +43,7 @@ from generator.build_types import (
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
 from generator.config import WARMUP_FOLDER
 from generator.contract import contract_from_plan
+from generator.ensemble_plan import EnsemblePlan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ModelSource, SampleSource, load_manifest
 from generator.model_files import CONFIG_FILE, config_text
@@ -274,6 +275,7 @@ def build_repository(
             for key in keys.values():
                 shutil.rmtree(cache.entry_path(key), ignore_errors=True)
         results = _run_models(plan, options, cache_root, keys, progress, tensorrt)
+        results += _build_ensembles(plan, options, cache, keys, results, versions, progress)
     results = _with_refused(plan, results, progress)
     # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too.
     assumed = {m.name: tuple(d for d in m.decisions if d.startswith("assumed: ")) for m in plan.models}
@@ -282,7 +284,8 @@ def build_repository(
     if failed and not options.keep_going:
         raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))
 
-    by_name = {m.name: m for m in plan.models}
+    by_name: dict[str, ModelPlan | EnsemblePlan] = {m.name: m for m in plan.models}
+    by_name.update((e.name, e) for e in plan.ensembles)
     final: list[ModelResult] = []
     lock_models: dict[str, dict[str, Any]] = {}
     with RepositoryWriter(plan.output_dir) as writer:
@@ -298,7 +301,7 @@ def build_repository(
                 final.append(result)
                 continue
             model = by_name[result.name]
-            entry = cache.get(keys[model.name])
+            entry = cache.get(result.cache_key)
             if entry is None:  # evicted or damaged between build and staging
                 raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
             version_dir = writer.model_dir(model.name, model.version)
@@ -306,7 +309,7 @@ def build_repository(
             if (version_dir / WARMUP_FOLDER).is_dir():  # warmup data lives beside the config: <model>/warmup/<v>/
                 (version_dir / WARMUP_FOLDER).rename(version_dir.parent / WARMUP_FOLDER)
             (version_dir.parent / CONFIG_FILE).write_text(config_text(model), encoding="utf-8")
-            lock_models[model.name] = _lock_entry(model, keys[model.name], tensorrt)
+            lock_models[model.name] = _lock_entry(model, result.cache_key, tensorrt)
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
@@ -360,10 +363,13 @@ def _contained_scratch(cache_root: Path) -> Iterator[None]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _lock_entry(model: ModelPlan, key: str, tensorrt: TensorRTTarget | None) -> dict[str, Any]:
+def _lock_entry(model: ModelPlan | EnsemblePlan, key: str, tensorrt: TensorRTTarget | None) -> dict[str, Any]:
     """Return what identifies one model's build in the lock file (no paths, no timestamps)."""
     from generator.cache import canonical_json
 
+    if isinstance(model, EnsemblePlan):
+        return {"cache_key": key, "steps": [model.steps[j].model_name for j in model.step_order],
+                "target": model.target, "version": model.version}
     entry: dict[str, Any] = {
         "cache_key": key,
         "source": model.source.kind if model.source is not None else None,
@@ -374,6 +380,62 @@ def _lock_entry(model: ModelPlan, key: str, tensorrt: TensorRTTarget | None) -> 
     if model.target == "tensorrt" and tensorrt is not None:
         entry["tensorrt"] = tensorrt.lock_entry(engine_targets(model))
     return entry
+
+
+def _build_ensembles(
+    plan: RepositoryPlan,
+    options: BuildOptions,
+    cache: BuildCache,
+    keys: Mapping[str, str],
+    results: Sequence[ModelResult],
+    versions: Mapping[str, str],
+    progress: Progress,
+) -> list[ModelResult]:
+    """Each ensemble's contract and reference data, once its step models are built (cached like a model)."""
+    from generator.ensemble_build import build_ensemble_artifacts, ensemble_files
+
+    status = {r.name: r.status for r in results}
+    models = {m.name: m for m in plan.models}
+    out = []
+    for ensemble in plan.ensembles:
+        started = time.monotonic()
+        step_names = sorted({s.model_name for s in ensemble.steps})
+        failed = [n for n in step_names if status.get(n) not in ("built", "cached")]
+        if failed:
+            problem = Problem(str(ensemble.manifest_file), ensemble.manifest_pointer,
+                              f"not built: step model(s) {', '.join(map(repr, failed))} failed")
+            out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), (problem,), "reference"))
+            progress(BuildEvent(ensemble.name, "failed", problem.message))
+            continue
+        key = cache.key(
+            kind="ensemble", name=ensemble.name, contract=contract_from_plan(ensemble),
+            config=config_text(ensemble), steps={n: keys[n] for n in step_names}, tools=dict(versions),
+            source=content_fingerprint(ensemble.source, options.code_path) if options.allow_code else "",
+        )
+        if cache.get(key) is not None:
+            out.append(ModelResult(ensemble.name, ensemble.target, "cached", time.monotonic() - started, key))
+            progress(BuildEvent(ensemble.name, "cached", "unchanged: taken from the build cache"))
+            continue
+        progress(BuildEvent(ensemble.name, "reference", "the steps chained in onnxruntime"))
+        folders = {n: cache.get(keys[n]) for n in step_names}
+        missing = [n for n, folder in folders.items() if folder is None]
+        if missing:  # evicted or damaged since the step was built
+            raise GenRepoError([Problem(str(cache.root), "", f"cache entries of {missing} vanished")])
+        cache.root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f".build-{os.getpid()}-", dir=cache.root) as tmp:
+            try:
+                notes = build_ensemble_artifacts(ensemble, models, {n: f for n, f in folders.items() if f},
+                                                 options, Path(tmp))
+            except StageFailed as error:
+                out.append(ModelResult(ensemble.name, ensemble.target, "failed", time.monotonic() - started, key,
+                                       (), tuple(error.problems), error.stage))
+                progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in error.problems)))
+                continue
+            cache.put(key, {name: Path(tmp) / name for name in ensemble_files})
+        result = ModelResult(ensemble.name, ensemble.target, "built", time.monotonic() - started, key, tuple(notes))
+        out.append(result)
+        progress(BuildEvent(ensemble.name, "built", _describe(result)))
+    return out
 
 
 def _run_models(

@@ -11,22 +11,54 @@ which values it takes (:class:`generator.values.ValueDomain`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
+    from tritonclient.grpc import model_config_pb2
 
-    from generator.plan import ModelPlan
     from generator.tensors import TensorPlan
     from generator.values import ValueDomain
 
-__all__ = ["CONTRACT_FORMAT", "contract_from_plan", "render_contract", "to_model", "to_request"]
+
+class PlannedModel(Protocol):
+    """What a contract is made from: a planned model (``ModelPlan``) or ensemble (``EnsemblePlan``)."""
+
+    @property
+    def name(self) -> str:
+        """The model name."""
+
+    @property
+    def version(self) -> int:
+        """Its version folder."""
+
+    @property
+    def max_batch_size(self) -> int:
+        """Triton's max_batch_size (0: no batching)."""
+
+    @property
+    def inputs(self) -> Sequence[TensorPlan]:
+        """Input tensors in config order."""
+
+    @property
+    def outputs(self) -> Sequence[TensorPlan]:
+        """Output tensors in config order."""
+
+    @property
+    def config(self) -> model_config_pb2.ModelConfig:
+        """Its ModelConfig."""
+
+
+__all__ = [
+    "CONTRACT_FORMAT", "PlannedModel", "contract_from_plan", "render_contract", "request_shape", "to_model",
+    "to_request",
+]
 
 CONTRACT_FORMAT = "gen-repo-contract/1"
 
 
-def _request_shape(tensor: TensorPlan, shape: tuple[int, ...]) -> list[int]:
+def request_shape(tensor: TensorPlan, shape: tuple[int, ...]) -> list[int]:
     """Return the shape a request carries for a model-side ``shape`` (per-item scalars gain their ``[1]``)."""
     if tensor.reshape is not None and tensor.batch_axis is not None:
         return [shape[0], *tensor.dims]
@@ -56,11 +88,11 @@ def _tensor(tensor: TensorPlan, with_opt: bool, values: ValueDomain | None = Non
         "name": tensor.name,
         "data_type": tensor.data_type,
         "dims": list(tensor.dims),
-        "min_shape": _request_shape(tensor, tensor.min_shape),
-        "max_shape": _request_shape(tensor, tensor.max_shape),
+        "min_shape": request_shape(tensor, tensor.min_shape),
+        "max_shape": request_shape(tensor, tensor.max_shape),
     }
     if with_opt:
-        entry["opt_shape"] = _request_shape(tensor, tensor.opt_shape)
+        entry["opt_shape"] = request_shape(tensor, tensor.opt_shape)
     if tensor.reshape is not None:
         entry["reshape"] = list(tensor.reshape)
     if values is not None:
@@ -68,7 +100,7 @@ def _tensor(tensor: TensorPlan, with_opt: bool, values: ValueDomain | None = Non
     return entry
 
 
-def contract_from_plan(model_plan: ModelPlan, values: Mapping[str, ValueDomain] | None = None) -> dict[str, Any]:
+def contract_from_plan(model_plan: PlannedModel, values: Mapping[str, ValueDomain] | None = None) -> dict[str, Any]:
     """Build the contract of one planned model as plain data.
 
     ``values`` are input value domains found by the build (an index input's table size); the manifest's own

@@ -45,6 +45,8 @@ __all__ = [
     "DICT_MERGED_OPTIONS",
     "OPTION_KEYS",
     "Manifest",
+    "ManifestEnsemble",
+    "EnsembleStep",
     "ManifestModel",
     "ModelSource",
     "RefusedModel",
@@ -103,6 +105,8 @@ class RefusedModel:
     index: int
     name: str
     problems: tuple[Problem, ...]
+    #: The entry's pointer (``/models/<i>``, or ``/ensembles/<i>`` for an ensemble).
+    pointer: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,34 @@ class ManifestModel:
 
 
 @dataclass(frozen=True, slots=True)
+class EnsembleStep:
+    """One ensemble step as written: the model and its maps (step tensor name -> ensemble tensor name)."""
+
+    model: str
+    inputs: Mapping[str, str]
+    outputs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEnsemble:
+    """One ``ensembles:`` entry; ``inputs``/``outputs`` are None when the maps decide them."""
+
+    index: int
+    name: str
+    version: int
+    steps: tuple[EnsembleStep, ...]
+    max_batch_size: int | None = None
+    inputs: tuple[str, ...] | None = None
+    outputs: tuple[str, ...] | None = None
+    source: ModelSource | None = None
+
+    @property
+    def pointer(self) -> str:
+        """JSON pointer of this ensemble entry in the manifest."""
+        return f"/ensembles/{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A loaded manifest: its file, the folder paths are relative to, the output folder and the models.
 
@@ -158,6 +190,7 @@ class Manifest:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     code_path: tuple[Path, ...] = ()
     refused: tuple[RefusedModel, ...] = ()
+    ensembles: tuple[ManifestEnsemble, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +255,45 @@ def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: 
         if model is not None:
             models.append(model)
     problems.extend(_name_problems(file, models))
+    ensembles = _load_ensembles(document.get("ensembles") or [])
+    problems.extend(_ensemble_name_problems(file, ensembles, [m.name for m in models] + [r.name for r in refused]))
     if problems:
         summary = f"refused: {', '.join(failed)} (--keep-going builds the other models)" if failed else ""
         raise GenRepoError(_dedupe(problems), summary)
-    return Manifest(path, base_dir, output_dir, tuple(models), defaults, tuple(code_path), tuple(refused))
+    return Manifest(path, base_dir, output_dir, tuple(models), defaults, tuple(code_path), tuple(refused),
+                    ensembles)
+
+
+def _load_ensembles(entries: list[dict[str, Any]]) -> tuple[ManifestEnsemble, ...]:
+    """The ``ensembles:`` entries as data (the schema has checked their form; the plan checks the wiring)."""
+    out = []
+    for index, entry in enumerate(entries):
+        factory = (entry.get("source") or {}).get("factory")
+        out.append(ManifestEnsemble(
+            index=index,
+            name=entry["name"],
+            version=int(entry.get("version", 1)),
+            steps=tuple(EnsembleStep(s["model"], dict(s["inputs"]), dict(s["outputs"])) for s in entry["steps"]),
+            max_batch_size=entry.get("max_batch_size"),
+            inputs=tuple(entry["inputs"]) if "inputs" in entry else None,
+            outputs=tuple(entry["outputs"]) if "outputs" in entry else None,
+            source=ModelSource("factory", factory=factory) if factory else None,
+        ))
+    return tuple(out)
+
+
+def _ensemble_name_problems(file: str, ensembles: tuple[ManifestEnsemble, ...], models: list[str]) -> list[Problem]:
+    """Ensemble names Triton cannot use, or that another ensemble or a model already uses (one folder each)."""
+    problems = []
+    taken = {name.lower(): f"model {name!r}" for name in models}
+    for ensemble in ensembles:
+        where = ensemble.pointer + "/name"
+        problems += [Problem(file, where, message) for message in model_name_problems(ensemble.name)]
+        if ensemble.name.lower() in taken:
+            problems.append(Problem(file, where, f"ensemble name {ensemble.name!r} clashes with "
+                                    f"{taken[ensemble.name.lower()]} (each needs its own folder)"))
+        taken.setdefault(ensemble.name.lower(), f"ensemble {ensemble.name!r}")
+    return problems
 
 
 def _dedupe(problems: list[Problem]) -> list[Problem]:

@@ -15,7 +15,8 @@ from generator.config import render_config
 from generator.contract import contract_from_plan, render_contract
 
 if TYPE_CHECKING:
-    from generator.plan import ModelPlan, RepositoryPlan
+    from generator.contract import PlannedModel
+    from generator.plan import RepositoryPlan
     from generator.values import ValueDomain
 
 __all__ = ["CONFIG_FILE", "CONTRACT_FILE", "config_files", "config_text", "contract_text"]
@@ -26,12 +27,12 @@ CONFIG_FILE = "config.pbtxt"
 CONTRACT_FILE = "gen_repo/contract.json"
 
 
-def config_text(model: ModelPlan) -> str:
+def config_text(model: PlannedModel) -> str:
     """``<model>/config.pbtxt`` of one planned model (deterministic)."""
     return render_config(model.config)
 
 
-def contract_text(model: ModelPlan, values: Mapping[str, ValueDomain] | None = None) -> str:
+def contract_text(model: PlannedModel, values: Mapping[str, ValueDomain] | None = None) -> str:
     """``<model>/<version>/gen_repo/contract.json`` of one planned model; ``values``: domains the build found."""
     return render_contract(contract_from_plan(model, values))
 
@@ -39,11 +40,12 @@ def contract_text(model: ModelPlan, values: Mapping[str, ValueDomain] | None = N
 def config_files(plan: RepositoryPlan) -> dict[str, str]:
     """Every file ``gen-repo config`` writes, as repository-relative POSIX path -> text (pure, deterministic).
 
-    ``<model>/config.pbtxt`` and ``<model>/<version>/gen_repo/contract.json`` per model (the version folder holds
-    nothing else until the build adds the model files).
+    ``<model>/config.pbtxt`` and ``<model>/<version>/gen_repo/contract.json`` per model and ensemble (the version
+    folder holds nothing else until the build adds the model files; an ensemble's needs none).
     """
     files: dict[str, str] = {}
-    for model in plan.models:
+    planned: list[PlannedModel] = [*plan.models, *plan.ensembles]
+    for model in planned:
         files[f"{model.name}/{CONFIG_FILE}"] = config_text(model)
         files[f"{model.name}/{model.version}/{CONTRACT_FILE}"] = contract_text(model)
     return files

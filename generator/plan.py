@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
 from generator import config as config_mod
+from generator.ensemble_plan import EnsemblePlan, plan_ensemble
 from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ManifestModel, ModelSource, RefusedModel, SampleSource
 from generator.spec import GraphSpec
@@ -94,6 +95,7 @@ class RepositoryPlan:
     models: tuple[ModelPlan, ...] = field(default_factory=tuple)
     refused: tuple[RefusedModel, ...] = ()
     code_path: tuple[Path, ...] = ()
+    ensembles: tuple[EnsemblePlan, ...] = ()
 
 
 def default_target_resolver(model: ManifestModel) -> str:
@@ -124,11 +126,23 @@ def plan_repository(
         except GenRepoError as error:
             problems.extend(error.problems)
             refused.append(RefusedModel(model.index, model.name, tuple(error.problems)))
+    ensembles = []
+    refused_now = manifest.refused + tuple(r for r in refused if r not in manifest.refused)
+    for ensemble in manifest.ensembles:
+        planned, ensemble_problems = plan_ensemble(ensemble, replace(manifest, refused=refused_now), plans)
+        if planned is not None:
+            ensembles.append(planned)
+        else:
+            problems.extend(ensemble_problems)
+            # After every model entry in the build's order (its index is the manifest entries' count plus its own).
+            refused.append(RefusedModel(len(manifest.models) + len(manifest.refused) + ensemble.index, ensemble.name,
+                                        tuple(ensemble_problems), ensemble.pointer))
     if problems and not keep_going:
         names = ", ".join(repr(r.name) for r in sorted(refused, key=lambda r: r.index))
         raise GenRepoError(problems, f"refused: {names} (--keep-going builds the other models)")
     refused.sort(key=lambda r: r.index)
-    return RepositoryPlan(manifest.file, manifest.output_dir, tuple(plans), tuple(refused), manifest.code_path)
+    return RepositoryPlan(manifest.file, manifest.output_dir, tuple(plans), tuple(refused), manifest.code_path,
+                          tuple(ensembles))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -231,8 +245,23 @@ def describe_plan(plan: RepositoryPlan) -> dict[str, Any]:
             }
             for m in plan.models
         ],
+        "ensembles": [
+            {
+                "name": e.name,
+                "version": e.version,
+                "max_batch_size": e.max_batch_size,
+                "steps": [{"model": e.steps[j].model_name, "inputs": dict(e.steps[j].input_map),
+                           "outputs": dict(e.steps[j].output_map)} for j in e.step_order],
+                "source": None if e.source is None else {"kind": "factory", "factory": e.source.factory},
+                "decisions": list(e.decisions),
+                "inputs": [_describe_tensor(t) for t in e.inputs],
+                "outputs": [_describe_tensor(t) for t in e.outputs],
+            }
+            for e in plan.ensembles
+        ],
         "refused": [
-            {"name": r.name, "index": r.index, "problems": [p.to_dict() for p in r.problems]} for r in plan.refused
+            {"name": r.name, "index": r.index, "pointer": r.pointer or f"/models/{r.index}",
+             "problems": [p.to_dict() for p in r.problems]} for r in plan.refused
         ],
     }
 

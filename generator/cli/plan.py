@@ -44,9 +44,23 @@ def _print_text(summary: dict[str, Any]) -> None:
                 )
         for decision in model["decisions"]:
             click.echo(f"  - {decision}")
+    for ensemble in summary["ensembles"]:
+        click.echo("")
+        click.echo(f"ensemble {ensemble['name']!r} version {ensemble['version']}: max_batch_size "
+                   f"{ensemble['max_batch_size']}")
+        for kind in ("inputs", "outputs"):
+            for t in ensemble[kind]:
+                click.echo(f"  {kind[:-1]:6} {t['name']} {t['data_type']} dims {_shape(t['dims'])}  "
+                           f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}")
+        for step in ensemble["steps"]:
+            ins = ", ".join(f"{k} <- {v}" for k, v in sorted(step["inputs"].items()))
+            outs = ", ".join(f"{k} -> {v}" for k, v in sorted(step["outputs"].items()))
+            click.echo(f"  step {step['model']}: {ins}; {outs}")
+        for decision in ensemble["decisions"]:
+            click.echo(f"  - {decision}")
     for refused in summary["refused"]:
         click.echo("")
-        click.echo(f"model {refused['name']!r} (/models/{refused['index']}): refused, nothing would be built")
+        click.echo(f"model {refused['name']!r} ({refused['pointer']}): refused, nothing would be built")
         for problem in refused["problems"]:
             click.echo(f"  - {problem['file']}: {problem['pointer']}: {problem['message']}")
 

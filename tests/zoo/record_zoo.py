@@ -63,6 +63,12 @@ def _unet_guided_calls() -> list:
     return [(b, *zoo.unet_guided_call(b, generator, t)) for b, t in ((1, 999.0), (2, 500.0), (4, 1.0))]
 
 
+def _pooled_calls() -> list:
+    """What BERT's pooler hands the head: [b, hidden], batch 1..4 like the BERT recording."""
+    generator = torch.Generator().manual_seed(4)
+    return [(b, (torch.randn(b, zoo.HIDDEN, generator=generator),), {}) for b in (1, 3, 2, 4)]
+
+
 CASES = {
     "bert": Case(zoo.make_bert, _token_calls(segments=True)),
     "bert_partial_ranges": Case(zoo.make_bert, _token_calls(segments=True), dynamic_shapes=_bert_partial_ranges),
@@ -71,4 +77,5 @@ CASES = {
     "resnet": Case(zoo.make_resnet, _images([(1, 32, 32), (2, 48, 40), (4, 40, 48)])),
     "unet": Case(zoo.make_unet, _unet_plain_calls()),
     "unet_guided": Case(zoo.make_unet, _unet_guided_calls()),
+    "head": Case(zoo.make_head, _pooled_calls()),
 }

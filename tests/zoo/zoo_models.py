@@ -83,6 +83,44 @@ def make_unet() -> torch.nn.Module:
     ).eval()
 
 
+class ClassifierHead(torch.nn.Module):
+    """A sequence-classification head on BERT's pooled output: dropout-free dense + tanh + projection to labels."""
+
+    def __init__(self, labels: int = 3) -> None:
+        super().__init__()
+        self.dense = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.out = torch.nn.Linear(HIDDEN, labels)
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.dense(pooled)))
+
+
+def make_head() -> torch.nn.Module:
+    """The classification head, the second step of the ``bert_classifier`` ensemble."""
+    _seeded(1)
+    return ClassifierHead().eval()
+
+
+class BertClassifier(torch.nn.Module):
+    """The whole pipeline the ensemble serves: BERT's pooled output into the head (the torch reference)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bert = make_bert()
+        self.head = make_head()
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor) -> torch.Tensor:
+        pooled = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids).pooler_output
+        return self.head(pooled)
+
+
+def make_bert_classifier() -> torch.nn.Module:
+    """The ensemble's torch reference: the same weights as ``make_bert`` and ``make_head``."""
+    return BertClassifier().eval()
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Sample calls (args, kwargs), as a pipeline makes them
 # --------------------------------------------------------------------------------------------------------------------
