@@ -154,7 +154,7 @@ def wiring_problems(wiring: Wiring, models: Mapping[str, StepModel]) -> list[Wir
     for j, step in enumerate(wiring.steps):
         problems += _step_problems(wiring, j, step, models.get(step.model_name), use)
     problems += _producer_problems(uses)
-    problems += _consistency_problems(uses)
+    problems += _consistency_problems(uses, wiring.max_batch_size)
     problems += _flow_problems(wiring, uses)
     return problems
 
@@ -216,7 +216,7 @@ def _producer_problems(uses: Mapping[str, list[_Use]]) -> list[WiringProblem]:
     return out
 
 
-def _consistency_problems(uses: Mapping[str, list[_Use]]) -> list[WiringProblem]:
+def _consistency_problems(uses: Mapping[str, list[_Use]], max_batch_size: int) -> list[WiringProblem]:
     out = []
     for tensor, items in uses.items():
         known = [u for u in items if u.io.data_type]
@@ -235,18 +235,23 @@ def _consistency_problems(uses: Mapping[str, list[_Use]]) -> list[WiringProblem]
                                          f"{list(other.io.dims)}, {first.who} has {list(first.io.dims)}",
                                          "ensemble-dims"))
             elif first.produces and not other.produces:
-                out += _range_problems(tensor, first, other)
+                out += _range_problems(tensor, first, other, max_batch_size)
     return out
 
 
-def _range_problems(tensor: str, producer: _Use, consumer: _Use) -> list[WiringProblem]:
-    """Beyond Triton: the producer's shapes must fit the consumer's range on every axis (full request shapes)."""
+def _range_problems(tensor: str, producer: _Use, consumer: _Use, max_batch_size: int) -> list[WiringProblem]:
+    """Beyond Triton: the producer's shapes must fit the consumer's range on every axis (full request shapes).
+
+    In a batching ensemble a batching producer makes at most the ensemble's max_batch_size items.
+    """
     low, high = producer.io.min_shape, producer.io.max_shape
     accept_low, accept_high = consumer.io.min_shape, consumer.io.max_shape
     if low is None or high is None or accept_low is None or accept_high is None:
         return []
-    if not len(low) == len(high) == len(accept_low) == len(accept_high):
+    if not len(low) == len(high) == len(accept_low) == len(accept_high) or not high:
         return []
+    if max_batch_size > 0 and producer.batching and consumer.batching:
+        high = (min(high[0], max_batch_size), *high[1:])
     bad = [axis for axis in range(len(low)) if low[axis] < accept_low[axis] or high[axis] > accept_high[axis]]
     if not bad:
         return []

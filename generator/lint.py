@@ -14,9 +14,10 @@ onnx is imported lazily, only when a repository holds an ONNX model.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
@@ -26,6 +27,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from generator.config import WARMUP_FOLDER
 from generator.dtypes import DTYPES, by_triton
+from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, wiring_problems
 
 __all__ = ["RULES", "Finding", "PbtxtLocator", "format_finding", "lint_repository"]
 
@@ -83,6 +85,14 @@ RULES: dict[str, tuple[str, str]] = {
     "batch-io": (ERROR, "batch_input/batch_output naming unknown tensors or the wrong number of sources"),
     "ensemble-config": (ERROR, "ensemble structure: platform/scheduling pairing, steps, no instance groups"),
     "ensemble-model-missing": (WARNING, "an ensemble step names a model that is not in this repository"),
+    "ensemble-map-name": (ERROR, "an ensemble map names an input or output its step model does not have"),
+    "ensemble-input-unmapped": (ERROR, "a required input of an ensemble step is not mapped"),
+    "ensemble-tensor-producers": (ERROR, "an ensemble tensor produced twice (two output maps, or an ensemble input)"),
+    "ensemble-data-type": (ERROR, "an ensemble tensor whose uses disagree on data_type"),
+    "ensemble-dims": (ERROR, "an ensemble tensor whose uses have incompatible dims (-1 matches any size)"),
+    "ensemble-batch-size": (ERROR, "ensemble max_batch_size above a batching step model's"),
+    "ensemble-flow": (ERROR, "an unused ensemble input or tensor, an output never written, or a step that never runs"),
+    "ensemble-shape-range": (ERROR, "a step output's shape range (gen-repo contract) outside its consumer's"),
     "onnx-skipped": (WARNING, "the onnx package is not installed, so ONNX graphs were not checked"),
     "onnx-load": (ERROR, "model.onnx cannot be read as an ONNX model"),
     "onnx-io-name": (ERROR, "config and ONNX graph disagree on input/output names"),
@@ -889,7 +899,78 @@ def lint_repository(path: str | FsPath) -> list[Finding]:
     models = {p.name for p in model_dirs}
     for model_dir in model_dirs:
         findings.extend(_lint_model(model_dir, models))
+    findings.extend(_ensemble_wiring(model_dirs))
     return sorted(findings, key=Finding.sort_key)
+
+
+def _ensemble_wiring(model_dirs: Sequence[FsPath]) -> list[Finding]:
+    """Every ensemble's wiring against its step models' configs (:mod:`generator.ensemble`'s rules).
+
+    Shape ranges come from a step's ``gen_repo/contract.json`` where gen-repo wrote one. Structure problems
+    (``ensemble-config``, ``ensemble-model-missing``) are :func:`_check_ensemble`'s findings, not repeated here.
+    """
+    configs: dict[str, tuple[mc.ModelConfig, str, FsPath]] = {}
+    for model_dir in model_dirs:
+        path = model_dir / "config.pbtxt"
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            config, _ = parse_config_text(text, f"{model_dir.name}/config.pbtxt")
+            if config is not None:
+                configs[model_dir.name] = (config, text, model_dir)
+    findings: list[Finding] = []
+    for name, (config, text, _) in sorted(configs.items()):
+        if config.platform != "ensemble" or not config.HasField("ensemble_scheduling"):
+            continue
+        steps = config.ensemble_scheduling.step
+        models = {s.model_name: _step_model(*configs[s.model_name][::2]) for s in steps if s.model_name in configs}
+        wiring = Wiring(name, config.max_batch_size, tuple(_wiring_io(io) for io in config.input),
+                        tuple(_wiring_io(io) for io in config.output),
+                        tuple(Step(s.model_name, dict(s.input_map), dict(s.output_map)) for s in steps))
+        cf = _ConfigFile(f"{name}/config.pbtxt", config, PbtxtLocator(text))
+        for problem in wiring_problems(wiring, models):
+            if problem.rule not in ("ensemble-config", "ensemble-model-missing"):
+                cf.add(problem.rule, problem.message, _wiring_path(cf.locator, problem.where))
+        findings.extend(cf.findings)
+    return findings
+
+
+def _wiring_io(io: mc.ModelInput | mc.ModelOutput, shapes: Mapping[str, Any] | None = None) -> TensorIO:
+    """A config tensor for the wiring rules (Triton compares an ensemble's reshape when it has one)."""
+    dims = io.reshape.shape if io.HasField("reshape") and not shapes else io.dims
+    entry = (shapes or {}).get(io.name) or {}
+    low, high = entry.get("min_shape"), entry.get("max_shape")
+    return TensorIO(io.name, mc.DataType.Name(io.data_type), tuple(dims), bool(getattr(io, "optional", False)),
+                    tuple(low) if isinstance(low, list) else None, tuple(high) if isinstance(high, list) else None)
+
+
+def _step_model(config: mc.ModelConfig, model_dir: FsPath) -> StepModel:
+    """A step model from its config, with shape ranges from its newest gen-repo contract when there is one."""
+    shapes: dict[str, Any] = {}
+    versions = sorted((int(p.name), p) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    if versions:
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            contract = json.loads((versions[-1][1] / "gen_repo" / "contract.json").read_text(encoding="utf-8"))
+            shapes = {t["name"]: t for t in (*contract["inputs"], *contract["outputs"])}
+    return StepModel(config.name or model_dir.name, config.max_batch_size,
+                     tuple(_wiring_io(io, shapes) for io in config.input),
+                     tuple(_wiring_io(io, shapes) for io in config.output))
+
+
+def _wiring_path(locator: PbtxtLocator, where: Location) -> FieldPath:
+    """The config field a wiring location points at."""
+    if not where:
+        return ("ensemble_scheduling",)
+    head = where[0]
+    if head in ("input", "output"):
+        return (str(head), where[1], "name")
+    if head == "max_batch_size":
+        return ("max_batch_size",)
+    step: FieldPath = ("ensemble_scheduling", 0, "step", where[1])
+    if len(where) == 2:
+        return step
+    if where[2] == "model_name":
+        return (*step, "model_name")
+    return (*locator.map_entry((*step, str(where[2])), str(where[3])), "key")
 
 
 def _lint_model(model_dir: FsPath, models: set[str]) -> list[Finding]:
