@@ -29,7 +29,9 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from generator.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 from generator.dtypes import DTYPES
+from generator.errors import GenRepoError, Problem
 from generator.values import ValueDomain, draw
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "RequestProblemKind",
     "RequestValidationError",
     "TensorContract",
+    "check_request_file",
     "config_to_contract",
     "numpy_dtype",
     "to_infer_inputs",
@@ -305,27 +308,20 @@ class ModelContract:
     def from_server(
         cls, url: str, model: str, protocol: str = "grpc", version: str = "", timeout: float = 10.0
     ) -> ModelContract:
-        """Ask a live server (``get_model_config``) over ``"grpc"`` or ``"http"``; ``url`` is ``host:port``."""
-        if protocol == "grpc":
-            import tritonclient.grpc as grpcclient
+        """Ask a live server (``get_model_config``) over ``"grpc"`` or ``"http"``; ``url`` is ``host:port``.
 
-            gclient = grpcclient.InferenceServerClient(url)
+        Raises :class:`~generator.connection.ServerUnreachableError` when the server does not answer within
+        ``timeout`` seconds (or refuses the connection), and tritonclient's ``InferenceServerException`` when it
+        answers no (an unknown model or version).
+        """
+        with Connection(url, protocol, timeout) as connection:
             try:
-                response = gclient.get_model_config(model, model_version=version, client_timeout=timeout)
-            finally:
-                gclient.close()
-            contract = config_to_contract(response.config, name=model, source=f"grpc://{url}")
-        elif protocol == "http":
-            import tritonclient.http as httpclient
-
-            hclient = httpclient.InferenceServerClient(url, connection_timeout=timeout, network_timeout=timeout)
-            try:
-                doc = hclient.get_model_config(model, model_version=version)
-            finally:
-                hclient.close()
-            contract = cls.from_config_dict(doc, name=model, source=f"http://{url}")
-        else:
-            raise ValueError(f"protocol must be 'grpc' or 'http', not {protocol!r}")
+                config = connection.config(model, version)
+            except Exception as exc:  # tritonclient raises InferenceServerException and transport errors alike
+                if is_transport_error(exc):
+                    raise unreachable_error(url, f"get_model_config({model!r})", exc) from exc
+                raise
+        contract = config_to_contract(config, name=config.name or model, source=f"{protocol}://{url}")
         return _replace_version(contract, int(version) if version else None)
 
     # ------------------------------------------------------------------ queries
@@ -622,3 +618,47 @@ def _random_array(rng: np.random.Generator, tensor: TensorContract, shape: Shape
     if tensor.data_type == "TYPE_BF16":
         return rng.standard_normal(size=shape).astype(tensor.dtype)
     return draw(rng, tensor.name, str(tensor.dtype), shape, tensor.values)
+
+
+# ---------------------------------------------------------------------------- gen-repo check-request
+def check_request_file(
+    model: str,
+    npz_file: Path,
+    *,
+    repo: Path | None = None,
+    url: str | None = None,
+    protocol: str = "grpc",
+    version: int | None = None,
+    case: str | None = None,
+    timeout: float = 10.0,
+) -> dict[str, Any]:
+    """Check the requests in ``npz_file`` against ``model``'s contract from ``repo`` or a live server at ``url``.
+
+    Returns ``{"ok", "model", "source", "cases": [{"case", "ok", "problems"}]}``: a gen-repo reference.npz is
+    checked case by case (see :func:`generator.reference.load_requests`). Raises GenRepoError when the contract
+    cannot be had (exit 2) and :class:`~generator.connection.ServerUnreachableError` when the server does not
+    answer within ``timeout`` (exit 3).
+    """
+    from generator.reference import load_requests
+
+    if repo is not None:
+        try:
+            contract = ModelContract.from_repository(repo, model, version=version)
+        except (OSError, ValueError, KeyError) as error:
+            raise GenRepoError(
+                [Problem(str(repo / model), "", f"cannot load the model's contract: {error}")]
+            ) from error
+    else:
+        assert url is not None
+        try:
+            contract = ModelContract.from_server(url, model, protocol=protocol, version=str(version or ""),
+                                                 timeout=timeout)
+        except ServerUnreachableError:
+            raise
+        except Exception as error:  # the server answered: unknown model or version
+            raise GenRepoError([Problem(url, "", f"get_model_config({model!r}) failed: {error}")]) from error
+    cases: list[dict[str, Any]] = []
+    for name, inputs in load_requests(npz_file, case).items():
+        problems = contract.validate(inputs)
+        cases.append({"case": name, "ok": not problems, "problems": [p.to_dict() for p in problems]})
+    return {"ok": all(c["ok"] for c in cases), "model": contract.name, "source": contract.source, "cases": cases}

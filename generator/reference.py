@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,11 +46,13 @@ __all__ = [
     "REFERENCE_FORMAT",
     "ReferenceCase",
     "ReferenceDataError",
+    "load_requests",
     "make_reference_cases",
     "read_reference",
     "reference_index",
     "reference_inputs",
     "read_npz",
+    "reference_key",
     "torch_outputs",
     "write_npz",
     "write_reference",
@@ -263,7 +266,7 @@ def write_reference(folder: Path | str, cases: Sequence[ReferenceCase]) -> tuple
     for case in cases:
         for kind, tensors in (("input", case.inputs), ("output", case.outputs)):
             for name, array in tensors.items():
-                arrays[f"{case.name}/{kind}/{name}"] = array
+                arrays[reference_key(case.name, kind, name)] = array
     npz = write_npz(folder / "reference.npz", arrays)
     index_path = folder / "reference.json"
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
@@ -289,7 +292,7 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
         tensors: dict[str, dict[str, np.ndarray]] = {"input": {}, "output": {}}
         for kind, key in (("input", "inputs"), ("output", "outputs")):
             for name in entry.get(key, []):
-                member = f"{entry['name']}/{kind}/{name}"
+                member = reference_key(entry["name"], kind, name)
                 if member not in arrays:
                     problems.append(Problem(str(npz_path), "", f"array {member!r} listed in case {i} is missing"))
                 else:
@@ -298,3 +301,40 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     if problems:
         raise ReferenceDataError(problems)
     return cases
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The array names of reference.npz, and requests read from any .npz
+# --------------------------------------------------------------------------------------------------------------------
+#: reference.npz names arrays ``<case>/input/<tensor>`` and ``<case>/output/<tensor>``.
+_CASE_KEY = re.compile(r"^(?P<case>[^/]+)/(?P<role>input|output)/(?P<tensor>.+)$")
+
+
+def reference_key(case: str, role: str, tensor: str) -> str:
+    """The name of one array in ``reference.npz``: ``<case>/<role>/<tensor>``, ``role`` being input or output."""
+    return f"{case}/{role}/{tensor}"
+
+
+def load_requests(path: Path, case: str | None) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
+    """Read the requests in an .npz: one per case for a gen-repo reference.npz, else the whole file as one request."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:  # no pickles: an .npz from elsewhere must not run code
+            arrays = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise GenRepoError([Problem(str(path), "", f"cannot read as .npz: {error}")]) from error
+    matches = {name: _CASE_KEY.match(name) for name in arrays}
+    if arrays and all(matches.values()):
+        requests: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+        for name, match in sorted(matches.items()):
+            assert match is not None
+            requests.setdefault(match["case"], {})
+            if match["role"] == "input":
+                requests[match["case"]][match["tensor"]] = arrays[name]
+        if case is not None:
+            if case not in requests:
+                raise GenRepoError([Problem(str(path), "", f"no case {case!r}; cases are {', '.join(requests)}")])
+            return {case: requests[case]}
+        return requests
+    if case is not None:
+        raise GenRepoError([Problem(str(path), "", "--case needs arrays named <case>/input/<tensor>")])
+    return {"request": arrays}

@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -775,6 +776,30 @@ class RepositoryWriter:
             self._discard(path)
 
 
+def write_config_folders(files: Mapping[str, str], out_dir: Path, models: list[str]) -> None:
+    """Write ``files`` (``gen-repo config``'s configs and contracts) and swap each model folder into ``out_dir``.
+
+    Everything is staged in a temp folder next to ``out_dir``, then each model folder is swapped in by rename. Files
+    in ``out_dir`` that are not one of ``models`` are left alone. Not :class:`RepositoryWriter`: a folder of configs
+    alone has no lock file to commit, and each model folder is replaced whole by one rename.
+    """
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
+    os.chmod(staging, 0o755)  # mkdtemp makes it private; the repository is meant to be read by a server
+    try:
+        write_files(staging, files)
+        if not out_dir.exists():
+            os.rename(staging, out_dir)
+            return
+        for model in models:
+            old = out_dir / model
+            trash = staging / f".old-{model}"
+            if old.exists() or old.is_symlink():
+                os.rename(old, trash)
+            os.rename(staging / model, old)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
 __all__ = [
     "LOCK_FILE_NAME",
     "LOCK_FORMAT",
@@ -783,5 +808,6 @@ __all__ = [
     "read_lock",
     "render_lock",
     "verify_repository",
+    "write_config_folders",
     "write_files",
 ]

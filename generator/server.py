@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from generator.connection import Connection
 from generator.errors import EXIT_UNREACHABLE, GenRepoError, Problem
 
 __all__ = [
@@ -52,6 +53,8 @@ ModelControl = Literal["none", "explicit", "poll"]
 
 #: How many lines of the server's log an error message carries.
 LOG_TAIL_LINES = 40
+#: Longest wait of one readiness call while polling (shorter near the deadline).
+_READY_CALL_S = 2.0
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -392,13 +395,12 @@ class TritonServer:
         :class:`TritonNotReadyError` with the log tail at the deadline. With automatically picked ports, a launch
         that lost a port race (another process took the port) is retried on new ports, up to twice.
         """
-        import tritonclient.grpc as grpcclient
         from tritonclient.utils import InferenceServerException
 
         process = self._require_process()
         deadline = time.monotonic() + timeout
         retries = 2
-        client = grpcclient.InferenceServerClient(self.grpc_url)
+        client = Connection(self.grpc_url, "grpc", _READY_CALL_S)
         try:
             while True:
                 code = process.poll()
@@ -408,7 +410,7 @@ class TritonServer:
                         client.close()
                         self._respawn_on_new_ports()
                         process = self._require_process()
-                        client = grpcclient.InferenceServerClient(self.grpc_url)
+                        client = Connection(self.grpc_url, "grpc", _READY_CALL_S)
                         continue
                     raise _error(
                         TritonStartError,
@@ -423,7 +425,7 @@ class TritonServer:
                         f"tritonserver was not ready within {timeout:g} s; log tail:\n{self.log_tail()}",
                     )
                 with contextlib.suppress(InferenceServerException):
-                    if client.is_server_ready(client_timeout=max(0.1, min(2.0, remaining))):
+                    if client.ready(timeout=max(0.1, min(_READY_CALL_S, remaining))):
                         return
                 time.sleep(min(poll_interval, max(0.0, deadline - time.monotonic())))
         finally:

@@ -32,15 +32,13 @@ the server stops answering (a transport error and a failed liveness probe) every
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import importlib
 import itertools
 import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +50,7 @@ from tritonclient.utils import InferenceServerException
 
 from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
 from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
+from generator.connection import Connection, is_transport_error
 from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 __all__ = [
@@ -74,8 +73,6 @@ STATUSES = ("passed", "failed", "skipped", "error")
 #: Pseudo model name for results about the server itself (unreachable, nothing to check).
 SERVER = "(server)"
 
-#: gRPC status codes that mean "the server did not answer", not "the server answered no".
-_TRANSPORT_CODES = ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED", "StatusCode.CANCELLED")
 #: Triton prefixes request errors with the request id; ours are anonymous, so the prefix is noise.
 _REQUEST_ID = re.compile(r"^\[request id: [^\]]*\]\s*")
 #: Added to refusals of random inputs built from a config alone.
@@ -204,168 +201,16 @@ class ServerLostError(Exception):
     """The server stopped answering (transport error and a failed liveness probe)."""
 
 
-def is_transport_error(exc: BaseException) -> bool:
-    """Tell whether ``exc`` means the server did not answer (refused, reset, timed out), not that it said no."""
-    if isinstance(exc, InferenceServerException):
-        status = str(exc.status() or "")
-        text = str(exc.message() or "").lower()
-        return status in _TRANSPORT_CODES or "deadline exceeded" in text or "failed to connect" in text
-    return isinstance(exc, (OSError, TimeoutError, ConnectionError)) or type(exc).__name__ == "Timeout"
-
-
-@contextlib.contextmanager
-def _gevent_timeout(what: str, timeout: float) -> Iterator[None]:
-    """Turn gevent's ``Timeout`` (a BaseException, so ``except Exception`` misses it) into ``TimeoutError``."""
-    try:
-        yield
-    except Exception:
-        raise
-    except BaseException as exc:
-        if type(exc).__name__ == "Timeout":
-            raise TimeoutError(f"{what}: no answer within {timeout:g} s") from exc
-        raise
-
-
-class Connection:
-    """One tritonclient connection (gRPC or HTTP) where every call has a timeout; plain Python results.
-
-    Use one per thread: tritonclient's HTTP client runs on gevent, whose hub belongs to the creating thread.
-    """
-
-    def __init__(self, url: str, protocol: str, timeout: float) -> None:
-        if protocol not in ("grpc", "http"):
-            raise ValueError(f"protocol must be 'grpc' or 'http', not {protocol!r}")
-        self.url, self.protocol, self.timeout = url, protocol, float(timeout)
-        self._client: Any
-        if protocol == "grpc":
-            import tritonclient.grpc as grpcclient
-
-            self._client = grpcclient.InferenceServerClient(url)
-        else:
-            import tritonclient.http as httpclient
-
-            self._client = httpclient.InferenceServerClient(
-                url, connection_timeout=self.timeout, network_timeout=self.timeout
-            )
-
-    def close(self) -> None:
-        """Close the client (never raises)."""
-        with contextlib.suppress(Exception):
-            self._client.close()
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def _call(self, method: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
-        """Call a client method with the timeout; gevent's Timeout (a BaseException) becomes TimeoutError."""
-        if self.protocol == "grpc":
-            kwargs["client_timeout"] = timeout if timeout is not None else self.timeout
-        with _gevent_timeout(method, timeout if timeout is not None else self.timeout):
-            return getattr(self._client, method)(*args, **kwargs)
-
-    # -- health -----------------------------------------------------------------------------------------------------
-    def live(self) -> bool:
-        """``is_server_live``."""
-        return bool(self._call("is_server_live"))
-
-    def ready(self) -> bool:
-        """``is_server_ready``."""
-        return bool(self._call("is_server_ready"))
-
-    def model_ready(self, model: str) -> bool:
-        """``is_model_ready`` (any version)."""
-        return bool(self._call("is_model_ready", model))
-
-    def load(self, model: str, timeout: float) -> None:
-        """Load ``model`` through the repository API (explicit model control), waiting at most ``timeout``."""
-        if self.protocol == "grpc":
-            self._call("load_model", model, timeout=timeout)
-            return
-        import tritonclient.http as httpclient
-
-        # The HTTP client has one network timeout per client: loading needs a longer one than a request.
-        client = httpclient.InferenceServerClient(self.url, connection_timeout=self.timeout, network_timeout=timeout)
-        try:
-            with _gevent_timeout("load_model", timeout):
-                client.load_model(model)
-        finally:
-            client.close()
-
-    def index(self) -> list[dict[str, str]]:
-        """Return the repository index: ``[{"name", "version", "state", "reason"}]``."""
-        if self.protocol == "grpc":
-            entries = self._call("get_model_repository_index", as_json=True).get("models", [])
-        else:
-            entries = self._call("get_model_repository_index")
-        keys = ("name", "version", "state", "reason")
-        return [{key: str(entry.get(key, "")) for key in keys} for entry in entries]
-
-    # -- model views --------------------------------------------------------------------------------------------------
-    def config(self, model: str) -> model_config_pb2.ModelConfig:
-        """Return the server's ``ModelConfig`` for ``model`` (auto-completed fields included)."""
-        if self.protocol == "grpc":
-            config = model_config_pb2.ModelConfig()
-            config.CopyFrom(self._call("get_model_config", model).config)
-            return config
-        doc = self._call("get_model_config", model)
-        return json_format.ParseDict(doc, model_config_pb2.ModelConfig(), ignore_unknown_fields=True)
-
-    def metadata(self, model: str) -> dict[str, Any]:
-        """``get_model_metadata`` as ``{"name", "versions", "platform", "inputs", "outputs"}`` with int shapes."""
-        doc = self._call("get_model_metadata", model, as_json=True) if self.protocol == "grpc" else self._call(
-            "get_model_metadata", model
-        )
-
-        def tensors(key: str) -> list[dict[str, Any]]:
-            return [
-                {"name": t.get("name", ""), "datatype": t.get("datatype", ""), "shape": [int(d) for d in t["shape"]]}
-                for t in doc.get(key, [])
-            ]
-
-        return {
-            "name": doc.get("name", ""),
-            "versions": [str(v) for v in doc.get("versions", [])],
-            "platform": doc.get("platform", ""),
-            "inputs": tensors("inputs"),
-            "outputs": tensors("outputs"),
-        }
-
-    def statistics(self, model: str) -> tuple[int, int]:
-        """(inference_count, execution_count) summed over the model's versions."""
-        if self.protocol == "grpc":
-            doc = self._call("get_inference_statistics", model, as_json=True)
-        else:
-            doc = self._call("get_inference_statistics", model)
-        inferences = executions = 0
-        for entry in doc.get("model_stats", []):
-            if entry.get("name") == model:
-                # proto3 JSON leaves zero counters out and writes int64 as strings.
-                inferences += int(entry.get("inference_count", 0) or 0)
-                executions += int(entry.get("execution_count", 0) or 0)
-        return inferences, executions
-
-    def infer(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        outputs: Sequence[str],
-        datatypes: Mapping[str, str] | None = None,
-    ) -> dict[str, np.ndarray]:
-        """Run one request; return every requested output by name (raises InferenceServerException when refused)."""
-        module: Any = importlib.import_module(f"tritonclient.{self.protocol}")
-        infer_inputs = to_infer_inputs(inputs, protocol=self.protocol, datatypes=datatypes)
-        requested = [module.InferRequestedOutput(name) for name in outputs] or None
-        result = self._call("infer", model, infer_inputs, outputs=requested)
-        names = list(outputs)
-        if not names:
-            response = result.get_response()
-            names = [o.name for o in response.outputs] if self.protocol == "grpc" else [
-                o["name"] for o in response.get("outputs", [])
-            ]
-        return {name: result.as_numpy(name) for name in names}
+def _infer(
+    connection: Connection,
+    model: str,
+    inputs: Mapping[str, np.ndarray],
+    outputs: Sequence[str],
+    datatypes: Mapping[str, str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run one request of numpy arrays; return every requested output by name (raises when refused)."""
+    infer_inputs = to_infer_inputs(inputs, protocol=connection.protocol, datatypes=datatypes)
+    return connection.infer(model, infer_inputs, outputs)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -765,7 +610,7 @@ class _Run:
             started = time.monotonic()
             entry: dict[str, Any] = {"case": case.name, "inputs": {n: list(a.shape) for n, a in case.inputs.items()}}
             try:
-                result = self.conn.infer(model, case.inputs, outputs, datatypes)
+                result = _infer(self.conn, model, case.inputs, outputs, datatypes)
             except Exception as exc:
                 self.transport(exc, f"{model}/inference")
                 problems.append(f"case {case.name}: request refused: {_exception_text(exc)}")
@@ -825,7 +670,7 @@ class _Run:
         details: dict[str, Any] = {"request": {n: list(a.shape) for n, a in inputs.items()}}
         datatypes = {t.name: t.datatype for t in contract.inputs}
         try:
-            result = self.conn.infer(model, inputs, [t.name for t in contract.outputs], datatypes)
+            result = _infer(self.conn, model, inputs, [t.name for t in contract.outputs], datatypes)
         except Exception as exc:
             self.transport(exc, f"{model}/{check}")
             if is_transport_error(exc):
@@ -1071,7 +916,7 @@ def _burst(
                     return
                 started = time.monotonic()
                 try:
-                    result = connection.infer(model, inputs, outputs, datatypes)
+                    result = _infer(connection, model, inputs, outputs, datatypes)
                 except Exception as exc:
                     with lock:
                         outcome.failures.append(f"request {index}: {_exception_text(exc)}")

@@ -3,39 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import click
 
 from generator.cli._common import report_errors
-from generator.repository import write_files
-
-
-def _write(files: dict[str, str], out_dir: Path, models: list[str]) -> None:
-    """Stage everything in a temp folder next to ``out_dir``, then swap each model folder in by rename.
-
-    Files in ``out_dir`` that are not one of ``models`` are left alone. Not :class:`RepositoryWriter`: a folder of
-    configs alone has no lock file to commit, and each model folder is replaced whole by one rename.
-    """
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
-    os.chmod(staging, 0o755)  # mkdtemp makes it private; the repository is meant to be read by a server
-    try:
-        write_files(staging, files)
-        if not out_dir.exists():
-            os.rename(staging, out_dir)
-            return
-        for model in models:
-            old = out_dir / model
-            trash = staging / f".old-{model}"
-            if old.exists() or old.is_symlink():
-                os.rename(old, trash)
-            os.rename(staging / model, old)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+from generator.repository import write_config_folders
 
 
 @click.command("config")
@@ -60,7 +33,7 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
     plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target), warmup_data=False)
     out_dir = Path(output).resolve() if output else plan.output_dir
     files = config_files(plan)
-    _write(files, out_dir, [m.name for m in plan.models])
+    write_config_folders(files, out_dir, [m.name for m in plan.models])
     if json_output:
         click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:
