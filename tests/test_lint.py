@@ -60,8 +60,41 @@ def test_bad_case_reports_exactly_the_planted_defect(case: str) -> None:
 
 def test_every_rule_has_a_bad_case() -> None:
     covered = {_expected(case)["rule"] for case in BAD_CASES}
-    # Tested below instead of in the corpus: a path that does not exist, an environment without onnx.
-    assert set(RULES) - covered == {"repository-missing", "onnx-skipped"}
+    # Ensemble wiring has its own corpus over real built models (tests/ensemble_corpus, tests/test_ensemble.py).
+    ensembles = Path(__file__).parent / "ensemble_corpus"
+    covered |= {e["rule"] for p in ensembles.glob("*/expected.json") for e in json.loads(p.read_text())}
+    # Tested below instead of in a corpus: a path that does not exist, an environment without onnx, and shape ranges
+    # (they need gen-repo contracts).
+    assert set(RULES) - covered == {"repository-missing", "onnx-skipped", "ensemble-shape-range"}
+
+
+def test_ensemble_shape_ranges_come_from_the_steps_contracts(tmp_path: Path) -> None:
+    """A step output whose contract range exceeds its consumer's: Triton loads it and fails the long requests."""
+    def model(name: str, high: int) -> None:
+        (tmp_path / name / "1" / "gen_repo").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "python"\nmax_batch_size: 8\n'
+            'input [ { name: "x", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
+            'output [ { name: "y", data_type: TYPE_FP32, dims: [ -1 ] } ]\n')
+        tensor = {"dims": [-1], "min_shape": [1, 4], "max_shape": [8, high], "data_type": "TYPE_FP32"}
+        (tmp_path / name / "1" / "gen_repo" / "contract.json").write_text(json.dumps(
+            {"inputs": [{"name": "x", **tensor}], "outputs": [{"name": "y", **tensor}]}))
+        (tmp_path / name / "1" / "model.py").write_text("")
+
+    model("a", 64)
+    model("b", 32)
+    (tmp_path / "ab" / "1").mkdir(parents=True)
+    (tmp_path / "ab" / "config.pbtxt").write_text(
+        'name: "ab"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+        'input [ { name: "x", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
+        'output [ { name: "y", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
+        'ensemble_scheduling { step [\n'
+        '  { model_name: "a" input_map { key: "x" value: "x" } output_map { key: "y" value: "t" } },\n'
+        '  { model_name: "b" input_map { key: "x" value: "t" } output_map { key: "y" value: "y" } }\n'
+        '] }\n')
+    findings = [f for f in lint_repository(tmp_path) if f.rule.startswith("ensemble")]
+    assert [(f.rule, f.file, f.line) for f in findings] == [("ensemble-shape-range", "ab/config.pbtxt", 8)]
+    assert "axis 1: 4..64 produced, 4..32 accepted" in findings[0].message
 
 
 def test_missing_repository_is_one_error(tmp_path: Path) -> None:
