@@ -20,12 +20,14 @@ from generator.client import ModelContract
 from generator.contract import to_model
 from generator.export.onnx import compare_with_onnxruntime
 from generator.reference import read_reference
-from generator.smoke import SmokeOptions, run_smoke
+from generator.smoke import CHECKS, SmokeOptions, run_smoke
 from generator.spec import GraphSpec
 from tests.manifest_helpers import REPO
 
 ZOO = REPO / "tests" / "zoo"
-ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided")
+ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided", "head")
+#: The zoo's ensemble: bert's pooled output into the classification head, one Triton endpoint.
+ZOO_ENSEMBLES = ("bert_classifier",)
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +55,7 @@ def _plans():
     return {m.name: m for m in plan_repository(load_manifest(ZOO / "gen-repo.yaml")).models}
 
 
-@pytest.mark.parametrize("stem", ["bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided"])
+@pytest.mark.parametrize("stem", ZOO_MODELS)
 def test_zoo_specs_are_aitune_recordings_and_keep_aitunes_answers(stem):
     document = json.loads((ZOO / "specs" / f"{stem}.graphspec.json").read_text())
     assert document["aitune_version"] == "0.6.0"
@@ -69,7 +71,7 @@ def test_zoo_specs_are_aitune_recordings_and_keep_aitunes_answers(stem):
 def test_every_zoo_model_builds(zoo_build):
     repository, report = zoo_build
     assert report.ok, json.dumps(report.to_dict(), indent=1)
-    assert [m.name for m in report.models] == list(ZOO_MODELS)
+    assert [m.name for m in report.models] == [*ZOO_MODELS, *ZOO_ENSEMBLES]
     for name in ZOO_MODELS:
         assert {"config.pbtxt", "1"} <= {p.name for p in (repository / name).iterdir()}, name
     notes = {m.name: m.notes for m in report.models}
@@ -171,11 +173,38 @@ def test_zoo_passes_every_smoke_check_in_a_real_triton(zoo_repository, triton_se
     report = run_smoke(server.grpc_url, "grpc", zoo_repository, options=SmokeOptions(burst=32, concurrency=8))
     explained = "\n".join(f"{r.model} {r.check} {r.status}: {r.message}" for r in report.results)
     assert report.exit_code == 0, explained
-    assert sorted(report.models) == sorted(ZOO_MODELS)
+    assert sorted(report.models) == sorted([*ZOO_MODELS, *ZOO_ENSEMBLES])
     skipped = {(r.model, r.check) for r in report.results if r.status == "skipped"}
     assert skipped == {("unet_guided", "reject_batch")}, explained  # the one model that cannot batch
     passed = {(r.model, r.check) for r in report.results if r.status == "passed"}
     assert ("bert", "burst") in passed and ("unet_guided", "reference") in passed
+    # The ensemble is checked like any model: through Triton's ensemble scheduler, against the chained reference.
+    assert {check for model, check in passed if model == "bert_classifier"} == set(CHECKS), explained
+
+
+def test_the_ensemble_agrees_with_the_torch_pipeline(zoo_build):
+    """bert -> head chained in onnxruntime (the stored reference) matches the whole torch pipeline at the build, and
+    here again, computed independently from the stored inputs."""
+    import sys
+
+    import torch
+
+    repository, report = zoo_build
+    notes = next(m.notes for m in report.models if m.name == "bert_classifier")
+    assert any("match the torch pipeline zoo_models:make_bert_classifier on every case" in n for n in notes), notes
+    sys.path.insert(0, str(ZOO))
+    try:
+        import zoo_models
+    finally:
+        sys.path.remove(str(ZOO))
+    pipeline = zoo_models.make_bert_classifier()
+    cases = read_reference(repository / "bert_classifier" / "1" / "gen_repo")
+    assert [c.name for c in cases] == ["min", "opt", "max"]
+    for case in cases:
+        with torch.no_grad():
+            logits = pipeline(**{k: torch.from_numpy(v) for k, v in case.inputs.items()}).numpy()
+        np.testing.assert_allclose(case.outputs["logits"], logits, rtol=1e-4, atol=1e-5)
+        assert set(np.unique(case.inputs["token_type_ids"])) <= {0, 1}  # bert's domain, found by its build
 
 
 def test_every_stored_reference_case_is_a_valid_request(zoo_repository, example_repository):
@@ -192,4 +221,4 @@ def test_every_stored_reference_case_is_a_valid_request(zoo_repository, example_
             payload = json.loads(result.output)
             assert payload["ok"] and len(payload["cases"]) >= 3, (model, payload)
             checked += len(payload["cases"])
-    assert checked >= 3 * (len(ZOO_MODELS) + 2)
+    assert checked >= 3 * (len(ZOO_MODELS) + len(ZOO_ENSEMBLES) + 2)
