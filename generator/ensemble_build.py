@@ -49,19 +49,33 @@ def build_ensemble_artifacts(
     stage = "reference"
     try:
         domains = _step_domains(ensemble, step_folders)
-        runners = {name: _runner(steps[name], step_folders[name], where) for name in
-                   {ensemble.steps[j].model_name for j in ensemble.step_order}}
-        cases = []
-        for case in CASE_SHAPES:
-            arrays = reference_inputs(ensemble.inputs, model_name=ensemble.name, case=case, domains=domains)
-            outputs = _chain(ensemble, steps, runners, arrays)
-            batch = int(next(iter(arrays.values())).shape[0]) if ensemble.max_batch_size > 0 else None
-            cases.append(ReferenceCase(case, batch, arrays, outputs))
-        notes.append("reference outputs: the steps' ONNX chained in onnxruntime, "
-                     + " -> ".join(ensemble.steps[j].model_name for j in ensemble.step_order))
-        if ensemble.source is not None:
-            stage = "check"
-            notes.append(_check_with_torch(ensemble, cases, options, where))
+        names = sorted({ensemble.steps[j].model_name for j in ensemble.step_order})
+        without_onnx = [n for n in names if not (step_folders[n] / "model.onnx").is_file()]
+        inputs = [(case, reference_inputs(ensemble.inputs, model_name=ensemble.name, case=case, domains=domains))
+                  for case in CASE_SHAPES]
+        cases = [ReferenceCase(case, int(next(iter(a.values())).shape[0]) if ensemble.max_batch_size > 0 else None,
+                               a) for case, a in inputs]
+        if without_onnx:
+            # TensorRT steps keep only their engines: the whole torch pipeline gives the reference instead.
+            if ensemble.source is None:
+                raise GenRepoError([Problem(where.file, where.pointer, f"step model(s) {without_onnx} keep no "
+                                            "model.onnx to chain (target tensorrt): give the ensemble a source: "
+                                            "{factory: module:callable} for the whole pipeline, whose outputs "
+                                            "become the reference")])
+            module = _pipeline(ensemble, options, where)
+            for case in cases:
+                case.outputs = _torch_outputs(ensemble, options, where, case.inputs, module)
+            notes.append(f"reference outputs: the torch pipeline {ensemble.source.factory} (steps {without_onnx} "
+                         "keep no ONNX to chain)")
+        else:
+            runners = {name: _runner(steps[name], step_folders[name]) for name in names}
+            for case in cases:
+                case.outputs = _chain(ensemble, steps, runners, case.inputs)
+            notes.append("reference outputs: the steps' ONNX chained in onnxruntime, "
+                         + " -> ".join(ensemble.steps[j].model_name for j in ensemble.step_order))
+            if ensemble.source is not None:
+                stage = "check"
+                notes.append(_check_with_torch(ensemble, cases, options, where))
         (workdir / CONTRACT_FILE).parent.mkdir(parents=True, exist_ok=True)
         (workdir / CONTRACT_FILE).write_text(contract_text(ensemble, domains), encoding="utf-8")
         write_reference(workdir / "gen_repo", cases)
@@ -88,15 +102,11 @@ def _step_domains(ensemble: EnsemblePlan, step_folders: Mapping[str, Path]) -> d
     return domains
 
 
-def _runner(model: ModelPlan, folder: Path, where: Problem) -> Callable[[Mapping[str, np.ndarray]], dict[str, Any]]:
+def _runner(model: ModelPlan, folder: Path) -> Callable[[Mapping[str, np.ndarray]], dict[str, Any]]:
     """Model-side outputs of one step from its ``model.onnx`` in onnxruntime."""
     import onnxruntime as ort
 
     path = folder / "model.onnx"
-    if not path.is_file():
-        raise GenRepoError([Problem(where.file, where.pointer, f"step model {model.name!r} (target {model.target}) "
-                                    "keeps no model.onnx to chain; build its reference with a python or onnx "
-                                    "target step")])
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1  # deterministic reference data
     session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
@@ -127,20 +137,35 @@ def _chain(
     return {t.name: tensors[t.name] for t in ensemble.outputs}
 
 
+def _torch_outputs(
+    ensemble: EnsemblePlan, options: BuildOptions, where: Problem, inputs: Mapping[str, np.ndarray],
+    module: Any = None,
+) -> dict[str, np.ndarray]:
+    """The whole torch pipeline (the ensemble's ``source`` factory) on ``inputs``, called by ensemble input name."""
+    import torch
+
+    if module is None:
+        module = _pipeline(ensemble, options, where)
+    with torch.no_grad():
+        result = module(**{name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()})
+    return _by_output(result, [t.name for t in ensemble.outputs])
+
+
+def _pipeline(ensemble: EnsemblePlan, options: BuildOptions, where: Problem) -> Any:
+    assert ensemble.source is not None and ensemble.source.factory is not None
+    return import_factory(ensemble.source.factory, options, Problem(where.file, where.pointer + "/source/factory",
+                                                                   ""), what="ensemble source factory")
+
+
 def _check_with_torch(
     ensemble: EnsemblePlan, cases: list[ReferenceCase], options: BuildOptions, where: Problem
 ) -> str:
     """The whole pipeline in torch (the ensemble's ``source`` factory) must give the chained outputs."""
-    import torch
-
-    assert ensemble.source is not None and ensemble.source.factory is not None
-    module = import_factory(ensemble.source.factory, options, Problem(where.file, where.pointer + "/source/factory",
-                                                                     ""), what="ensemble source factory")
+    assert ensemble.source is not None
+    module = _pipeline(ensemble, options, where)
     problems = []
     for case in cases:
-        with torch.no_grad():
-            result = module(**{name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in case.inputs.items()})
-        produced = _by_output(result, [t.name for t in ensemble.outputs])
+        produced = _torch_outputs(ensemble, options, where, case.inputs, module)
         for tensor in ensemble.outputs:
             want = produced[tensor.name]
             have = case.outputs[tensor.name]

@@ -255,6 +255,31 @@ def test_tensorrt_rtx_rebuild_reads_the_timing_cache(rtx_build: SimpleNamespace)
     assert "timing cache reused" in notes or "was not accepted" in notes, notes
 
 
+def test_an_ensemble_of_tensorrt_steps_takes_its_reference_from_the_torch_pipeline(
+    rtx_build: SimpleNamespace, zoo: SimpleNamespace
+) -> None:
+    """TensorRT steps keep only their engines, so nothing can chain them on a CPU: with a torch pipeline for the
+    whole ensemble its outputs are the reference; without one the ensemble fails, saying what to add."""
+    import yaml
+
+    document = yaml.safe_load(rtx_build.manifest.read_text())
+    step = {"model": "mlp", "inputs": {"input_x": "x"}, "outputs": {"output": "y"}}
+    document["ensembles"] = [{"name": "pipe", "steps": [step], "source": {"factory": f"{MODULE}:make_mlp"}},
+                             {"name": "bare", "steps": [step]}]
+    manifest = zoo.root / "rtx_ensemble.yaml"
+    manifest.write_text(yaml.safe_dump(document, sort_keys=False))
+    options = BuildOptions(**{**_fields(rtx_build.options), "keep_going": True})
+    report = build_repository(manifest, options, output_dir=zoo.root / "rtx_ensemble_repository")
+    by_name = {m.name: m for m in report.models}
+    assert by_name["mlp"].status == "cached" and by_name["pipe"].status == "built", report.to_dict()
+    assert any(n.startswith(f"reference outputs: the torch pipeline {MODULE}:make_mlp") for n in by_name["pipe"].notes)
+    (problem,) = by_name["bare"].problems
+    assert by_name["bare"].status == "failed" and "keep no model.onnx to chain" in problem.message
+    assert problem.pointer == "/ensembles/1"
+    cases = read_reference(zoo.root / "rtx_ensemble_repository" / "pipe" / "1" / "gen_repo")
+    assert [(c.name, c.outputs["y"].shape[1:]) for c in cases] == [("min", (4,)), ("opt", (4,)), ("max", (4,))]
+
+
 def test_verify_catches_a_modified_engine(rtx_build: SimpleNamespace, tmp_path: Path) -> None:
     import shutil
 
