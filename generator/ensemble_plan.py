@@ -118,6 +118,10 @@ def plan_ensemble(
     problems += [Problem(file, _pointer(ensemble, ("input", i)), f"ensemble input {n!r}: no step input to take its "
                          "type and dims from") for i, (n, t) in enumerate(zip(input_names, inputs, strict=True))
                  if t is None and n in consumed]
+    problems += [Problem(file, _pointer(ensemble, ("input", i)), f"ensemble input {t.name!r}: its consumers accept no "
+                         f"common shape (min {list(t.min_shape)} is above max {list(t.max_shape)} on some axis)")
+                 for i, t in enumerate(inputs) if t is not None and any(lo > hi for lo, hi in
+                                                                         zip(t.min_shape, t.max_shape, strict=True))]
     if problems:
         return None, problems
     order = tuple(step_order(wiring))

@@ -121,6 +121,19 @@ def test_a_producer_range_beyond_its_consumers_is_refused_before_triton_would_fa
                               "accept (axis 1: 4..64 produced, 4..32 accepted)"), problem
 
 
+def test_an_input_whose_consumers_share_no_shape_is_refused(tmp_path):
+    document = _chain(64, 32)
+    document["models"][1]["spec"]["input_spec"]["tensor_data"][0].update(min_shape=[1, 40], max_shape=[8, 64])
+    document["ensembles"] = [{"name": "fan", "steps": [
+        {"model": "a", "inputs": {"input_x": "x"}, "outputs": {"output": "p"}},
+        {"model": "b", "inputs": {"input_x": "x"}, "outputs": {"output": "q"}}]}]
+    document["models"][0]["spec"]["input_spec"]["tensor_data"][0].update(max_shape=[8, 32])
+    with pytest.raises(GenRepoError) as caught:
+        plan_for(tmp_path, document)
+    assert problems_of(caught.value) == ["/ensembles/0/steps: ensemble input 'x': its consumers accept no common "
+                                         "shape (min [1, 40] is above max [8, 32] on some axis)"]
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # The rules on plain data
 # --------------------------------------------------------------------------------------------------------------------
