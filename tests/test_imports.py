@@ -9,6 +9,7 @@ cannot pass merely because the finder sees nothing.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -167,3 +168,15 @@ def test_cycle_finder_on_a_small_graph() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}, "g": set()}
     assert find_cycles(graph) == [["a", "b", "c"], ["e", "f"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_readme_module_map_lists_every_module() -> None:
+    """README's module map names every module of the package (the click commands as ``cli/``)."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("generator/            the package")
+    block = readme[start:readme.index("```", start)]
+    package = REPO_ROOT / "generator"
+    modules = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
+                     if p.name != "__init__.py" and p.parent.name != "cli" and "__pycache__" not in p.parts)
+    assert [m for m in modules if not re.search(rf"(^|\s){re.escape(m)}(\s|$)", block, re.M)] == []
+    assert re.search(r"^\s+cli/\s", block, re.M)
