@@ -80,11 +80,11 @@ def plan_ensemble(
     file = str(manifest.file)
     by_name = {m.name: m for m in models}
     known = step_models(models)
-    steps = tuple(Step(s.model, dict(s.inputs), dict(s.outputs)) for s in ensemble.steps)
+    steps = ensemble.steps
     refused = {r.name for r in manifest.refused}
     problems = [Problem(file, f"{ensemble.pointer}/steps/{j}/model",
-                        f"step {j} runs model {s.model!r}, which is refused (see its problems)")
-                for j, s in enumerate(ensemble.steps) if s.model in refused]
+                        f"step {j} runs model {s.model_name!r}, which is refused (see its problems)")
+                for j, s in enumerate(steps) if s.model_name in refused]
     decisions: list[str] = []
     consumed = _ordered(t for s in steps for t in s.input_map.values())
     produced = _ordered(t for s in steps for t in s.output_map.values())

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.documents import load_document, schema_problems
+from generator.ensemble import Step
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import case_collisions, model_name_from_graph, model_name_problems
 from generator.overrides import OVERRIDE_KEYS, apply_overrides
@@ -46,7 +47,6 @@ __all__ = [
     "OPTION_KEYS",
     "Manifest",
     "ManifestEnsemble",
-    "EnsembleStep",
     "ManifestModel",
     "ModelSource",
     "RefusedModel",
@@ -148,22 +148,16 @@ class ManifestModel:
 
 
 @dataclass(frozen=True, slots=True)
-class EnsembleStep:
-    """One ensemble step as written: the model and its maps (step tensor name -> ensemble tensor name)."""
-
-    model: str
-    inputs: Mapping[str, str]
-    outputs: Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
 class ManifestEnsemble:
-    """One ``ensembles:`` entry; ``inputs``/``outputs`` are None when the maps decide them."""
+    """One ``ensembles:`` entry; ``inputs``/``outputs`` are None when the maps decide them.
+
+    Each step's maps go from the step model's tensor names to ensemble tensor names, as in Triton's config.
+    """
 
     index: int
     name: str
     version: int
-    steps: tuple[EnsembleStep, ...]
+    steps: tuple[Step, ...]
     max_batch_size: int | None = None
     inputs: tuple[str, ...] | None = None
     outputs: tuple[str, ...] | None = None
@@ -273,7 +267,7 @@ def _load_ensembles(entries: list[dict[str, Any]]) -> tuple[ManifestEnsemble, ..
             index=index,
             name=entry["name"],
             version=int(entry.get("version", 1)),
-            steps=tuple(EnsembleStep(s["model"], dict(s["inputs"]), dict(s["outputs"])) for s in entry["steps"]),
+            steps=tuple(Step(s["model"], dict(s["inputs"]), dict(s["outputs"])) for s in entry["steps"]),
             max_batch_size=entry.get("max_batch_size"),
             inputs=tuple(entry["inputs"]) if "inputs" in entry else None,
             outputs=tuple(entry["outputs"]) if "outputs" in entry else None,
