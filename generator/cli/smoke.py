@@ -9,9 +9,7 @@ Exit codes: 0 every check passed (or was skipped), 1 a check failed, 2 bad usage
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +17,8 @@ import click
 
 from generator.cli._common import report_errors
 from generator.errors import GenRepoError, Problem
-from generator.smoke import CheckResult, SmokeOptions, SmokeReport, run_smoke, unreachable_report
+from generator.smoke import CheckResult, SmokeOptions, SmokeReport
+from generator.smoke_session import smoke_session
 
 #: How each status is shown.
 _STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow", "error": "bold magenta"}
@@ -116,8 +115,8 @@ def command(
     junit_file: Path | None,
 ) -> None:
     """Smoke-test a model repository on a Triton server through tritonclient (exit 0/1/2/3)."""
-    repo_url = repo_arg if repo_arg is not None and repo_arg.startswith(("s3://", "gs://")) else None
-    repo = Path(repo_arg) if repo_arg is not None and repo_url is None else None
+    bucket = repo_arg is not None and repo_arg.startswith(("s3://", "gs://"))
+    repo = Path(repo_arg) if repo_arg is not None and not bucket else None
     problems = []
     if launch and url:
         problems.append("give either --url (a running server) or --launch (start one), not both")
@@ -149,23 +148,9 @@ def command(
     progress: Callable[[CheckResult], None] | None = None if terminal else (
         lambda result: click.echo(_plain_line(result))
     )
-    with contextlib.ExitStack() as stack:
-        serve_from: Path | str | None = repo
-        if repo_url is not None:
-            from generator.publish import download_repository, parse_url
-
-            # The checks need the repository's files (configs, contracts, references): read them from the bucket.
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gen-repo-smoke-")))
-            repo = download_repository(repo_url, folder / "repo")
-            serve_from = parse_url(repo_url).triton_url
-        if launch:
-            assert repo is not None and serve_from is not None
-            report = _launch_and_run(repo, protocol, list(models), options, tritonserver, ready_timeout, progress,
-                                     serve_from)
-        else:
-            assert url is not None
-            report = run_smoke(url, protocol, repo, list(models) or None, options, progress)
-
+    report = smoke_session(repo_arg, url=url, protocol=protocol, models=models, options=options,
+                           tritonserver=tritonserver, ready_timeout=ready_timeout, progress=progress,
+                           announce=lambda line: click.echo(line, err=True))
     _write_outputs(report, json_file, junit_file)
     if terminal:
         _print_table(report)
@@ -173,38 +158,3 @@ def command(
         click.echo(_summary(report))
     sys.exit(report.exit_code)
 
-
-def _launch_and_run(
-    repo: Path,
-    protocol: str,
-    models: list[str],
-    options: SmokeOptions,
-    tritonserver: Path | None,
-    ready_timeout: float,
-    progress: Callable[[CheckResult], None] | None,
-    serve_from: Path | str,
-) -> SmokeReport:
-    """Start a server on loopback (explicit model control: smoke loads each model and reports its load errors).
-
-    ``serve_from`` is what tritonserver loads (``repo`` itself, or the object-storage URL ``repo`` was read from).
-    """
-    from generator.server import TritonNotReadyError, TritonStartError, launch
-    from generator.smoke import repository_models
-
-    names = models or repository_models(repo)
-    try:
-        with launch(serve_from, tritonserver=tritonserver, ready_timeout=ready_timeout,
-                    model_control="explicit") as server:
-            url = server.grpc_url if protocol == "grpc" else server.http_url
-            click.echo(f"launched tritonserver {server.binary.describe()} at {url} ({protocol}) serving {serve_from}",
-                       err=True)
-            return run_smoke(url, protocol, repo, names or None, options, progress)
-    except (TritonStartError, TritonNotReadyError) as error:
-        message = "; ".join(p.message for p in error.problems)
-        for problem in error.problems:
-            click.echo(f"error: {problem}", err=True)
-        report = unreachable_report("127.0.0.1", protocol, names, f"the launched server did not start: {message}")
-        if progress is not None:
-            for result in report.results:
-                progress(result)
-        return report
