@@ -81,6 +81,28 @@ def test_every_wiring_problem_is_located_in_the_manifest_at_once(tmp_path):
                for p in got), got
 
 
+IDS_STEP = {"model": "text", "inputs": {"input_input_ids": "ids", "input_attention_mask": "mask"},
+            "outputs": {"output_0": "a", "output_1": "b"}}
+
+
+@pytest.mark.parametrize(("ensemble", "expected"), [
+    ({"name": "e", "steps": [MLP_STEP, MLP_STEP]},
+     "/ensembles/0/steps/1/outputs/output: ensemble tensor 'y' is produced twice: by step 0 ('mlp') output 'output' "
+     "and by step 1 ('mlp') output 'output'"),
+    ({"name": "e", "steps": [MLP_STEP, {**IDS_STEP, "inputs": {"input_input_ids": "x", "input_attention_mask": "x"}}]},
+     "/ensembles/0/steps/1/inputs/input_input_ids: ensemble tensor 'x': step 1 ('text') input 'input_input_ids' is "
+     "TYPE_INT64, ensemble input 'x' is TYPE_FP32"),
+    ({"name": "e", "inputs": ["x", "z"], "steps": [MLP_STEP]},
+     "/ensembles/0/inputs/1: ensemble input 'z' is not used by any step"),
+    ({"name": "e", "outputs": ["y", "w"], "steps": [MLP_STEP]},
+     "/ensembles/0/outputs/1: ensemble output 'w' is not written by any step"),
+], ids=["two-producers", "data-type", "unused-input", "output-not-written"])
+def test_the_corpus_defects_are_refused_in_a_manifest_too(tmp_path, ensemble, expected):
+    with pytest.raises(GenRepoError) as caught:
+        plan_for(tmp_path, _examples([ensemble]))
+    assert expected in problems_of(caught.value), problems_of(caught.value)
+
+
 def test_gen_repo_plan_shows_the_steps_and_refuses_a_bad_ensemble_with_exit_2(tmp_path):
     document = _examples([{"name": "pipe", "steps": [MLP_STEP]},
                           {"name": "broken", "steps": [{**MLP_STEP, "outputs": {"nope": "y"}}]}])
@@ -192,7 +214,7 @@ def test_the_real_triton_refuses_every_planted_defect_and_serves_the_good_ensemb
     from tritonclient.utils import InferenceServerException
 
     repo = _repository_with(example_repository, tmp_path, "ens_good", *CASES)
-    server = triton_server_factory(repo, model_control="explicit")
+    server = triton_server_factory(repo, model_control="explicit", disable_auto_complete_config=True)
     client = grpcclient.InferenceServerClient(server.grpc_url)
     loaded = []
     for case in CASES:
