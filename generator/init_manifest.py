@@ -57,6 +57,9 @@ defaults:
 """
 
 
+_SOURCE_COMMENT = '    # source: {onnx: model.onnx}  # or {pt2: model.pt2} or {factory: "package.module:make"}'
+
+
 def _model_name(loaded: LoadedGraph) -> str:
     """The name the manifest would give the graph: module (or file name for AITune's numbered graphs) and graph."""
     prefix = loaded.module_name
@@ -127,7 +130,7 @@ def starter_manifest(specs: Sequence[Path | str], manifest: Path | str) -> str:
                 lines.append(f"    spec: {path}")
             else:
                 lines.append(f"    spec: {{file: {path}, graph: {_graph_key(graphs, index)}}}")
-            lines.append("    # source: {onnx: model.onnx}  # or {pt2: model.pt2} or {factory: \"package.module:make\"}")
+            lines.append(_SOURCE_COMMENT)
     return "\n".join(lines) + "\n"
 
 
