@@ -75,10 +75,9 @@ FEW_FILES = 5
 
 def _file_line(result: ValidatedFile) -> str:
     """``file: N graph(s), max_batch_size B[, B...]: valid|N error(s)``: Triton's max_batch_size per graph."""
-    sizes = dict.fromkeys(f"{g.max_batch_size}{' (no batching)' if g.max_batch_size == 0 else ''}"
-                          for g in result.graphs)
+    sizes = dict.fromkeys(f"{size}{' (no batching)' if size == 0 else ''}" for size in result.max_batch_sizes)
     verdict = "valid" if result.ok else f"{len(result.problems)} error(s)"
-    return f"{result.file}: {len(result.graphs)} graph(s), max_batch_size {', '.join(sizes) or '-'}: {verdict}"
+    return f"{result.file}: {len(result.max_batch_sizes)} graph(s), max_batch_size {', '.join(sizes) or '-'}: {verdict}"
 
 
 def _json_text(summaries: list[dict[str, Any]], one_line_per_graph: bool) -> str:
@@ -109,18 +108,19 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
     # The library is imported here so that `gen-repo --help` stays fast.
     from generator.validation import validate_files
 
-    results = validate_files(specs)
-    problems = [p for result in results for p in result.problems]
     few = len(specs) <= FEW_FILES or verbose
+    results = validate_files(specs, summaries=few or json_output)
+    problems = [p for result in results for p in result.problems]
     if not few and not json_output:
         for result in results:
             click.echo(_file_line(result))
     if problems:
         raise GenRepoError(problems)
-    graphs = [graph for result in results for graph in result.graphs]
+    summaries = [summary for result in results for summary in result.summaries]
     if json_output:
-        click.echo(_json_text([g.summary() for g in graphs], one_line_per_graph=not few))
+        click.echo(_json_text(summaries, one_line_per_graph=not few))
         return
     if few:
-        _print_tables([g.summary() for g in graphs])
-    click.echo(f"{len(graphs)} graph(s) in {len(specs)} file(s) valid")
+        _print_tables(summaries)
+    count = sum(len(result.max_batch_sizes) for result in results)
+    click.echo(f"{count} graph(s) in {len(specs)} file(s) valid")
