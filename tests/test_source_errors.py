@@ -46,25 +46,22 @@ def test_a_missing_pt2_file_points_at_the_manifest_entry(tmp_path: Path, aitune_
     assert "'missing.pt2' not found" in problem.message
 
 
-def test_a_broken_pt2_file_points_at_the_manifest_entry(tmp_path: Path, aitune_fixture_dir: Path) -> None:
-    pytest.importorskip("torch")
-    manifest = _manifest(tmp_path, aitune_fixture_dir, {"pt2": "broken.pt2"})
-    (tmp_path / "broken.pt2").write_bytes(b"PK\x03\x04 not really a torch.export archive")
-    problems = [p for p in _build_problems(manifest, tmp_path) if p.pointer.startswith("/models/1")]
-    assert [(p.file, p.pointer) for p in problems] == [(str(manifest), "/models/1/source/pt2")]
-    assert f"{tmp_path / 'broken.pt2'}: cannot load torch.export archive" in problems[0].message
-
-
-def test_a_broken_onnx_file_points_at_the_manifest_entry(tmp_path: Path, aitune_fixture_dir: Path) -> None:
-    pytest.importorskip("onnx")
-    manifest = _manifest(tmp_path, aitune_fixture_dir, {"onnx": "broken.onnx"})
-    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07 this is no ONNX protobuf \xff\xff")
-    problems = [p for p in _build_problems(manifest, tmp_path) if p.pointer.startswith("/models/1")]
-    assert [(p.file, p.pointer) for p in problems] == [(str(manifest), "/models/1/source/onnx")]
-    assert f"{tmp_path / 'broken.onnx'}: not a readable ONNX file" in problems[0].message
-    # The first model's empty ONNX file is reported at its own entry, never at the spec file.
-    spec = str(tmp_path / "mlp.graphspec.json")
-    assert all(p.file != spec for p in _build_problems(manifest, tmp_path))
+@pytest.mark.parametrize(("kind", "needs", "content", "message"), [
+    ("pt2", "torch", b"PK\x03\x04 not really a torch.export archive", "cannot load torch.export archive"),
+    ("onnx", "onnx", b"\x08\x07 this is no ONNX protobuf \xff\xff", "not a readable ONNX file"),
+])
+def test_a_broken_source_file_points_at_the_manifest_entry(tmp_path: Path, aitune_fixture_dir: Path, kind: str,
+                                                           needs: str, content: bytes, message: str) -> None:
+    pytest.importorskip(needs)
+    manifest = _manifest(tmp_path, aitune_fixture_dir, {kind: f"broken.{kind}"})
+    (tmp_path / f"broken.{kind}").write_bytes(content)
+    every = _build_problems(manifest, tmp_path)
+    problems = [p for p in every if p.pointer.startswith("/models/1")]
+    assert [(p.file, p.pointer) for p in problems] == [(str(manifest), f"/models/1/source/{kind}")]
+    assert f"{tmp_path / f'broken.{kind}'}: {message}" in problems[0].message
+    # The first model's empty ONNX file is reported at its own entry too: no problem names the spec file.
+    assert {p.pointer for p in every if p.pointer.startswith("/models/0")} == {"/models/0/source/onnx"}
+    assert all(p.file == str(manifest) for p in every)
 
 
 def test_a_factory_that_raises_points_at_the_manifest_entry(tmp_path: Path, aitune_fixture_dir: Path) -> None:
