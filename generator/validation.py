@@ -11,17 +11,23 @@ is pure Python, and results come back in the order given, so the output is the s
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import multiprocessing
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem
 from generator.schema import graph_summary, load_graphspecs
 from generator.tensors import servability
 
-__all__ = ["PARALLEL_MIN_FILES", "ValidatedFile", "validate_file", "validate_files"]
+__all__ = ["PARALLEL_MIN_FILES", "Summaries", "ValidatedFile", "validate_file", "validate_files"]
+
+#: What :class:`ValidatedFile` carries per graph besides its max_batch_size: nothing, the summary as plain data (for
+#: tables and indented JSON) or as one line of compact JSON with sorted keys (encoded where the work is done, which
+#: for many files is a worker: the parent only joins lines).
+Summaries = Literal["none", "data", "json"]
 
 #: Below this many files one process checks them all: starting workers costs more than it saves.
 PARALLEL_MIN_FILES = 200
@@ -34,8 +40,8 @@ class ValidatedFile:
     file: str
     #: Per graph, Triton's ``max_batch_size`` for it on its own (manifest defaults); 0 without batching.
     max_batch_sizes: tuple[int, ...]
-    #: Per graph, :func:`generator.schema.graph_summary` plus how Triton serves it; empty unless asked for.
-    summaries: tuple[dict[str, Any], ...]
+    #: Per graph, :func:`generator.schema.graph_summary` plus how Triton serves it, as asked (see :data:`Summaries`).
+    summaries: tuple[dict[str, Any], ...] | tuple[str, ...]
     problems: tuple[Problem, ...]
 
     @property
@@ -44,26 +50,27 @@ class ValidatedFile:
         return not self.problems
 
 
-def validate_file(path: str, summaries: bool = False) -> ValidatedFile:
+def validate_file(path: str, summaries: Summaries = "none") -> ValidatedFile:
     """Check every GraphSpec in one file (JSON or YAML; AITune fixture, bare graph or tune report)."""
     sizes: list[int] = []
-    described: list[dict[str, Any]] = []
+    described: list[Any] = []
     problems: list[Problem] = []
     try:
         for loaded in load_graphspecs(path):
             served = servability(loaded)
             problems.extend(served.problems)
             sizes.append(served.max_batch_size)
-            if summaries:
+            if summaries != "none":
                 decisions = [d for d in served.decisions if not d.startswith("assumed: ")]
                 triton = {"max_batch_size": served.max_batch_size, "decisions": decisions}
-                described.append({**graph_summary(loaded), "triton": triton})
+                summary = {**graph_summary(loaded), "triton": triton}
+                described.append(summary if summaries == "data" else json.dumps(summary, sort_keys=True))
     except GenRepoError as error:
         problems.extend(error.problems)
     return ValidatedFile(path, tuple(sizes), tuple(described), tuple(problems))
 
 
-def _validate_chunk(paths: Sequence[str], summaries: bool) -> list[ValidatedFile]:
+def _validate_chunk(paths: Sequence[str], summaries: Summaries) -> list[ValidatedFile]:
     return [validate_file(path, summaries) for path in paths]
 
 
@@ -74,7 +81,9 @@ def _workers() -> int:
         return os.cpu_count() or 1
 
 
-def validate_files(paths: Sequence[str], summaries: bool = False, jobs: int | None = None) -> list[ValidatedFile]:
+def validate_files(
+    paths: Sequence[str], summaries: Summaries = "none", jobs: int | None = None
+) -> list[ValidatedFile]:
     """:func:`validate_file` for each path, results in the order given.
 
     ``jobs``: worker processes; default one per usable CPU from :data:`PARALLEL_MIN_FILES` files on, else 1.
