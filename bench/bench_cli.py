@@ -128,7 +128,7 @@ def floor_run(messages: list[tuple[str, object]], out: Path) -> float:
     start = time.perf_counter()
     out.mkdir()
     for name, message in messages:
-        text = text_format.MessageToString(message)  # type: ignore[arg-type]
+        text = text_format.MessageToString(message)
         os.mkdir(out / name)
         with open(out / name / "config.pbtxt", "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -173,10 +173,29 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         text_format.Parse((first / model / "config.pbtxt").read_text(encoding="utf-8"), message)
         messages.append((model, message))
     written = sorted((p.relative_to(first).as_posix(), p.read_bytes()) for p in first.rglob("*") if p.is_file())
+    from generator.model_files import config_files
+    from generator.planning import BuildOptions, plan_build
+    from generator.repository import write_files
+
+    def phase(which: str) -> float:
+        """One phase of gen-repo config in this process (imports done): where the process's time goes."""
+        start = time.perf_counter()
+        plan, _ = plan_build(manifest, BuildOptions(), warmup_data=False)
+        planned = time.perf_counter()
+        files = config_files(plan)
+        rendered = time.perf_counter()
+        out = folder / f"phase{next(counter)}"
+        out.mkdir()
+        write_files(out, files)
+        return {"plan": planned - start, "render": rendered - planned, "write": time.perf_counter() - rendered}[which]
+
     times = alternate({
         "gen-repo config (process, YAML manifest)": ours,
         "floor: text_format + mkdir + write": lambda: floor_run(messages, folder / f"floor{next(counter)}"),
         "same files as gen-repo: mkdir + write only": lambda: same_files_run(written, folder / f"same{next(counter)}"),
+        "  in process: load + plan the manifest": lambda: phase("plan"),
+        "  in process: config.pbtxt + contract texts": lambda: phase("render"),
+        "  in process: write_files (gen-repo's writer)": lambda: phase("write"),
     }, repeats)
     print(f"config: {count}-model manifest (seconds: median, min..max)")
     for name, values in times.items():
