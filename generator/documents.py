@@ -95,7 +95,7 @@ def _python_yaml_loader() -> type:
 def yaml_loader() -> type:
     """The loader class :func:`load_document` reads YAML with: ``yaml.CSafeLoader`` where libyaml is available.
 
-    Both are safe loaders (no tags, nothing constructed but plain data). The C loader composes in C, so aliases are
+    Both are safe loaders (standard YAML types only, never Python objects). The C loader composes in C, so aliases are
     counted on the composed node graph (:func:`_count_aliases`) before anything is constructed; the Python one counts
     them while composing.
     """

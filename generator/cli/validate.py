@@ -112,8 +112,7 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
     results = validate_files(specs, summaries=wanted)
     problems = [p for result in results for p in result.problems]
     if not few and not json_output:
-        for result in results:
-            click.echo(_file_line(result))
+        click.echo("\n".join(map(_file_line, results)))  # one write: thousands of echo calls flush thousands of times
     if problems:
         raise GenRepoError(problems)
     summaries: list[Any] = [summary for result in results for summary in result.summaries]
