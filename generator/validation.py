@@ -98,6 +98,10 @@ def validate_files(
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     size = max(1, min(64, len(paths) // (jobs * 4)))
     chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    try:
+        pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context)
+    except (OSError, NotImplementedError):  # no process semaphores here (a sandbox without /dev/shm): one process
+        return _validate_chunk(paths, summaries)
+    with pool:
         return [result for chunk in pool.map(_validate_chunk, chunks, [summaries] * len(chunks))
                 for result in chunk]

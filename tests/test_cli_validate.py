@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.cli.validate import FEW_FILES
+from generator.validation import PARALLEL_MIN_FILES
 from tests.manifest_helpers import FIXTURES
 
 
@@ -92,6 +93,25 @@ def test_many_files_json_is_the_same_document_one_line_per_graph(runner: CliRunn
     verbose = runner.invoke(main, ["validate", "--json", "--verbose", *files])
     assert json.loads(many.output) == json.loads(verbose.output)
     assert verbose.output.count("\n") > 200
+
+
+def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path: Path, aitune_fixture_dir: Path,
+                                                     bad_specs: list[Path]) -> None:
+    """From PARALLEL_MIN_FILES files on, workers check them: one line per file, in the order given, errors in full."""
+    files = []
+    for i in range(PARALLEL_MIN_FILES):
+        name = ("mlp", "text", "stacked_cfg")[i % 3]
+        files.append(tmp_path / f"{i:03d}_{name}.graphspec.json")
+        shutil.copy(aitune_fixture_dir / f"{name}.graphspec.json", files[-1])
+    files.insert(7, bad_specs[1])
+    result = runner.invoke(main, ["validate", *map(str, files)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if not line.startswith("error: ")]
+    assert [line.split(": ")[0] for line in lines[:len(files)]] == list(map(str, files))
+    assert lines[7] == f"{bad_specs[1]}: 0 graph(s), max_batch_size -: 3 error(s)"
+    assert lines[0].endswith("max_batch_size 8: valid") and lines[2].endswith("max_batch_size 0 (no batching): valid")
+    assert result.output.count("error: ") == 3
+    assert runner.invoke(main, ["validate", "--json", *map(str, files)]).exit_code == 2
 
 
 def test_invalid_specs_exit_2_with_every_error_of_every_file(runner: CliRunner, bad_specs: list[Path]) -> None:
