@@ -64,6 +64,27 @@ def import_factory(spec: str, options: BuildOptions, where: Problem, what: str =
 
 
 
+@contextlib.contextmanager
+def about_source(where: Problem) -> Iterator[None]:
+    """Report every failure inside as a problem of the model's source entry in the manifest.
+
+    ``where`` names the manifest file and ``/models/<i>/source/<kind>``: that is what the user edits, so problems
+    point there, not at the spec file or only at the source file, whose location (and pointer inside it, e.g.
+    ``/graph/input`` of an ONNX file) starts the message.
+    """
+    try:
+        yield
+    except GenRepoError as error:
+        raise GenRepoError([
+            problem if problem.file == where.file else
+            replace(where, message=f"{problem.file}{' ' + problem.pointer if problem.pointer else ''}: "
+                                   f"{problem.message}", severity=problem.severity)
+            for problem in error.problems
+        ]) from error
+    except Exception as error:  # a library or the disk while reading the source: still the source's problem
+        raise GenRepoError([replace(where, message=f"{type(error).__name__}: {error}")]) from error
+
+
 class StageFailed(GenRepoError):  # noqa: N818 (a failed stage, like BuildFailed)
     """One stage of one model failed; every problem message starts with the stage (``export: ...``).
 
@@ -133,21 +154,22 @@ def _build_stages(
     source = model.source
     if source is None:
         raise GenRepoError([replace(where, message=f"model {model.name!r} has no source to build from")])
-    if source.kind == "factory":
-        where = replace(where, pointer=where.pointer + "/factory")
+    where = replace(where, pointer=f"{where.pointer}/{source.kind}")  # /models/<i>/source/<onnx|pt2|factory>
     forward_signature = model.graph.forward_signature
     constants = constants_from_graph(model.graph)
     module = None
     enter("source", f"{source.kind} source")
     if source.kind == "pt2":
         assert source.path is not None
-        module = load_pt2(source.path)
+        with about_source(where):
+            module = load_pt2(source.path)
     elif source.kind == "factory":
         module = import_factory(str(source.factory), options, where)
     samples = _read_samples(model, options, notes)
     if source.kind == "onnx":
         assert source.path is not None
-        prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
+        with about_source(where):
+            prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
         notes.append("ONNX source used as is (I/O checked against the spec)")
     else:
         enter("export", "torch -> ONNX")

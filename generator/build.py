@@ -45,10 +45,11 @@ from generator.config import WARMUP_FOLDER
 from generator.contract import contract_from_plan
 from generator.ensemble_plan import EnsemblePlan
 from generator.errors import GenRepoError, Problem
-from generator.manifest import Manifest, ModelSource, SampleSource, load_manifest
+from generator.manifest import ModelSource, SampleSource
 from generator.model_files import CONFIG_FILE, config_text
-from generator.plan import ModelPlan, RepositoryPlan, plan_repository
-from generator.targets import TensorRTTarget, engine_targets, make_target_resolver, preflight
+from generator.plan import ModelPlan, RepositoryPlan
+from generator.planning import plan_build
+from generator.targets import TensorRTTarget, engine_targets, preflight
 
 #: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard
 #: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
@@ -215,32 +216,6 @@ def _build_one(
 # --------------------------------------------------------------------------------------------------------------------
 # The repository
 # --------------------------------------------------------------------------------------------------------------------
-def plan_build(
-    manifest_path: Path, options: BuildOptions, output_dir: Path | None = None, *, warmup_data: bool = True
-) -> tuple[RepositoryPlan, list[str]]:
-    """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine.
-
-    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone).
-
-    Every model is planned; one that cannot be (at loading or planning) is refused. Without ``keep_going`` any
-    refusal raises GenRepoError with the problems of every refused model at once; with it they are in
-    :attr:`RepositoryPlan.refused`.
-    """
-    notes: list[str] = []
-    manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside, keep_going=True)
-    if options.target:
-        manifest = replace(manifest, models=tuple(replace(m, target=options.target) for m in manifest.models))
-    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=True,
-                           warmup_data=warmup_data)
-    if plan.refused and not options.keep_going:
-        names = ", ".join(repr(r.name) for r in plan.refused)
-        raise GenRepoError([p for r in plan.refused for p in r.problems],
-                           f"refused: {names} (--keep-going builds the other models)")
-    if output_dir is not None:
-        plan = replace(plan, output_dir=Path(output_dir))
-    return plan, notes
-
-
 def build_repository(
     manifest_path: Path | str,
     options: BuildOptions | None = None,

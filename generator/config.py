@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from generator.dtypes import by_triton
 from generator.errors import Problem
@@ -35,7 +34,11 @@ from generator.pbtxt import message_text
 from generator.resources import resource_dir
 
 if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+
     from generator.tensors import TensorPlan
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
+    from generator.triton_proto import model_config_pb2
 
 __all__ = [
     "DEFAULT_QUEUE_DELAY_US",

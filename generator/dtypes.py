@@ -1,18 +1,17 @@
 """Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> byte size.
 
-Pure data (numpy only, no torch, no tritonclient), so the client library, lint and validate can use it. One
-:class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when some target can
-build a model with tensors of it (:attr:`DType.targets`): the onnx and python targets export through ONNX and run
-in onnxruntime, which serves every numeric type torch exports (float64 and the unsigned types included); TensorRT
-has no float64, int16 or uint16/32/64 tensors. ``TYPE_STRING`` has no torch dtype, so no target serves it.
+Pure data (no torch, no tritonclient; numpy only to read a numpy dtype), so the client library, lint and validate
+can use it. One :class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when
+some target can build a model with tensors of it (:attr:`DType.targets`): the onnx and python targets export
+through ONNX and run in onnxruntime, which serves every numeric type torch exports (float64 and the unsigned types
+included); TensorRT has no float64, int16 or uint16/32/64 tensors. ``TYPE_STRING`` has no torch dtype, so no target
+serves it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from generator.errors import GenRepoError
 
@@ -148,6 +147,9 @@ def normalize_dtype(dtype: Any) -> str:
     ``"FP32"``). Raises :class:`~generator.errors.GenRepoError` for a type torch has no tensors of here.
     """
     if isinstance(dtype, type):  # numpy scalar types (np.float32)
+        # numpy only here: validate, plan and lint use the tables above and must not pay for numpy's import.
+        import numpy as np
+
         dtype = np.dtype(dtype)
     text = str(dtype).removeprefix("torch.").removeprefix("TYPE_").lower()
     if text not in _NAMES:

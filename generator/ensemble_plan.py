@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-from tritonclient.grpc import model_config_pb2
+from typing import TYPE_CHECKING, Any
 
 from generator.contract import PlannedModel, request_shape
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, step_order, wiring_problems
 from generator.errors import Problem, json_pointer
 from generator.manifest import Manifest, ManifestEnsemble, ModelSource
 from generator.tensors import TensorPlan
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
+    from generator.triton_proto import model_config_pb2
 
 __all__ = ["EnsemblePlan", "plan_ensemble", "step_models"]
 

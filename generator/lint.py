@@ -20,14 +20,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2 as mc
 
 from generator.config import WARMUP_FOLDER
 from generator.dtypes import DTYPES, by_triton
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, wiring_problems
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2 as mc
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
+    from generator.triton_proto import model_config_pb2 as mc
 
 __all__ = ["RULES", "Finding", "PbtxtLocator", "format_finding", "lint_repository"]
 

@@ -11,9 +11,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-from tritonclient.grpc import model_config_pb2
+from typing import TYPE_CHECKING, Any
 
 from generator import config as config_mod
 from generator.ensemble_plan import EnsemblePlan, plan_ensemble
@@ -21,6 +19,11 @@ from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ManifestModel, ModelSource, RefusedModel, SampleSource
 from generator.spec import GraphSpec
 from generator.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
+    from generator.triton_proto import model_config_pb2
 
 __all__ = [
     "DTYPE_TO_TRITON",

@@ -22,6 +22,7 @@ range (declared members keep theirs). A group without a declared member is alway
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -147,6 +148,10 @@ def linked_axes(graph: GraphSpec, names: Sequence[str]) -> list[AxisGroup]:
     return out
 
 
+def _what(group: AxisGroup) -> str:
+    return f"{group.label} must agree ({', '.join(m.describe() for m in group.members)})"
+
+
 def _order(member: AxisMember) -> tuple[int, int]:
     return member.input, member.axis
 
@@ -166,9 +171,11 @@ def resolve_shapes(graph: GraphSpec, names: Sequence[str], policy: str = "inters
         declared = [m for m in group.members if m.declared]
         if group.kind == "batch":
             batch_declared = bool(declared)
-        shown = ", ".join(m.describe() for m in group.members)
-        what = f"{group.label} must agree ({shown})"
         agree = len({(lo, hi) for lo, _, hi in ranges}) == 1
+        if agree and len({r[1] for r in ranges}) == 1 and group.kind != "batch":
+            continue  # one range and one opt: nothing to change or say (the common case, kept cheap)
+        # Described only for a note or a problem: most groups agree and need neither.
+        what = functools.partial(_what, group)
         if agree:
             low, high = ranges[0][0], ranges[0][2]
         else:
@@ -177,7 +184,7 @@ def resolve_shapes(graph: GraphSpec, names: Sequence[str], policy: str = "inters
             high = min(m.normalized()[2] for m in basis)
             if low > high:
                 first = group.members[0]
-                problems.append((first.input, first.axis, f"{what}, but they have no common range; fix the ranges "
+                problems.append((first.input, first.axis, f"{what()}, but they have no common range; fix the ranges "
                                                           "(the manifest's dynamic_shapes can)"))
                 continue
         # One opt for the group (a declared one wins), so the opt case is one call every input agrees on.
@@ -193,14 +200,14 @@ def resolve_shapes(graph: GraphSpec, names: Sequence[str], policy: str = "inters
             batch_narrowed = any(r[2] > high for r in ranges)
         if agree:
             if len({r[1] for r in ranges}) > 1:
-                notes.append(f"shapes: {what.replace(' must agree', ' share one range')}; their opt sizes differ, "
+                notes.append(f"shapes: {what().replace(' must agree', ' share one range')}; their opt sizes differ, "
                              f"so all take opt {opt}")
             continue
         if policy == "widen" and declared:
-            notes.append(f"shapes: widen: {what}; recorded-only tensors take the declared range {low}..{high} "
+            notes.append(f"shapes: widen: {what()}; recorded-only tensors take the declared range {low}..{high} "
                          f"(opt {opt})")
         else:
-            note = f"shapes: intersect: {what}; using their common range {low}..{high} (opt {opt}) for all, so " \
+            note = f"shapes: intersect: {what()}; using their common range {low}..{high} (opt {opt}) for all, so " \
                    "every case is valid for every input"
             if group.kind == "batch":
                 note += " and batching keeps working"

@@ -204,11 +204,11 @@ def _tensor_names(model: ManifestModel, file: str) -> tuple[dict[tuple[str, int]
     graph = model.graph
     problems: list[Problem] = []
     names: dict[tuple[str, int], str] = {}
-    keys = _tensor_keys(graph)
     for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
         for j, (locator, _) in enumerate(meta.tensor_data):
             names[(kind, j)] = format_tensor_name(locator.path, "input" if kind == "input" else "output")
     overrides: Mapping[str, str] = model.options.get("tensor_names") or {}
+    keys = _tensor_keys(graph) if overrides else {}
     for key, new_name in sorted(overrides.items()):
         matches = [k for k, accepted in keys.items() if key in accepted]
         where = model.option_pointer("tensor_names", key)
@@ -239,6 +239,8 @@ def _value_domains(
     model: ManifestModel, names: Mapping[tuple[str, int], str], file: str, problems: list[Problem]
 ) -> dict[int, ValueDomain]:
     """The manifest's ``inputs:`` value domains by input index, keyed by default name, access path or final name."""
+    if not model.input_values:
+        return {}
     keys = _tensor_keys(model.graph)
     domains: dict[int, ValueDomain] = {}
     for key, body in model.input_values.items():

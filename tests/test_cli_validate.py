@@ -13,6 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
+from generator.cli.validate import FEW_FILES
+from generator.validation import PARALLEL_MIN_FILES
 from tests.manifest_helpers import FIXTURES
 
 
@@ -36,7 +38,7 @@ def bad_specs(tmp_path: Path, aitune_fixture_dir: Path) -> list[Path]:
 def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fixture_dir: Path) -> None:
     files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES]
     files.append(str(aitune_fixture_dir / "tune_report.json"))
-    result = runner.invoke(main, ["validate", *files])
+    result = runner.invoke(main, ["validate", "--verbose", *files])  # 9 files: tables only when asked
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
     assert "13 graph(s) in 9 file(s) valid" in result.output
@@ -51,6 +53,65 @@ def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fix
     assert "module 'nested_dict'" in result.output
     assert "input_extras_pair_1" in result.output
     assert "torch.float16" in result.output
+
+
+def test_many_files_one_line_each(runner: CliRunner, aitune_fixture_dir: Path) -> None:
+    """Beyond FEW_FILES files: one line per file (graphs, Triton max_batch_size, verdict), no tables."""
+    files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES]
+    files.append(str(aitune_fixture_dir / "tune_report.json"))
+    assert len(files) > FEW_FILES
+    result = runner.invoke(main, ["validate", *files])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[:-1] == [line for line in lines if line.endswith(": valid")] and len(lines) == len(files) + 1
+    assert f"{aitune_fixture_dir / 'mlp.graphspec.json'}: 1 graph(s), max_batch_size 8: valid" in lines
+    assert f"{aitune_fixture_dir / 'static_single_bs.graphspec.json'}: 1 graph(s), max_batch_size 0 (no batching)" \
+           ": valid" in lines
+    assert any(line.startswith(f"{aitune_fixture_dir / 'tune_report.json'}: 5 graph(s), ") for line in lines)
+    assert lines[-1] == "13 graph(s) in 9 file(s) valid"
+    assert "input_latents" not in result.output  # no tables
+
+
+def test_many_files_with_errors_one_line_each_then_every_error(
+    runner: CliRunner, aitune_fixture_dir: Path, bad_specs: list[Path]
+) -> None:
+    files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES] + list(map(str, bad_specs))
+    result = runner.invoke(main, ["validate", *files])
+    assert result.exit_code == 2
+    assert f"{bad_specs[1]}: 0 graph(s), max_batch_size -: 3 error(s)" in result.output
+    assert f"error: {bad_specs[1]}: /graph/name: 0 is not of type 'string'" in result.output  # errors in full
+    assert f"{aitune_fixture_dir / 'mlp.graphspec.json'}: 1 graph(s), max_batch_size 8: valid" in result.output
+
+
+def test_many_files_json_is_the_same_document_one_line_per_graph(runner: CliRunner, aitune_fixture_dir: Path) -> None:
+    files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES]
+    files.append(str(aitune_fixture_dir / "tune_report.json"))
+    many = runner.invoke(main, ["validate", "--json", *files])
+    assert many.exit_code == 0
+    assert many.output.count("\n") == 13 + 5  # {, "graphs": [, 13 graphs, ], "ok", }
+    # The same JSON as the indented form, graph for graph (verbose indents whatever the count).
+    verbose = runner.invoke(main, ["validate", "--json", "--verbose", *files])
+    assert json.loads(many.output) == json.loads(verbose.output)
+    assert verbose.output.count("\n") > 200
+
+
+def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path: Path, aitune_fixture_dir: Path,
+                                                     bad_specs: list[Path]) -> None:
+    """From PARALLEL_MIN_FILES files on, workers check them: one line per file, in the order given, errors in full."""
+    files = []
+    for i in range(PARALLEL_MIN_FILES):
+        name = ("mlp", "text", "stacked_cfg")[i % 3]
+        files.append(tmp_path / f"{i:03d}_{name}.graphspec.json")
+        shutil.copy(aitune_fixture_dir / f"{name}.graphspec.json", files[-1])
+    files.insert(7, bad_specs[1])
+    result = runner.invoke(main, ["validate", *map(str, files)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if not line.startswith("error: ")]
+    assert [line.split(": ")[0] for line in lines[:len(files)]] == list(map(str, files))
+    assert lines[7] == f"{bad_specs[1]}: 0 graph(s), max_batch_size -: 3 error(s)"
+    assert lines[0].endswith("max_batch_size 8: valid") and lines[2].endswith("max_batch_size 0 (no batching): valid")
+    assert result.output.count("error: ") == 3
+    assert runner.invoke(main, ["validate", "--json", *map(str, files)]).exit_code == 2
 
 
 def test_invalid_specs_exit_2_with_every_error_of_every_file(runner: CliRunner, bad_specs: list[Path]) -> None:

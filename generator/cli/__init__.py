@@ -15,6 +15,7 @@ from generator import __version__
 
 #: Every sub-command, in help order. A command whose module is not present is not listed.
 COMMANDS = (
+    "init",
     "validate",
     "plan",
     "config",

@@ -25,8 +25,8 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
 
     Nothing is written when any model has a problem (exit 2, every problem listed).
     """
-    from generator.build import BuildOptions, plan_build
     from generator.model_files import config_files
+    from generator.planning import BuildOptions, plan_build
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
     # except warmup: without the build's data files it warms up with zeros and random bytes.

@@ -1,0 +1,26 @@
+"""``gen-repo init SPEC_OR_TUNE_REPORT... [-o gen-repo.yaml]``: write a starter manifest, one model per graph."""
+
+from __future__ import annotations
+
+import click
+
+from generator.cli._common import report_errors
+
+
+@click.command("init")
+@click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
+@click.option("-o", "--output", default="gen-repo.yaml", show_default=True, type=click.Path(dir_okay=False),
+              help="The manifest to write; never overwritten.")
+@report_errors
+def command(specs: tuple[str, ...], output: str) -> None:
+    """Write a starter manifest for every graph in SPEC files and AITune tune reports.
+
+    One model per graph (names from the graph and module names, Triton-safe and unique), target auto, every other
+    option as a comment with its default. `gen-repo plan` accepts it unchanged; `gen-repo build` also needs each
+    model's `source:` (see the file's header). Exit 2 without writing anything when a spec is invalid or OUTPUT
+    exists.
+    """
+    from generator.init_manifest import write_starter_manifest
+
+    path, count = write_starter_manifest(specs, output)
+    click.echo(f"wrote {path}: {count} model(s); next: gen-repo plan {path}")
