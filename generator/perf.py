@@ -125,6 +125,8 @@ class PerfModel:
     instance_kind: str = "KIND_AUTO"
     dynamic_batching: bool = False
     max_queue_delay_us: int = 0
+    #: A Triton ensemble: Triton refuses instance groups and batching options on it, so nothing of its config varies.
+    ensemble: bool = False
 
     @property
     def batching(self) -> bool:
@@ -187,6 +189,7 @@ def _model_from_contract(
         instance_kind=kind,
         dynamic_batching=dyn,
         max_queue_delay_us=delay,
+        ensemble=str(doc.get("platform", "")) == "ensemble",
     )
 
 
@@ -240,10 +243,11 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
 
 
 def models_from_plan(plan: RepositoryPlan, names: Sequence[str] = ()) -> list[PerfModel]:
-    """The models of a plan (what the build would write as contract.json and config.pbtxt)."""
-    from generator.contract import contract_from_plan
+    """The models and ensembles of a plan (what the build would write as contract.json and config.pbtxt)."""
+    from generator.contract import PlannedModel, contract_from_plan
 
-    known = [m.name for m in plan.models]
+    planned: list[PlannedModel] = [*plan.models, *plan.ensembles]
+    known = [m.name for m in planned]
     unknown = sorted(set(names) - set(known))
     if unknown:
         raise GenRepoError(
@@ -251,7 +255,7 @@ def models_from_plan(plan: RepositoryPlan, names: Sequence[str] = ()) -> list[Pe
         )
     return [
         _model_from_contract(contract_from_plan(m), m.config, str(plan.manifest_file))
-        for m in plan.models
+        for m in planned
         if not names or m.name in names
     ]
 
@@ -404,18 +408,19 @@ def model_analyzer_config(
     profile: dict[str, Any] = {}
     for model in models:
         entry: dict[str, Any] = {}
-        instance_counts = sorted({1, 2, max(model.instance_count, 1)})
-        mcp: dict[str, Any] = {
-            "instance_group": [{"kind": model.instance_kind, "count": instance_counts}],
-        }
-        if model.batching:
-            mcp["max_batch_size"] = _max_batch_candidates(model)
-            delays = sorted({0, 100, 1000, model.max_queue_delay_us})
-            mcp["dynamic_batching"] = {
-                "preferred_batch_size": [[model.opt_batch_size]],
-                "max_queue_delay_microseconds": delays,
+        if not model.ensemble:
+            instance_counts = sorted({1, 2, max(model.instance_count, 1)})
+            mcp: dict[str, Any] = {
+                "instance_group": [{"kind": model.instance_kind, "count": instance_counts}],
             }
-        entry["model_config_parameters"] = mcp
+            if model.batching:
+                mcp["max_batch_size"] = _max_batch_candidates(model)
+                delays = sorted({0, 100, 1000, model.max_queue_delay_us})
+                mcp["dynamic_batching"] = {
+                    "preferred_batch_size": [[model.opt_batch_size]],
+                    "max_queue_delay_microseconds": delays,
+                }
+            entry["model_config_parameters"] = mcp
         entry["parameters"] = {
             "batch_sizes": batch_size_candidates(model),
             "concurrency": concurrency_values(model, 1),

@@ -246,3 +246,25 @@ def test_perf_launch_http_one_model(perf_repository: Path) -> None:
     (result,) = payload["results"]
     assert result["model"] == "text" and result["shape"] == "max" and result["batch_size"] == 16
     assert result["requests"] > 0 and result["throughput"] > 0
+
+
+def test_perf_config_covers_a_manifest_ensemble_inside_its_range(tmp_path: Path) -> None:
+    """An ensemble is an endpoint to load-test too: its configs stay inside the range its steps accept."""
+    examples = Path(EXAMPLES_MANIFEST).parent
+    document = {"models": [{"name": "mlp", "spec": str(examples / "specs" / "mlp.graphspec.json")}],
+                "ensembles": [{"name": "pipe", "max_batch_size": 8,
+                               "steps": [{"model": "mlp", "inputs": {"input_x": "x"}, "outputs": {"output": "y"}}]}]}
+    out = tmp_path / "perf"
+    code, output = _run("perf-config", str(write_manifest(tmp_path / "m", document)), "-o", str(out),
+                        "--allow-outside")
+    assert code == 0, output
+    profile = yaml.safe_load((out / "model_analyzer.yaml").read_text())["profile_models"]
+    # Triton refuses instance groups and dynamic batching on an ensemble: nothing of its config is searched.
+    assert "model_config_parameters" not in profile["pipe"] and "model_config_parameters" in profile["mlp"]
+    assert max(profile["pipe"]["parameters"]["batch_sizes"]) <= 8
+    script = (out / "perf_analyzer.sh").read_text()
+    assert "perf_analyzer -m pipe -x 1 -b 1 --input-data pipe/input_data.min.json" in script
+    with (out / "pipe" / "input_data.max.json").open() as handle:
+        (request,) = json.load(handle)["data"]
+    assert request["x"]["shape"] == [16] and len(request["x"]["content"]) == 16  # one item; -b sets the batch
+    assert "perf_analyzer -m pipe -x 1 -b 8 --input-data pipe/input_data.max.json" in script  # the ensemble's max
