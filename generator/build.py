@@ -367,7 +367,7 @@ def _build_ensembles(
     progress: Progress,
 ) -> list[ModelResult]:
     """Each ensemble's contract and reference data, once its step models are built (cached like a model)."""
-    from generator.ensemble_build import build_ensemble_artifacts, ensemble_files
+    from generator.ensemble_build import ENSEMBLE_FILES, build_ensemble_artifacts
 
     status = {r.name: r.status for r in results}
     models = {m.name: m for m in plan.models}
@@ -392,21 +392,18 @@ def _build_ensembles(
             progress(BuildEvent(ensemble.name, "cached", "unchanged: taken from the build cache"))
             continue
         progress(BuildEvent(ensemble.name, "reference", "the steps chained in onnxruntime"))
-        folders = {n: cache.get(keys[n]) for n in step_names}
-        missing = [n for n, folder in folders.items() if folder is None]
-        if missing:  # evicted or damaged since the step was built
-            raise GenRepoError([Problem(str(cache.root), "", f"cache entries of {missing} vanished")])
+        # The steps' entries were checked (or stored) by this build a moment ago: no second hashing of their files.
+        folders = {n: cache.files_path(keys[n]) for n in step_names}
         cache.root.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".build-{os.getpid()}-", dir=cache.root) as tmp:
             try:
-                notes = build_ensemble_artifacts(ensemble, models, {n: f for n, f in folders.items() if f},
-                                                 options, Path(tmp))
+                notes = build_ensemble_artifacts(ensemble, models, folders, options, Path(tmp))
             except StageFailed as error:
                 out.append(ModelResult(ensemble.name, ensemble.target, "failed", time.monotonic() - started, key,
                                        (), tuple(error.problems), error.stage))
                 progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in error.problems)))
                 continue
-            cache.put(key, {name: Path(tmp) / name for name in ensemble_files})
+            cache.put(key, {name: Path(tmp) / name for name in ENSEMBLE_FILES})
         result = ModelResult(ensemble.name, ensemble.target, "built", time.monotonic() - started, key, tuple(notes))
         out.append(result)
         progress(BuildEvent(ensemble.name, "built", _describe(result)))

@@ -201,6 +201,13 @@ class BuildCache:
             raise ValueError(f"not a cache key (64 lowercase hex digits): {key!r}")
         return self.root / key[:2] / key
 
+    def files_path(self, key: str) -> Path:
+        """The artifacts folder of ``key``'s entry, without re-hashing it.
+
+        For an entry this build has just checked (:meth:`get`) or stored (:meth:`put`).
+        """
+        return self.entry_path(key) / FILES_DIR
+
     def get(self, key: str) -> Path | None:
         """Return the folder of artifacts stored under ``key``, or None on a miss.
 

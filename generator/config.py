@@ -20,6 +20,7 @@ identical messages give byte-identical text.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ __all__ = [
     "FRAGMENT_FORBIDDEN_FIELDS",
     "ConfigBuild",
     "ConfigRequest",
+    "PicklesModelConfig",
     "WARMUP_FOLDER",
     "base_config",
     "build_model_config",
@@ -104,6 +106,27 @@ def warmup_data_file(version: int, input_name: str) -> str:
     previous config: files an older config names are never overwritten.
     """
     return f"{version}/{input_name}"
+
+
+class PicklesModelConfig:
+    """Mixin for a frozen dataclass with a ``config`` ModelConfig: pickles it as the message's bytes.
+
+    For build workers and Ray tasks: tritonclient's generated ``model_config_pb2`` classes cannot be pickled (their
+    module is imported under a name pickle cannot find again).
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuild from the other fields and the config's deterministic bytes."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                  if f.name != "config"}
+        config = getattr(self, "config").SerializeToString(deterministic=True)  # noqa: B009 (a mixin's field)
+        return (_unpickle_with_config, (type(self), fields, config))
+
+
+def _unpickle_with_config(cls: type, fields: dict[str, Any], config: bytes) -> Any:
+    return cls(**fields, config=ModelConfig.FromString(config))
 
 
 @dataclass(slots=True)

@@ -27,10 +27,10 @@ from generator.plan import ModelPlan
 from generator.reference import CASE_SHAPES, ReferenceCase, reference_inputs, write_reference
 from generator.values import ValueDomain
 
-__all__ = ["build_ensemble_artifacts", "ensemble_files"]
+__all__ = ["ENSEMBLE_FILES", "build_ensemble_artifacts"]
 
 #: What an ensemble's version folder holds (Triton needs the folder; gen_repo/ is ignored by it).
-ensemble_files = (CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz")
+ENSEMBLE_FILES = (CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz")
 
 
 def build_ensemble_artifacts(
@@ -64,7 +64,7 @@ def build_ensemble_artifacts(
                                             "become the reference")])
             module = _pipeline(ensemble, options, where)
             for case in cases:
-                case.outputs = _torch_outputs(ensemble, options, where, case.inputs, module)
+                case.outputs = _torch_outputs(ensemble, module, case.inputs)
             notes.append(f"reference outputs: the torch pipeline {ensemble.source.factory} (steps {without_onnx} "
                          "keep no ONNX to chain)")
         else:
@@ -137,15 +137,10 @@ def _chain(
     return {t.name: tensors[t.name] for t in ensemble.outputs}
 
 
-def _torch_outputs(
-    ensemble: EnsemblePlan, options: BuildOptions, where: Problem, inputs: Mapping[str, np.ndarray],
-    module: Any = None,
-) -> dict[str, np.ndarray]:
-    """The whole torch pipeline (the ensemble's ``source`` factory) on ``inputs``, called by ensemble input name."""
+def _torch_outputs(ensemble: EnsemblePlan, module: Any, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The whole torch pipeline (the ensemble's ``source`` module) on ``inputs``, called by ensemble input name."""
     import torch
 
-    if module is None:
-        module = _pipeline(ensemble, options, where)
     with torch.no_grad():
         result = module(**{name: torch.from_numpy(np.ascontiguousarray(a)) for name, a in inputs.items()})
     return _by_output(result, [t.name for t in ensemble.outputs])
@@ -165,7 +160,7 @@ def _check_with_torch(
     module = _pipeline(ensemble, options, where)
     problems = []
     for case in cases:
-        produced = _torch_outputs(ensemble, options, where, case.inputs, module)
+        produced = _torch_outputs(ensemble, module, case.inputs)
         for tensor in ensemble.outputs:
             want = produced[tensor.name]
             have = case.outputs[tensor.name]

@@ -7,15 +7,16 @@ manifest (``/ensembles/<i>/steps/<j>/inputs/<name>``); an ensemble with any is r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from generator.config import PicklesModelConfig
 from generator.contract import PlannedModel, request_shape
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, step_order, wiring_problems
 from generator.errors import Problem, json_pointer
-from generator.manifest import Manifest, ManifestEnsemble, ModelSource
+from generator.manifest import ManifestEnsemble, ModelSource
 from generator.tensors import TensorPlan
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ ENSEMBLE_PLATFORM = "ensemble"
 
 
 @dataclass(frozen=True, slots=True)
-class EnsemblePlan:
+class EnsemblePlan(PicklesModelConfig):
     """One ensemble: its tensors (request-side shapes, as for any model's contract), steps, order and ModelConfig.
 
     ``inputs``/``outputs`` are tensor plans without reshapes: an ensemble passes tensors as the config dims say.
@@ -55,14 +56,6 @@ class EnsemblePlan:
         """What the build reports as the target."""
         return ENSEMBLE_PLATFORM
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle with the ModelConfig as bytes (tritonclient's generated classes do not pickle)."""
-        fields = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "config"}
-        return (_unpickle, (fields, self.config.SerializeToString(deterministic=True)))
-
-
-def _unpickle(fields: dict[str, Any], config: bytes) -> EnsemblePlan:
-    return EnsemblePlan(**fields, config=model_config_pb2.ModelConfig.FromString(config))
 
 
 def _io(tensor: TensorPlan) -> TensorIO:
@@ -77,14 +70,16 @@ def step_models(models: Sequence[PlannedModel]) -> dict[str, StepModel]:
 
 
 def plan_ensemble(
-    ensemble: ManifestEnsemble, manifest: Manifest, models: Sequence[PlannedModel]
+    ensemble: ManifestEnsemble, manifest_file: Path, models: Sequence[PlannedModel], refused: Collection[str] = ()
 ) -> tuple[EnsemblePlan | None, list[Problem]]:
-    """Plan one ensemble over the planned ``models``; (None, problems) when it cannot be served."""
-    file = str(manifest.file)
+    """Plan one ensemble over the planned ``models``; (None, problems) when it cannot be served.
+
+    ``refused`` names the manifest's models that could not be planned (a step running one is refused too).
+    """
+    file = str(manifest_file)
     by_name = {m.name: m for m in models}
     known = step_models(models)
     steps = ensemble.steps
-    refused = {r.name for r in manifest.refused}
     problems = [Problem(file, f"{ensemble.pointer}/steps/{j}/model",
                         f"step {j} runs model {s.model_name!r}, which is refused (see its problems)")
                 for j, s in enumerate(steps) if s.model_name in refused]
@@ -110,11 +105,11 @@ def plan_ensemble(
               for name in input_names]
     outputs = [_ensemble_tensor(name, steps, by_name, batching, max_batch_size, consume=False, notes=decisions)
                for name in output_names]
-    wiring = Wiring(ensemble.name, max_batch_size,
-                    tuple(_io(t) if t is not None else TensorIO(n, "", ()) for n, t in zip(input_names, inputs,
-                                                                                        strict=True)),
-                    tuple(_io(t) if t is not None else TensorIO(n, "", ()) for n, t in zip(output_names, outputs,
-                                                                                         strict=True)),
+    def declared(names: list[str], tensors: list[TensorPlan | None]) -> tuple[TensorIO, ...]:
+        # A name no known step tensor is mapped to has no type: the wiring rules report why.
+        return tuple(_io(t) if t is not None else TensorIO(n, "", ()) for n, t in zip(names, tensors, strict=True))
+
+    wiring = Wiring(ensemble.name, max_batch_size, declared(input_names, inputs), declared(output_names, outputs),
                     steps)
     for problem in wiring_problems(wiring, known):
         problems.append(Problem(file, _pointer(ensemble, problem.where), problem.message))
@@ -134,7 +129,7 @@ def plan_ensemble(
     return EnsemblePlan(
         ensemble.name, ensemble.version, max_batch_size, final_inputs, final_outputs, steps, order,
         _config(ensemble.name, max_batch_size, final_inputs, final_outputs, steps), tuple(decisions),
-        Path(manifest.file), ensemble.pointer, ensemble.source, ensemble.index,
+        Path(manifest_file), ensemble.pointer, ensemble.source, ensemble.index,
     ), []
 
 

@@ -901,36 +901,34 @@ def lint_repository(path: str | FsPath) -> list[Finding]:
     if not model_dirs:
         findings.append(Finding(WARNING, ".", None, None, "repository-empty", "no model folders in the repository"))
     models = {p.name for p in model_dirs}
+    parsed: dict[str, _Parsed] = {}
     for model_dir in model_dirs:
-        findings.extend(_lint_model(model_dir, models))
-    findings.extend(_ensemble_wiring(model_dirs))
+        findings.extend(_lint_model(model_dir, models, parsed))
+    findings.extend(_ensemble_wiring(parsed))
     return sorted(findings, key=Finding.sort_key)
 
 
-def _ensemble_wiring(model_dirs: Sequence[FsPath]) -> list[Finding]:
+#: A model's parsed config, its field positions and its folder, kept by :func:`_lint_model` for the ensemble pass.
+_Parsed = tuple[mc.ModelConfig, "PbtxtLocator", FsPath]
+
+
+def _ensemble_wiring(configs: Mapping[str, _Parsed]) -> list[Finding]:
     """Every ensemble's wiring against its step models' configs (:mod:`generator.ensemble`'s rules).
 
     Shape ranges come from a step's ``gen_repo/contract.json`` where gen-repo wrote one. Structure problems
     (``ensemble-config``, ``ensemble-model-missing``) are :func:`_check_ensemble`'s findings, not repeated here.
     """
-    configs: dict[str, tuple[mc.ModelConfig, str, FsPath]] = {}
-    for model_dir in model_dirs:
-        path = model_dir / "config.pbtxt"
-        if path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")
-            config, _ = parse_config_text(text, f"{model_dir.name}/config.pbtxt")
-            if config is not None:
-                configs[model_dir.name] = (config, text, model_dir)
     findings: list[Finding] = []
-    for name, (config, text, _) in sorted(configs.items()):
+    for name, (config, locator, _) in sorted(configs.items()):
         if config.platform != "ensemble" or not config.HasField("ensemble_scheduling"):
             continue
         steps = config.ensemble_scheduling.step
-        models = {s.model_name: _step_model(*configs[s.model_name][::2]) for s in steps if s.model_name in configs}
+        models = {s.model_name: _step_model(configs[s.model_name][0], configs[s.model_name][2])
+                  for s in steps if s.model_name in configs}
         wiring = Wiring(name, config.max_batch_size, tuple(_wiring_io(io) for io in config.input),
                         tuple(_wiring_io(io) for io in config.output),
                         tuple(Step(s.model_name, dict(s.input_map), dict(s.output_map)) for s in steps))
-        cf = _ConfigFile(f"{name}/config.pbtxt", config, PbtxtLocator(text))
+        cf = _ConfigFile(f"{name}/config.pbtxt", config, locator)
         for problem in wiring_problems(wiring, models):
             if problem.rule not in ("ensemble-config", "ensemble-model-missing"):
                 cf.add(problem.rule, problem.message, _wiring_path(cf.locator, problem.where))
@@ -977,7 +975,8 @@ def _wiring_path(locator: PbtxtLocator, where: Location) -> FieldPath:
     return (*locator.map_entry((*step, str(where[2])), str(where[3])), "key")
 
 
-def _lint_model(model_dir: FsPath, models: set[str]) -> list[Finding]:
+def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed]) -> list[Finding]:
+    """One model folder's findings; its parsed config goes into ``parsed`` (the ensemble pass reads it)."""
     name = model_dir.name
     findings: list[Finding] = []
     config_path = model_dir / "config.pbtxt"
@@ -1002,6 +1001,7 @@ def _lint_model(model_dir: FsPath, models: set[str]) -> list[Finding]:
         if config is not None:
             findings.extend(check_config(config, text, rel, name, models))
             cf = _ConfigFile(rel, config, PbtxtLocator(text))
+            parsed[name] = (config, cf.locator, model_dir)
     configs_dir = model_dir / "configs"
     if configs_dir.is_dir():  # --model-config-name alternatives: same rules, same folder name
         for alt in sorted(configs_dir.glob("*.pbtxt")):

@@ -7,9 +7,8 @@ is refused with every reason; with ``keep_going`` the others are planned anyway 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,7 @@ TargetResolver = Callable[[ManifestModel], str]
 
 
 @dataclass(frozen=True, slots=True)
-class ModelPlan:
+class ModelPlan(config_mod.PicklesModelConfig):
     """Everything needed to write one Triton model: names, shapes, the batching decision and the ModelConfig."""
 
     name: str
@@ -71,18 +70,6 @@ class ModelPlan:
     manifest_file: Path | None = None
     manifest_pointer: str = ""
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickle with the ModelConfig as its serialized bytes (for build workers and Ray tasks).
-
-        tritonclient's generated ``model_config_pb2`` classes cannot be pickled: their module is imported under a
-        name pickle cannot find again.
-        """
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "config"}
-        return (_unpickle_model_plan, (fields, self.config.SerializeToString(deterministic=True)))
-
-
-def _unpickle_model_plan(fields: dict[str, Any], config: bytes) -> ModelPlan:
-    return ModelPlan(**fields, config=model_config_pb2.ModelConfig.FromString(config))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +117,9 @@ def plan_repository(
             problems.extend(error.problems)
             refused.append(RefusedModel(model.index, model.name, tuple(error.problems)))
     ensembles = []
-    refused_now = manifest.refused + tuple(r for r in refused if r not in manifest.refused)
+    refused_names = {r.name for r in refused}
     for ensemble in manifest.ensembles:
-        planned, ensemble_problems = plan_ensemble(ensemble, replace(manifest, refused=refused_now), plans)
+        planned, ensemble_problems = plan_ensemble(ensemble, manifest.file, plans, refused_names)
         if planned is not None:
             ensembles.append(planned)
         else:

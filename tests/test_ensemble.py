@@ -8,6 +8,7 @@ defect corpus (tests/ensemble_corpus) in lint and in the real Triton, which must
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def test_a_planned_ensemble_derives_its_tensors_and_writes_a_triton_config(tmp_p
     assert {"pipe/config.pbtxt", "pipe/1/gen_repo/contract.json"} <= set(files)
     contract = json.loads(files["pipe/1/gen_repo/contract.json"])
     assert contract["platform"] == "ensemble" and contract["inputs"][0]["max_shape"] == [32, 16]
+    assert pickle.loads(pickle.dumps(ensemble)) == ensemble  # the same reduction as a ModelPlan's
 
 
 def test_every_wiring_problem_is_located_in_the_manifest_at_once(tmp_path):
