@@ -22,7 +22,6 @@ import json
 import math
 import os
 import re
-import secrets
 import shutil
 import time
 from collections.abc import Mapping
@@ -136,7 +135,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     Writes a temp file beside ``path`` (same file system), fsyncs it, renames it over ``path`` and fsyncs the folder.
     Used for TensorRT's timing cache, which several builds may save at the same time.
     """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         with open(tmp, "xb") as stream:
             stream.write(data)
@@ -246,7 +245,7 @@ class BuildCache:
                 return entry / FILES_DIR
             self._discard(entry)
 
-        tmp = shard / f".tmp-{os.getpid()}-{secrets.token_hex(6)}"
+        tmp = shard / f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
         try:
             os.mkdir(tmp)
             manifest = {"format": CACHE_FORMAT, "key": key, "files": self._write_files(tmp / FILES_DIR, files)}
@@ -352,7 +351,7 @@ class BuildCache:
     @staticmethod
     def _discard(path: Path) -> None:
         """Remove a folder so that nobody sees it half-deleted: rename it to a trash name first."""
-        trash = path.parent / f".trash-{os.getpid()}-{secrets.token_hex(6)}"
+        trash = path.parent / f".trash-{os.getpid()}-{os.urandom(6).hex()}"
         try:
             os.rename(path, trash)
         except FileNotFoundError:

@@ -29,7 +29,7 @@ Example::
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,13 +45,20 @@ from generator.spec import GraphSpec
 __all__ = [
     "DICT_MERGED_OPTIONS",
     "OPTION_KEYS",
+    "EntryStatus",
+    "LoadedEntry",
     "Manifest",
+    "ManifestDocument",
     "ManifestEnsemble",
     "ManifestModel",
     "ModelSource",
     "RefusedModel",
     "SampleSource",
+    "SpecCache",
+    "check_entries",
+    "load_entry",
     "load_manifest",
+    "read_manifest",
 ]
 
 #: Option keys a model (or ``defaults``) may carry besides name/version/spec/source.
@@ -202,13 +209,51 @@ class _Graph:
 # --------------------------------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------------------------------
-def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: bool = False) -> Manifest:
-    """Load and check a manifest; raise GenRepoError carrying every problem found.
+@dataclass(frozen=True, slots=True)
+class ManifestDocument:
+    """A manifest read and schema-checked, before its models load: everything loading one entry needs.
 
-    ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
-    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere. With
-    ``keep_going`` a model whose own entry has problems (its spec, source, samples or options) is returned in
-    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise.
+    Small and picklable (entries as written, paths resolved), so that entries can load in worker processes
+    (:mod:`generator.parallel_plan`). ``problems`` are those of the document itself (``output``, ``code_path``).
+    """
+
+    file: Path
+    base_dir: Path
+    output_dir: Path
+    defaults: Mapping[str, Any]
+    code_path: tuple[Path, ...]
+    entries: tuple[Mapping[str, Any], ...]
+    ensembles: tuple[ManifestEnsemble, ...]
+    allow_outside: bool
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EntryStatus:
+    """What the manifest's own checks need of one loaded ``models:`` entry.
+
+    ``name`` labels it: the entry's name, else the name derived from its graph, else ``models[<i>]``; ``loaded``
+    says whether a model came of it (its name then takes part in the name checks); ``problems`` are all of its own.
+    """
+
+    index: int
+    name: str
+    loaded: bool
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedEntry:
+    """One ``models:`` entry after loading: its model (None when it cannot be loaded) and its status."""
+
+    model: ManifestModel | None
+    status: EntryStatus
+
+
+def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestDocument:
+    """Read and schema-check a manifest and resolve its own paths; raise GenRepoError on schema problems.
+
+    ``allow_outside`` as in :func:`load_manifest`. The models are loaded by :func:`load_entry`.
     """
     path = Path(path)
     file = str(path)
@@ -217,7 +262,6 @@ def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: 
     if problems:
         raise GenRepoError(problems)
     base_dir = path.resolve().parent
-    defaults: dict[str, Any] = dict(document.get("defaults") or {})
 
     output_raw = document.get("output", DEFAULT_OUTPUT)
     output_dir, message = _resolve(base_dir, output_raw, allow_outside)
@@ -232,30 +276,75 @@ def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: 
         elif not folder.is_dir():
             problems.append(Problem(file, f"/code_path/{index}", f"code_path folder {raw!r} not found"))
         code_path.append(folder)
+    return ManifestDocument(path, base_dir, output_dir, dict(document.get("defaults") or {}), tuple(code_path),
+                            tuple(document["models"]), _load_ensembles(document.get("ensembles") or []),
+                            allow_outside, tuple(problems))
 
-    cache: dict[Path, tuple[list[_Graph], list[Problem]]] = {}
-    models: list[ManifestModel] = []
+
+#: Spec files already loaded, by resolved path: their graphs, or their problems.
+SpecCache = dict[Path, tuple[list[_Graph], list[Problem]]]
+
+
+def load_entry(document: ManifestDocument, index: int, cache: SpecCache | None = None) -> LoadedEntry:
+    """Load ``models[index]`` of a read manifest: its GraphSpec, source, samples and merged options, all checked.
+
+    ``cache`` shares spec files loaded by earlier entries (several models may come from one tune report).
+    """
+    entry = document.entries[index]
+    model, problems = _load_model(document.file, document.base_dir, index, entry, document.defaults,
+                                  document.allow_outside, {} if cache is None else cache)
+    name = entry.get("name") or (model.name if model is not None else f"models[{index}]")
+    return LoadedEntry(model, EntryStatus(index, name, model is not None, tuple(problems)))
+
+
+def check_entries(
+    document: ManifestDocument, entries: Sequence[EntryStatus], *, keep_going: bool = False
+) -> tuple[RefusedModel, ...]:
+    """The manifest's own checks once every entry is loaded (names, ensemble names); return the refused entries.
+
+    ``entries``: every entry's status, in manifest order. Raise GenRepoError carrying every problem: the
+    document's, the names', and those of the entries unless ``keep_going``, which refuses those entries instead
+    (see :func:`load_manifest`).
+    """
+    file = str(document.file)
+    problems = list(document.problems)
     refused: list[RefusedModel] = []
     failed: list[str] = []
-    for index, entry in enumerate(document["models"]):
-        model, model_problems = _load_model(path, base_dir, index, entry, defaults, allow_outside, cache)
-        if model_problems:
-            name = entry.get("name") or (model.name if model is not None else f"models[{index}]")
-            failed.append(repr(name))
+    named: list[tuple[int, str]] = []
+    for entry in entries:
+        if entry.problems:
+            failed.append(repr(entry.name))
             if keep_going:
-                refused.append(RefusedModel(index, name, tuple(_dedupe(model_problems))))
+                refused.append(RefusedModel(entry.index, entry.name, tuple(_dedupe(list(entry.problems)))))
                 continue
-        problems.extend(model_problems)
-        if model is not None:
-            models.append(model)
-    problems.extend(_name_problems(file, models))
-    ensembles = _load_ensembles(document.get("ensembles") or [])
-    problems.extend(_ensemble_name_problems(file, ensembles, [m.name for m in models] + [r.name for r in refused]))
+        problems.extend(entry.problems)
+        if entry.loaded:
+            named.append((entry.index, entry.name))
+    problems.extend(_name_problems(file, named))
+    problems.extend(_ensemble_name_problems(file, document.ensembles,
+                                            [name for _, name in named] + [r.name for r in refused]))
     if problems:
         summary = f"refused: {', '.join(failed)} (--keep-going builds the other models)" if failed else ""
         raise GenRepoError(_dedupe(problems), summary)
-    return Manifest(path, base_dir, output_dir, tuple(models), defaults, tuple(code_path), tuple(refused),
-                    ensembles)
+    return tuple(refused)
+
+
+def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: bool = False) -> Manifest:
+    """Load and check a manifest; raise GenRepoError carrying every problem found.
+
+    ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
+    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere. With
+    ``keep_going`` a model whose own entry has problems (its spec, source, samples or options) is returned in
+    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise.
+    """
+    document = read_manifest(path, allow_outside=allow_outside)
+    cache: SpecCache = {}
+    entries = [load_entry(document, index, cache) for index in range(len(document.entries))]
+    refused = check_entries(document, [e.status for e in entries], keep_going=keep_going)
+    refused_indices = {r.index for r in refused}
+    models = tuple(e.model for e in entries if e.model is not None and e.status.index not in refused_indices)
+    return Manifest(document.file, document.base_dir, document.output_dir, models, document.defaults,
+                    document.code_path, refused, document.ensembles)
 
 
 def _load_ensembles(entries: list[dict[str, Any]]) -> tuple[ManifestEnsemble, ...]:
@@ -598,23 +687,26 @@ def _option_problems(
     return problems
 
 
-def _name_problems(file: str, models: list[ManifestModel]) -> list[Problem]:
-    """Model names Triton cannot use, duplicates, and names equal on a case-insensitive file system."""
+def _name_problems(file: str, models: list[tuple[int, str]]) -> list[Problem]:
+    """Model names Triton cannot use, duplicates, and names equal on a case-insensitive file system.
+
+    ``models``: ``(index, name)`` per entry.
+    """
     problems = []
     seen: dict[str, int] = {}
-    for model in models:
-        for message in model_name_problems(model.name):
-            problems.append(Problem(file, model.pointer + "/name", message))
-        if model.name in seen:
+    for index, name in models:
+        for message in model_name_problems(name):
+            problems.append(Problem(file, f"/models/{index}/name", message))
+        if name in seen:
             problems.append(
-                Problem(file, model.pointer + "/name",
-                        f"model name {model.name!r} is already used by /models/{seen[model.name]}; set a distinct name")
+                Problem(file, f"/models/{index}/name",
+                        f"model name {name!r} is already used by /models/{seen[name]}; set a distinct name")
             )
-        seen.setdefault(model.name, model.index)
-    by_name = {m.name: m for m in models}
-    for first, second in case_collisions([m.name for m in models]):
+        seen.setdefault(name, index)
+    by_name = dict((name, index) for index, name in models)
+    for first, second in case_collisions([name for _, name in models]):
         problems.append(
-            Problem(file, by_name[second].pointer + "/name",
+            Problem(file, f"/models/{by_name[second]}/name",
                     f"model name {second!r} differs from {first!r} only in case; they would share a folder on "
                     "case-insensitive file systems")
         )

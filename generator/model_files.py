@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from generator.plan import RepositoryPlan
     from generator.values import ValueDomain
 
-__all__ = ["CONFIG_FILE", "CONTRACT_FILE", "config_files", "config_text", "contract_text"]
+__all__ = ["CONFIG_FILE", "CONTRACT_FILE", "config_files", "config_text", "contract_text", "model_config_files"]
 
 #: A model's config, relative to its model folder.
 CONFIG_FILE = "config.pbtxt"
@@ -46,6 +46,11 @@ def config_files(plan: RepositoryPlan) -> dict[str, str]:
     files: dict[str, str] = {}
     planned: list[PlannedModel] = [*plan.models, *plan.ensembles]
     for model in planned:
-        files[f"{model.name}/{CONFIG_FILE}"] = config_text(model)
-        files[f"{model.name}/{model.version}/{CONTRACT_FILE}"] = contract_text(model)
+        files.update(model_config_files(model))
     return files
+
+
+def model_config_files(model: PlannedModel) -> dict[str, str]:
+    """The files :func:`config_files` writes for one planned model or ensemble (repository-relative paths)."""
+    return {f"{model.name}/{CONFIG_FILE}": config_text(model),
+            f"{model.name}/{model.version}/{CONTRACT_FILE}": contract_text(model)}

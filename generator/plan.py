@@ -7,7 +7,7 @@ is refused with every reason; with ``keep_going`` the others are planned anyway 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from generator import config as config_mod
 from generator.ensemble_plan import EnsemblePlan, plan_ensemble
 from generator.errors import GenRepoError, Problem
-from generator.manifest import Manifest, ManifestModel, ModelSource, RefusedModel, SampleSource
+from generator.manifest import Manifest, ManifestEnsemble, ManifestModel, ModelSource, RefusedModel, SampleSource
 from generator.spec import GraphSpec
 from generator.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
 
@@ -35,6 +35,7 @@ __all__ = [
     "TensorPlan",
     "default_target_resolver",
     "describe_plan",
+    "plan_ensembles",
     "plan_model",
     "plan_repository",
 ]
@@ -116,23 +117,41 @@ def plan_repository(
         except GenRepoError as error:
             problems.extend(error.problems)
             refused.append(RefusedModel(model.index, model.name, tuple(error.problems)))
-    ensembles = []
-    refused_names = {r.name for r in refused}
-    for ensemble in manifest.ensembles:
-        planned, ensemble_problems = plan_ensemble(ensemble, manifest.file, plans, refused_names)
-        if planned is not None:
-            ensembles.append(planned)
-        else:
-            problems.extend(ensemble_problems)
-            # After every model entry in the build's order (its index is the manifest entries' count plus its own).
-            refused.append(RefusedModel(len(manifest.models) + len(manifest.refused) + ensemble.index, ensemble.name,
-                                        tuple(ensemble_problems), ensemble.pointer))
+    ensembles, refused_ensembles = plan_ensembles(manifest.file, manifest.ensembles, plans, refused,
+                                                  len(manifest.models) + len(manifest.refused))
+    problems.extend(p for r in refused_ensembles for p in r.problems)
+    refused.extend(refused_ensembles)
     if problems and not keep_going:
         names = ", ".join(repr(r.name) for r in sorted(refused, key=lambda r: r.index))
         raise GenRepoError(problems, f"refused: {names} (--keep-going builds the other models)")
     refused.sort(key=lambda r: r.index)
     return RepositoryPlan(manifest.file, manifest.output_dir, tuple(plans), tuple(refused), manifest.code_path,
                           tuple(ensembles))
+
+
+def plan_ensembles(
+    manifest_file: Path,
+    ensembles: Sequence[ManifestEnsemble],
+    models: Sequence[ModelPlan],
+    refused: Sequence[RefusedModel],
+    entry_count: int,
+) -> tuple[tuple[EnsemblePlan, ...], tuple[RefusedModel, ...]]:
+    """Plan the manifest's ensembles over its planned ``models`` (at least every step's); the refused ones apart.
+
+    ``refused``: the models that could not be planned; ``entry_count``: the manifest's ``models:`` entries (an
+    ensemble's refusal index comes after all of them, as the build orders its work).
+    """
+    planned = []
+    refused_ensembles = []
+    refused_names = {r.name for r in refused}
+    for ensemble in ensembles:
+        plan, problems = plan_ensemble(ensemble, manifest_file, models, refused_names)
+        if plan is not None:
+            planned.append(plan)
+        else:
+            refused_ensembles.append(RefusedModel(entry_count + ensemble.index, ensemble.name, tuple(problems),
+                                                  ensemble.pointer))
+    return tuple(planned), tuple(refused_ensembles)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -7,16 +7,17 @@ so ``plan`` and ``config`` start fast (tests/test_cli_imports.py holds this).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from generator.build_types import BuildOptions
 from generator.errors import GenRepoError
-from generator.manifest import Manifest, load_manifest
+from generator.manifest import Manifest, RefusedModel, load_manifest
 from generator.plan import RepositoryPlan, plan_repository
 from generator.targets import make_target_resolver
 
-__all__ = ["BuildOptions", "plan_build"]
+__all__ = ["BuildOptions", "plan_build", "refusal_error"]
 
 
 def plan_build(
@@ -37,9 +38,14 @@ def plan_build(
     plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=True,
                            warmup_data=warmup_data)
     if plan.refused and not options.keep_going:
-        names = ", ".join(repr(r.name) for r in plan.refused)
-        raise GenRepoError([p for r in plan.refused for p in r.problems],
-                           f"refused: {names} (--keep-going builds the other models)")
+        raise refusal_error(plan.refused)
     if output_dir is not None:
         plan = replace(plan, output_dir=Path(output_dir))
     return plan, notes
+
+
+def refusal_error(refused: Sequence[RefusedModel]) -> GenRepoError:
+    """The error of a build that refuses ``refused`` (in manifest order): every problem of each, and their names."""
+    names = ", ".join(repr(r.name) for r in refused)
+    return GenRepoError([p for r in refused for p in r.problems], f"refused: {names} (--keep-going builds the other "
+                        "models)")

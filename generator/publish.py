@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.config import WARMUP_FOLDER
+from generator.contract import render_contract
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
 from generator.repository import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock, verify_repository
 
@@ -394,7 +395,7 @@ def _with_version(files: dict[FileKey, bytes], version: int) -> dict[FileKey, by
         contract = json.loads(out[key])
         if isinstance(contract, dict) and "version" in contract:
             contract["version"] = version
-            out[key] = (json.dumps(contract, indent=2, sort_keys=True) + "\n").encode("utf-8")
+            out[key] = render_contract(contract).encode("utf-8")
     return out
 
 

@@ -21,18 +21,14 @@ Nothing is written outside ``destination.parent``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import functools
 import json
 import os
 import re
-import secrets
 import shutil
 import signal
-import socket
 import stat
 import tempfile
 import threading
@@ -62,11 +58,17 @@ _NO_SPACE = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
 # -- small system helpers ----------------------------------------------------------------------------------------
+def _host() -> str:
+    """The host name (what ``socket.gethostname`` returns, without importing the socket stack)."""
+    return os.uname().nodename
+
 
 
 @functools.lru_cache(maxsize=1)
 def _libc_renameat2() -> Any:
     """Return libc's ``renameat2`` (glibc >= 2.28), or None where the C library lacks it."""
+    import ctypes.util  # here, not at the top: it costs `gen-repo config` (which never swaps) a tenth of its start
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         function = libc.renameat2
@@ -84,6 +86,8 @@ def _renameat2(source: Path, target: Path, flags: int) -> bool:
         return False
     if function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
         return True
+    import ctypes
+
     code = ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, getattr(errno, "EOPNOTSUPP", errno.ENOTSUP)):
         return False  # kernel or file system without this flag: use the portable path
@@ -469,7 +473,7 @@ class RepositoryWriter:
         return self.destination.parent
 
     def _sibling(self, kind: str) -> Path:
-        return self.parent / f".{self.destination.name}.{kind}-{os.getpid()}-{secrets.token_hex(6)}"
+        return self.parent / f".{self.destination.name}.{kind}-{os.getpid()}-{os.urandom(6).hex()}"
 
     def _leftover_pattern(self) -> re.Pattern[str]:
         return re.compile(rf"^\.{re.escape(self.destination.name)}\.(staging|old|trash)-(\d+)-[0-9a-f]+$")
@@ -507,7 +511,7 @@ class RepositoryWriter:
             self._staging = staging
             marker = {
                 "pid": os.getpid(),
-                "host": socket.gethostname(),
+                "host": _host(),
                 "boot_id": _boot_id(),
                 "start_time": _process_start_time(os.getpid()),
             }
@@ -739,7 +743,7 @@ class RepositoryWriter:
             loaded = json.loads((path / STAGING_MARKER).read_text(encoding="utf-8"))
             if isinstance(loaded, dict):
                 marker = loaded
-        if marker.get("host") not in (None, socket.gethostname()):
+        if marker.get("host") not in (None, _host()):
             return age > self.stale_after  # another machine's writer: its pid means nothing here
         if marker.get("boot_id") and _boot_id() and marker["boot_id"] != _boot_id():
             return True  # written before a reboot

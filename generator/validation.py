@@ -4,16 +4,14 @@ One :class:`ValidatedFile` per file, in the order given: Triton's ``max_batch_si
 when asked (tables, ``--json``) and every problem (schema, AITune's rules, the serving rules of
 :func:`generator.tensors.servability`), each naming the file and the JSON pointer. Nothing is printed here.
 
-Many files are checked in worker processes (one per CPU this process may use): each file is independent, the work
-is pure Python, and results come back in the order given, so the output is the same with one process or several.
+Many files are checked in forked worker processes (:mod:`generator.workers`, one per CPU this process may use):
+each file is independent, the work is pure Python, and results come back in the order given, so the output is the
+same with one process or several.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import multiprocessing
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +19,7 @@ from typing import Any, Literal
 from generator.errors import GenRepoError, Problem
 from generator.schema import graph_summary, load_graphspecs
 from generator.tensors import servability
+from generator.workers import fork_pool, usable_cpus
 
 __all__ = ["PARALLEL_MIN_FILES", "Summaries", "ValidatedFile", "validate_file", "validate_files"]
 
@@ -74,13 +73,6 @@ def _validate_chunk(paths: Sequence[str], summaries: Summaries) -> list[Validate
     return [validate_file(path, summaries) for path in paths]
 
 
-def _workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def validate_files(
     paths: Sequence[str], summaries: Summaries = "none", jobs: int | None = None
 ) -> list[ValidatedFile]:
@@ -89,19 +81,14 @@ def validate_files(
     ``jobs``: worker processes; default one per usable CPU from :data:`PARALLEL_MIN_FILES` files on, else 1.
     """
     if jobs is None:
-        jobs = _workers() if len(paths) >= PARALLEL_MIN_FILES else 1
+        jobs = usable_cpus() if len(paths) >= PARALLEL_MIN_FILES else 1
     if jobs <= 1 or len(paths) < 2:
         return _validate_chunk(paths, summaries)
-    # Forked workers inherit the imported modules and compiled validators: no second start-up. Chunks of a few
-    # dozen files keep the workers balanced while the pickled results stay few.
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    # Chunks of a few dozen files keep the workers balanced while the pickled results stay few.
     size = max(1, min(64, len(paths) // (jobs * 4)))
     chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
-    try:
-        pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context)
-    except (OSError, NotImplementedError):  # no process semaphores here (a sandbox without /dev/shm): one process
-        return _validate_chunk(paths, summaries)
-    with pool:
+    with fork_pool(jobs) as pool:
+        if pool is None:
+            return _validate_chunk(paths, summaries)
         return [result for chunk in pool.map(_validate_chunk, chunks, [summaries] * len(chunks))
                 for result in chunk]

@@ -66,6 +66,19 @@ def test_config_writes_layout_and_is_byte_identical(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]  # no staging folder left behind
 
 
+def test_config_rewrites_an_ensembles_folder_too(tmp_path):
+    """A second `gen-repo config` into the same folder swaps in every folder it wrote, the ensemble's included."""
+    zoo = Path(__file__).parent / "zoo" / "gen-repo.yaml"
+    out = tmp_path / "repo"
+    for _ in range(2):
+        result = _run("config", str(zoo), "-o", str(out))
+        assert result.exit_code == 0, result.output
+        assert (out / "bert_classifier" / "config.pbtxt").is_file()
+        assert (out / "bert_classifier" / "1" / "gen_repo" / "contract.json").is_file()
+        (out / "bert_classifier" / "config.pbtxt").unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
+
+
 def test_config_default_output_is_next_to_the_manifest(tmp_path):
     shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "mlp.json")
     manifest = write_manifest(tmp_path, {"output": "served", "models": [{"spec": "mlp.json"}]})

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
+from hypothesis import given
+from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
 
 from generator.config import DEFAULT_QUEUE_DELAY_US, config_problems, parse_config, render_config
@@ -303,6 +305,21 @@ def test_bad_pbtxt_fragments(tmp_path, fragment, words):
     with pytest.raises(GenRepoError) as info:
         one_model(tmp_path, batch_graph(), pbtxt=fragment)
     assert any(words in m for m in problems_of(info.value)), problems_of(info.value)
+
+
+_JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_JSON = st.recursive(_JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner,
+                                                                                                  max_size=3))
+
+
+@given(st.dictionaries(st.text(), _JSON | st.lists(st.dictionaries(st.text(), _JSON, max_size=4), max_size=3),
+                       max_size=6))
+def test_contract_text_round_trips_any_contract(contract):
+    """Any JSON object renders to a document that reads back equal, one top-level key per line, deterministically."""
+    text = render_contract(contract)
+    assert json.loads(text) == contract
+    assert text == render_contract(json.loads(text)) and text.endswith("}\n")
+    assert len([line for line in text.splitlines() if line.startswith('  "')]) == len(contract)
 
 
 def test_contract_matches_layout_doc(tmp_path):

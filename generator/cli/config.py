@@ -25,15 +25,15 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
 
     Nothing is written when any model has a problem (exit 2, every problem listed).
     """
-    from generator.model_files import config_files
-    from generator.planning import BuildOptions, plan_build
+    from generator.parallel_plan import plan_config_files
+    from generator.planning import BuildOptions
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
     # except warmup: without the build's data files it warms up with zeros and random bytes.
-    plan, _ = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target), warmup_data=False)
-    out_dir = Path(output).resolve() if output else plan.output_dir
-    files = config_files(plan)
-    write_config_folders(files, out_dir, [m.name for m in plan.models])
+    planned = plan_config_files(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
+    out_dir = Path(output).resolve() if output else planned.output_dir
+    files = planned.files
+    write_config_folders(files, out_dir, list(planned.names))
     if json_output:
         click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:

@@ -1,0 +1,115 @@
+"""plan_config_files: forked workers give exactly the files and the errors of one process (plan_build + config_files).
+
+Manifests of real AITune recordings (tests/data/aitune, the zoo's recorded architectures) with the zoo's ensemble,
+entries that cannot load, models that cannot be planned, an ensemble over a refused model, name clashes and a
+``--target`` override; each compared field by field, file order included, with one process and with workers.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generator.build_types import BuildOptions
+from generator.errors import GenRepoError
+from generator.model_files import config_files
+from generator.parallel_plan import PlannedFiles, plan_config_files
+from generator.planning import plan_build
+from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, write_manifest
+
+ZOO = REPO / "tests" / "zoo"
+ZOO_SPECS = sorted(p.name for p in (ZOO / "specs").glob("*.graphspec.json"))
+ENSEMBLE = {"name": "bert_classifier", "steps": [
+    {"model": "bert", "inputs": {"input_input_ids": "input_ids", "input_attention_mask": "attention_mask",
+                                 "input_token_type_ids": "token_type_ids"},
+     "outputs": {"output_pooler_output": "pooled"}},
+    {"model": "head", "inputs": {"input_pooled": "pooled"}, "outputs": {"output": "logits"}},
+]}
+
+
+def _specs(folder: Path) -> None:
+    (folder / "specs").mkdir(parents=True)
+    for name in FIXTURE_FILES:
+        shutil.copy(AITUNE / name, folder / "specs" / name)
+    for name in ZOO_SPECS:
+        shutil.copy(ZOO / "specs" / name, folder / "specs" / name)
+    shutil.copy(AITUNE / "tune_report.json", folder / "specs" / "tune_report.json")
+
+
+def _models(copies: int) -> list[dict[str, Any]]:
+    """Every recorded spec ``copies`` times under distinct names, targets alternating; the zoo's bert and head once."""
+    models: list[dict[str, Any]] = [{"name": "bert", "spec": "specs/bert.graphspec.json"},
+                                    {"name": "head", "spec": "specs/head.graphspec.json"}]
+    for copy in range(copies):
+        for i, name in enumerate(FIXTURE_FILES + ZOO_SPECS):
+            models.append({"name": f"{name.split('.')[0]}_copy{copy}", "spec": f"specs/{name}",
+                           "target": ("onnx", "python", "auto")[(i + copy) % 3]})
+    models.append({"spec": {"file": "specs/tune_report.json", "graph": 0}})  # a name derived from the graph
+    return models
+
+
+def _outcome(manifest: Path, options: BuildOptions, jobs: int) -> PlannedFiles | tuple[list[Any], str]:
+    try:
+        return plan_config_files(manifest, options, jobs=jobs)
+    except GenRepoError as error:
+        return [p.to_dict() for p in error.problems], error.summary
+
+
+def _same_with_workers(manifest: Path, options: BuildOptions) -> PlannedFiles | tuple[list[Any], str]:
+    one = _outcome(manifest, options, jobs=1)
+    two = _outcome(manifest, options, jobs=2)
+    assert two == one
+    if isinstance(one, PlannedFiles):
+        assert list(two.files) == list(one.files)  # the same order of files, too
+    return one
+
+
+def test_workers_write_what_one_process_writes_for_real_recordings_and_an_ensemble(tmp_path):
+    _specs(tmp_path)
+    manifest = write_manifest(tmp_path, {"defaults": {"dynamic_batching": {"max_queue_delay_microseconds": 100}},
+                                         "models": _models(3), "ensembles": [ENSEMBLE]})
+    planned = _same_with_workers(manifest, BuildOptions())
+    assert isinstance(planned, PlannedFiles)
+    plan, _ = plan_build(manifest, BuildOptions(), warmup_data=False)
+    assert planned.files == config_files(plan) and planned.names[-1] == "bert_classifier"
+    assert len(planned.names) == len(_models(3)) + 1 and not planned.refused
+    assert _same_with_workers(manifest, BuildOptions(target="python")) != planned  # --target changes the configs
+
+
+def test_workers_refuse_what_one_process_refuses_all_at_once(tmp_path):
+    _specs(tmp_path)
+    models = _models(2)
+    models[5]["spec"] = "specs/missing.graphspec.json"  # cannot load
+    models[6]["batching"] = "none"  # an option conflict: cannot load
+    models[6]["dynamic_batching"] = True
+    models[0]["pbtxt"] = "max_batch_size: 4"  # bert cannot be planned: the ensemble over it is refused too
+    models[9]["instance_group"] = [{"kind": "KIND_CPU", "gpus": [0]}]
+    manifest = write_manifest(tmp_path, {"models": models, "ensembles": [ENSEMBLE]})
+    problems, summary = _same_with_workers(manifest, BuildOptions())  # type: ignore[misc]
+    assert "'bert'" in summary and "'bert_classifier'" in summary and "missing.graphspec.json" in str(problems)
+    kept = _same_with_workers(manifest, BuildOptions(keep_going=True))
+    assert isinstance(kept, PlannedFiles)
+    assert [r.name for r in kept.refused] == [models[0]["name"], models[5]["name"], models[6]["name"],
+                                              models[9]["name"], "bert_classifier"]
+    assert "bert/config.pbtxt" not in kept.files and len(kept.names) == len(models) - 4
+
+
+@pytest.mark.parametrize("clash", ["duplicate", "case", "ensemble"])
+def test_workers_report_the_manifests_own_name_problems(tmp_path, clash):
+    _specs(tmp_path)
+    models = _models(1)
+    document: dict[str, Any] = {"models": models, "ensembles": [ENSEMBLE]}
+    if clash == "duplicate":
+        models[4]["name"] = models[3]["name"]
+    elif clash == "case":
+        models[4]["name"] = models[3]["name"].upper()
+    else:
+        document["ensembles"] = [{**ENSEMBLE, "name": models[3]["name"]}]
+    models[7]["spec"] = "specs/missing.graphspec.json"  # an entry problem beside the name problem
+    manifest = write_manifest(tmp_path, document)
+    for keep_going in (False, True):
+        problems, _ = _same_with_workers(manifest, BuildOptions(keep_going=keep_going))  # type: ignore[misc]
+        assert any(p["pointer"].endswith("/name") for p in problems)
