@@ -173,29 +173,35 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         text_format.Parse((first / model / "config.pbtxt").read_text(encoding="utf-8"), message)
         messages.append((model, message))
     written = sorted((p.relative_to(first).as_posix(), p.read_bytes()) for p in first.rglob("*") if p.is_file())
-    from generator.model_files import config_files
-    from generator.planning import BuildOptions, plan_build
-    from generator.repository import write_files
+    from generator.build_types import BuildOptions
+    from generator.manifest import read_manifest
+    from generator.parallel_plan import plan_config_files
+
+    one_model = folder / "one-model.yaml"
+    one_model.write_text("\n".join(manifest.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")
 
     def phase(which: str) -> float:
         """One phase of gen-repo config in this process (imports done): where the process's time goes."""
         start = time.perf_counter()
-        plan, _ = plan_build(manifest, BuildOptions(), warmup_data=False)
-        planned = time.perf_counter()
-        files = config_files(plan)
-        rendered = time.perf_counter()
+        document = read_manifest(manifest)
+        read = time.perf_counter()
+        if which == "read":
+            return read - start
         out = folder / f"phase{next(counter)}"
         out.mkdir()
-        write_files(out, files)
-        return {"plan": planned - start, "render": rendered - planned, "write": time.perf_counter() - rendered}[which]
+        jobs = 1 if which == "one process" else None
+        plan_config_files(document, BuildOptions(), jobs=jobs, write_to=out if which == "workers" else None)
+        return time.perf_counter() - read
 
     times = alternate({
         "gen-repo config (process, YAML manifest)": ours,
         "floor: text_format + mkdir + write": lambda: floor_run(messages, folder / f"floor{next(counter)}"),
         "same files as gen-repo: mkdir + write only": lambda: same_files_run(written, folder / f"same{next(counter)}"),
-        "  in process: load + plan the manifest": lambda: phase("plan"),
-        "  in process: config.pbtxt + contract texts": lambda: phase("render"),
-        "  in process: write_files (gen-repo's writer)": lambda: phase("write"),
+        "  process start + imports (1-model manifest)": lambda: run(
+            [*GEN_REPO, "config", str(one_model), "-o", str(folder / f"one{next(counter)}")], folder),
+        "  in process: read the manifest (YAML)": lambda: phase("read"),
+        "  in process: plan + render + write, workers": lambda: phase("workers"),
+        "  in process: plan + render, one process": lambda: phase("one process"),
     }, repeats)
     print(f"config: {count}-model manifest (seconds: median, min..max)")
     for name, values in times.items():

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -391,20 +392,22 @@ def _dedupe(problems: list[Problem]) -> list[Problem]:
 
 def _resolve(base_dir: Path, raw: str, allow_outside: bool) -> tuple[Path, str | None]:
     """``raw`` relative to ``base_dir``, and why it is refused (None when it is fine)."""
-    candidate = base_dir / raw
+    candidate = os.path.join(base_dir, raw)
     try:
-        resolved = candidate.resolve()  # ValueError: a NUL byte
-        resolved.stat()  # OSError other than "not found": a name too long, a symlink loop, no permission
+        # os.path, not Path.resolve: it raises RuntimeError on a symlink loop, and builds three Paths per call.
+        resolved = os.path.realpath(candidate)  # ValueError: a NUL byte
+        os.stat(resolved)  # OSError other than "not found": a name too long, a symlink loop, no permission
     except FileNotFoundError:
         pass
     except (OSError, ValueError) as error:
-        return candidate, f"path {raw[:200]!r} cannot be used: {getattr(error, 'strerror', None) or error}"
-    if not allow_outside and not resolved.is_relative_to(base_dir):
-        return resolved, (
+        return Path(candidate), f"path {raw[:200]!r} cannot be used: {getattr(error, 'strerror', None) or error}"
+    base = str(base_dir)
+    if not allow_outside and resolved != base and not resolved.startswith(base.rstrip(os.sep) + os.sep):
+        return Path(resolved), (
             f"path {raw!r} leads outside the manifest's folder {base_dir.name!r} (via '..', an absolute path or a "
             "symlink); move the file next to the manifest or allow paths outside it (--allow-outside)"
         )
-    return resolved, None
+    return Path(resolved), None
 
 
 def _merge_options(defaults: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
@@ -547,7 +550,7 @@ def _load_spec(
         try:
             cache[spec_path] = (
                 [
-                    _Graph(Path(g.file), g.pointer, g.module_name, g.graph, tuple(g.assumptions), g.document)
+                    _Graph(spec_path, g.pointer, g.module_name, g.graph, tuple(g.assumptions), g.document)
                     for g in load_graphspecs(spec_path)
                 ],
                 [],

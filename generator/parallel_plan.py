@@ -24,11 +24,11 @@ from generator.manifest import (
     SpecCache,
     check_entries,
     load_entry,
-    read_manifest,
 )
-from generator.model_files import config_files, model_config_files
+from generator.model_files import model_config_files
 from generator.plan import ModelPlan, plan_ensembles, plan_model
-from generator.planning import plan_build, refusal_error
+from generator.planning import refusal_error
+from generator.repository import write_files
 from generator.targets import make_target_resolver
 from generator.workers import fork_pool, usable_cpus
 
@@ -62,35 +62,36 @@ class _PlannedEntry:
     plan: ModelPlan | None
 
 
-def plan_config_files(manifest_path: Path, options: BuildOptions, *, jobs: int | None = None) -> PlannedFiles:
-    """Plan the manifest as :func:`generator.planning.plan_build` does (no warmup data) and render every file.
+def plan_config_files(
+    document: ManifestDocument, options: BuildOptions, *, jobs: int | None = None, write_to: Path | None = None
+) -> PlannedFiles:
+    """Plan a read manifest as :func:`generator.planning.plan_build` does (no warmup data); render every file.
 
     ``jobs``: worker processes; default one per usable CPU from :data:`PARALLEL_MIN_MODELS` models on, else 1.
-    Raise GenRepoError as ``plan_build`` does.
+    ``write_to``: a folder (a staging folder: see :func:`generator.repository.config_staging`) where each model's
+    files are also written as soon as they are rendered, by the worker that rendered them, so writing overlaps
+    planning; the files of models that end up refused may be there too. Raise GenRepoError as ``plan_build`` does.
     """
-    document = read_manifest(manifest_path, allow_outside=options.allow_outside)
     count = len(document.entries)
     if jobs is None:
         jobs = usable_cpus() if count >= PARALLEL_MIN_MODELS else 1
+    steps = frozenset(step.model_name for ensemble in document.ensembles for step in ensemble.steps)
     if jobs > 1 and count > 1:
         # A few chunks per worker balance the load; each carries the (small) document once.
         size = -(-count // (jobs * 2))
         chunks = [range(i, min(i + size, count)) for i in range(0, count, size)]
-        steps = frozenset(step.model_name for ensemble in document.ensembles for step in ensemble.steps)
         with fork_pool(jobs) as pool:
             if pool is not None:
                 results = pool.map(_plan_chunk, [document] * len(chunks), chunks, [options] * len(chunks),
-                                   [steps] * len(chunks))
-                return _assemble(document, options, [entry for chunk in results for entry in chunk])
-    plan, _ = plan_build(manifest_path, options, warmup_data=False)
-    names = tuple([m.name for m in plan.models] + [e.name for e in plan.ensembles])
-    return PlannedFiles(plan.output_dir, names, config_files(plan), plan.refused)
+                                   [steps] * len(chunks), [write_to] * len(chunks))
+                return _assemble(document, options, [entry for chunk in results for entry in chunk], write_to)
+    return _assemble(document, options, _plan_chunk(document, range(count), options, steps, write_to), write_to)
 
 
 def _plan_chunk(
-    document: ManifestDocument, indices: range, options: BuildOptions, steps: frozenset[str]
+    document: ManifestDocument, indices: range, options: BuildOptions, steps: frozenset[str], write_to: Path | None
 ) -> list[_PlannedEntry]:
-    """Load, plan and render the entries ``indices`` (in a worker), as ``plan_build`` does each."""
+    """Load, plan and render the entries ``indices`` (in a worker), as ``plan_build`` does each; write their files."""
     resolver = make_target_resolver(options, [])
     cache: SpecCache = {}
     out = []
@@ -106,10 +107,14 @@ def _plan_chunk(
             out.append(_PlannedEntry(loaded.status, None, tuple(error.problems), None))
             continue
         out.append(_PlannedEntry(loaded.status, model_config_files(plan), (), plan if plan.name in steps else None))
+    if write_to is not None:
+        write_files(write_to, {path: text for entry in out for path, text in (entry.files or {}).items()})
     return out
 
 
-def _assemble(document: ManifestDocument, options: BuildOptions, entries: Sequence[_PlannedEntry]) -> PlannedFiles:
+def _assemble(
+    document: ManifestDocument, options: BuildOptions, entries: Sequence[_PlannedEntry], write_to: Path | None
+) -> PlannedFiles:
     """The workers' entries put together as ``plan_build`` and ``config_files`` would: checks, ensembles, refusals."""
     refused = list(check_entries(document, [e.status for e in entries], keep_going=True))
     refused_indices = {r.index for r in refused}
@@ -126,6 +131,8 @@ def _assemble(document: ManifestDocument, options: BuildOptions, entries: Sequen
     for entry in planned:
         files.update(entry.files or {})
     for ensemble in ensembles:
-        files.update(model_config_files(ensemble))
+        files.update(ensemble_files := model_config_files(ensemble))
+        if write_to is not None:
+            write_files(write_to, ensemble_files)
     return PlannedFiles(document.output_dir, tuple([e.status.name for e in planned] + [e.name for e in ensembles]),
                         files, tuple(refused))

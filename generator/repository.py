@@ -33,7 +33,8 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -780,38 +781,59 @@ class RepositoryWriter:
             self._discard(path)
 
 
-def write_config_folders(files: Mapping[str, str], out_dir: Path, models: list[str]) -> None:
-    """Write ``files`` (``gen-repo config``'s configs and contracts) and swap each model folder into ``out_dir``.
+@contextlib.contextmanager
+def config_staging(out_dir: Path) -> Iterator[ConfigStaging]:
+    """A staging folder next to ``out_dir`` for ``gen-repo config``, removed on leaving whatever happens.
 
-    Everything is staged in a temp folder next to ``out_dir``, then each model folder is swapped in by rename. Files
-    in ``out_dir`` that are not one of ``models`` are left alone. Not :class:`RepositoryWriter`: a folder of configs
-    alone has no lock file to commit, and each model folder is replaced whole by one rename.
+    Write the model folders into :attr:`ConfigStaging.folder` (any process may), then :meth:`ConfigStaging.commit`
+    swaps them in. Leaving without a commit (a problem, an interrupt) leaves ``out_dir`` as it was. Not
+    :class:`RepositoryWriter`: a folder of configs alone has no lock file to commit, and each model folder is
+    replaced whole by one rename.
     """
+    made = next((p for p in reversed(out_dir.parents) if not p.exists()), None)  # the first folder this makes
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
     os.chmod(staging, 0o755)  # mkdtemp makes it private; the repository is meant to be read by a server
     try:
-        write_files(staging, files)
-        if not out_dir.exists():
-            os.rename(staging, out_dir)
-            return
-        for model in models:
-            old = out_dir / model
-            trash = staging / f".old-{model}"
-            if old.exists() or old.is_symlink():
-                os.rename(old, trash)
-            os.rename(staging / model, old)
+        yield ConfigStaging(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if made is not None and not out_dir.exists():  # no commit: the folders made for the staging go too
+            shutil.rmtree(made, ignore_errors=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigStaging:
+    """Where ``gen-repo config`` writes (``folder``) before its model folders are swapped into ``out_dir``."""
+
+    folder: Path
+    out_dir: Path
+
+    def commit(self, models: Sequence[str]) -> None:
+        """Swap each of ``models`` (folders in :attr:`folder`) into ``out_dir``; other files there are left alone.
+
+        A missing ``out_dir`` becomes the staging folder itself, by one rename.
+        """
+        if not self.out_dir.exists():
+            os.rename(self.folder, self.out_dir)
+            return
+        for model in models:
+            old = self.out_dir / model
+            trash = self.folder / f".old-{model}"
+            if old.exists() or old.is_symlink():
+                os.rename(old, trash)
+            os.rename(self.folder / model, old)
+
 
 __all__ = [
     "LOCK_FILE_NAME",
     "LOCK_FORMAT",
+    "ConfigStaging",
     "RepositoryWriter",
     "build_lock",
+    "config_staging",
     "read_lock",
     "render_lock",
     "verify_repository",
-    "write_config_folders",
     "write_files",
 ]

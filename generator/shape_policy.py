@@ -89,24 +89,31 @@ class ShapeResolution:
     problems: tuple[tuple[int, int, str], ...]
 
 
-def linked_axes(graph: GraphSpec, names: Sequence[str]) -> list[AxisGroup]:
-    """Every group of linked input axes (the batch group first, when there is one); ``names`` label the inputs."""
+def linked_axes(graph: GraphSpec, names: Sequence[str], shapes: Sequence[Shapes] | None = None) -> list[AxisGroup]:
+    """Every group of linked input axes (the batch group first, when there is one); ``names`` label the inputs.
+
+    ``shapes``: the inputs' effective (AITune) shapes when the caller has them already.
+    """
     parent: dict[object, object] = {}
 
     def find(node: object) -> object:
-        parent.setdefault(node, node)
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
+        root = node
+        while (up := parent.get(root, root)) != root:
+            root = up
+        while node != root:  # path compression: every node on the way now points at the root
+            parent[node], node = root, parent[node]
+        return root
 
     def union(a: object, b: object) -> None:
-        parent[find(a)] = find(b)
+        low, high = find(a), find(b)
+        if low != high:
+            parent[low] = high
 
-    members: dict[tuple[int, int], AxisMember] = {}
+    # Member fields per input axis; AxisMembers are made only for axes that end up in a group.
+    members: dict[tuple[int, int], tuple[int, str, int, int, int, int, int, bool]] = {}
     labels: dict[object, str] = {}
     for j, (locator, spec) in enumerate(graph.input_spec.tensor_data):
-        low, opt, high = graph.get_effective_input_shapes(locator, spec)
+        low, opt, high = shapes[j] if shapes is not None else graph.get_effective_input_shapes(locator, spec)
         definition = graph.get_shape_definition(locator)
         recorded = spec.get_batch_axis_multipliers()
         if definition is not None:
@@ -115,9 +122,9 @@ def linked_axes(graph: GraphSpec, names: Sequence[str]) -> list[AxisGroup]:
                     and not isinstance(d, BatchDim)}
         else:
             batch, dims = recorded, {}
+        declared = definition is not None
         for axis in range(len(low)):
-            members[(j, axis)] = AxisMember(j, names[j], axis, low[axis], opt[axis], high[axis],
-                                            batch.get(axis, 1), definition is not None)
+            members[(j, axis)] = (j, names[j], axis, low[axis], opt[axis], high[axis], batch.get(axis, 1), declared)
         for axis in batch:
             union((j, axis), "batch")
         labels["batch"] = "the batch axes"
@@ -133,17 +140,22 @@ def linked_axes(graph: GraphSpec, names: Sequence[str]) -> list[AxisGroup]:
                 seen.add(key)
                 union((j, axis), key)
                 labels.setdefault(key, f"the axis recorded over {key[1]}..{key[2]}")
-    groups: dict[object, list[AxisMember]] = {}
-    for ident, member in members.items():
-        groups.setdefault(find(ident), []).append(member)
+    groups: dict[object, list[tuple[int, int]]] = {}
+    for ident in members:
+        if ident in parent:  # an axis never linked to anything is in no group
+            groups.setdefault(find(ident), []).append(ident)
+    linked_labels: dict[object, list[object]] = {}
+    for key in labels:
+        linked_labels.setdefault(find(key), []).append(key)
     out = []
     for root, grouped in groups.items():
-        linked = [key for key in labels if find(key) == root]
+        linked = linked_labels.get(root, [])
         is_batch = "batch" in linked
         if len(grouped) < 2 and not is_batch:
             continue
         label = "the batch axes" if is_batch else " / ".join(labels[key] for key in linked)
-        out.append(AxisGroup("batch" if is_batch else "dim", label, tuple(sorted(grouped, key=_order))))
+        group_members = sorted((AxisMember(*members[ident]) for ident in grouped), key=_order)
+        out.append(AxisGroup("batch" if is_batch else "dim", label, tuple(group_members)))
     out.sort(key=lambda g: (g.kind != "batch", _order(g.members[0])))
     return out
 
@@ -165,7 +177,7 @@ def resolve_shapes(graph: GraphSpec, names: Sequence[str], policy: str = "inters
     problems: list[tuple[int, int, str]] = []
     batch: tuple[int, int, int] | None = None
     batch_declared = batch_narrowed = False
-    groups = linked_axes(graph, names)
+    groups = linked_axes(graph, names, shapes)
     for group in groups:
         ranges = [m.normalized() for m in group.members]
         declared = [m for m in group.members if m.declared]

@@ -109,7 +109,8 @@ def test_bad_manifests_exit_2_and_write_nothing(tmp_path, case, command):
     document, expected = _bad_cases(tmp_path)[case]
     manifest = write_manifest(tmp_path, document)
     before = sorted(p.name for p in tmp_path.iterdir())
-    args = [command, str(manifest)] + (["-o", str(tmp_path / "out")] if command == "config" else [])
+    # config into folders that do not exist yet: the staging needs them, and they go when nothing is written.
+    args = [command, str(manifest)] + (["-o", str(tmp_path / "new" / "out")] if command == "config" else [])
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     assert f"error: {manifest}: {expected}" in result.stderr

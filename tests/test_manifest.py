@@ -125,6 +125,18 @@ def test_paths_outside_the_manifest_folder_are_refused(tmp_path):
     assert manifest.output_dir == tmp_path / "out"
 
 
+def test_a_symlink_loop_or_a_nul_byte_is_a_located_problem(tmp_path):
+    """Paths that cannot be resolved are problems of their entry, never a traceback (Path.resolve raised on a loop)."""
+    os.symlink("a.json", tmp_path / "b.json")
+    os.symlink("b.json", tmp_path / "a.json")
+    problems = _load_error(tmp_path, {"models": [{"name": "a", "spec": "a.json"},
+                                                 {"name": "b", "spec": {"file": "x\0.json"}},
+                                                 {"name": "c", "spec": "specs/../../b.json"}]})
+    assert any(p.startswith("/models/0/spec: path 'a.json' cannot be used: Too many levels") for p in problems), problems
+    assert any(p.startswith("/models/1/spec/file: path 'x\\x00.json' cannot be used") for p in problems), problems
+    assert any(p.startswith("/models/2/spec: path") and "outside" in p for p in problems), problems
+
+
 def test_tune_report_graph_selection(tmp_path):
     shutil.copy(AITUNE / "tune_report.json", tmp_path / "report.json")
     problems = _load_error(tmp_path, {"models": [{"spec": "report.json"}]})

@@ -8,6 +8,7 @@ entries that cannot load, models that cannot be planned, an ensemble over a refu
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,11 @@ import pytest
 
 from generator.build_types import BuildOptions
 from generator.errors import GenRepoError
+from generator.manifest import read_manifest
 from generator.model_files import config_files
 from generator.parallel_plan import PlannedFiles, plan_config_files
 from generator.planning import plan_build
+from generator.workers import fork_pool
 from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, write_manifest
 
 ZOO = REPO / "tests" / "zoo"
@@ -51,20 +54,45 @@ def _models(copies: int) -> list[dict[str, Any]]:
     return models
 
 
-def _outcome(manifest: Path, options: BuildOptions, jobs: int) -> PlannedFiles | tuple[list[Any], str]:
+def _reference(manifest: Path, options: BuildOptions) -> PlannedFiles | tuple[list[Any], str]:
+    """What plan_build and config_files give (gen-repo plan and build plan this way)."""
     try:
-        return plan_config_files(manifest, options, jobs=jobs)
+        plan, _ = plan_build(manifest, options, warmup_data=False)
     except GenRepoError as error:
         return [p.to_dict() for p in error.problems], error.summary
+    names = tuple([m.name for m in plan.models] + [e.name for e in plan.ensembles])
+    return PlannedFiles(plan.output_dir, names, config_files(plan), plan.refused)
+
+
+def _outcome(manifest: Path, options: BuildOptions, jobs: int, scratch: Path) -> PlannedFiles | tuple[list[Any], str]:
+    write_to = scratch / f"jobs{jobs}"
+    write_to.mkdir()
+    try:
+        planned = plan_config_files(read_manifest(manifest, allow_outside=options.allow_outside), options, jobs=jobs,
+                                    write_to=write_to)
+    except GenRepoError as error:
+        return [p.to_dict() for p in error.problems], error.summary
+    written = {p.relative_to(write_to).as_posix(): p.read_text() for p in write_to.rglob("*") if p.is_file()}
+    assert written == planned.files  # what the workers wrote is what came back
+    return planned
 
 
 def _same_with_workers(manifest: Path, options: BuildOptions) -> PlannedFiles | tuple[list[Any], str]:
-    one = _outcome(manifest, options, jobs=1)
-    two = _outcome(manifest, options, jobs=2)
-    assert two == one
-    if isinstance(one, PlannedFiles):
-        assert list(two.files) == list(one.files)  # the same order of files, too
-    return one
+    scratch = Path(tempfile.mkdtemp(dir=manifest.parent))
+    one = _outcome(manifest, options, 1, scratch)
+    two = _outcome(manifest, options, 2, scratch)
+    shutil.rmtree(scratch)
+    reference = _reference(manifest, options)
+    assert one == reference and two == reference
+    if isinstance(reference, PlannedFiles):
+        assert list(one.files) == list(two.files) == list(reference.files)  # the same order of files, too
+    return reference
+
+
+def test_this_machine_forks_workers():
+    """The comparisons below run the worker path, not the one-process fallback."""
+    with fork_pool(2) as pool:
+        assert pool is not None
 
 
 def test_workers_write_what_one_process_writes_for_real_recordings_and_an_ensemble(tmp_path):
@@ -72,9 +100,7 @@ def test_workers_write_what_one_process_writes_for_real_recordings_and_an_ensemb
     manifest = write_manifest(tmp_path, {"defaults": {"dynamic_batching": {"max_queue_delay_microseconds": 100}},
                                          "models": _models(3), "ensembles": [ENSEMBLE]})
     planned = _same_with_workers(manifest, BuildOptions())
-    assert isinstance(planned, PlannedFiles)
-    plan, _ = plan_build(manifest, BuildOptions(), warmup_data=False)
-    assert planned.files == config_files(plan) and planned.names[-1] == "bert_classifier"
+    assert isinstance(planned, PlannedFiles) and planned.names[-1] == "bert_classifier"
     assert len(planned.names) == len(_models(3)) + 1 and not planned.refused
     assert _same_with_workers(manifest, BuildOptions(target="python")) != planned  # --target changes the configs
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
-from generator.repository import write_config_folders
+from generator.manifest import read_manifest
+from generator.repository import config_staging
 
 
 @click.command("config")
@@ -30,10 +31,13 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
     # except warmup: without the build's data files it warms up with zeros and random bytes.
-    planned = plan_config_files(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target))
-    out_dir = Path(output).resolve() if output else planned.output_dir
+    document = read_manifest(Path(manifest), allow_outside=allow_outside)
+    out_dir = Path(output).resolve() if output else document.output_dir
+    with config_staging(out_dir) as staging:
+        planned = plan_config_files(document, BuildOptions(allow_outside=allow_outside, target=target),
+                                    write_to=staging.folder)
+        staging.commit(planned.names)
     files = planned.files
-    write_config_folders(files, out_dir, list(planned.names))
     if json_output:
         click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:
