@@ -31,6 +31,7 @@ import importlib
 import itertools
 import json
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -167,16 +168,20 @@ _NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
 _BRACKET_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 
 
-def _json_bracket_depth(raw: bytes) -> int:
-    r"""How deep brackets nest in a parsed JSON text outside its strings: a bound on the parsed value's nesting.
+def _json_may_nest_deeper(raw: bytes, limit: int) -> bool:
+    r"""Tell whether a parsed JSON text may nest its value deeper than ``limit`` (False: it certainly does not).
 
-    The text parsed, so every backslash starts a two-character escape: removing ``\\`` pairs, then ``\"``, leaves
-    only the quotes that delimit strings, and every other piece between quotes is outside a string. Bytes methods
-    and ``accumulate`` run in C: about 3x faster than walking the parsed value of a GraphSpec.
+    Fewer opening brackets than the limit cannot nest deeper (most GraphSpecs have a few dozen: two C calls decide).
+    Otherwise brackets are counted outside strings: the text parsed, so every backslash starts a two-character
+    escape; removing ``\\`` pairs, then ``\"``, leaves only the quotes that delimit strings, and every other
+    piece between quotes is outside a string. Bytes methods and ``accumulate`` run in C: about 3x faster than
+    walking the parsed value of a GraphSpec.
     """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
     cleaned = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_QUOTE_OR_BRACKET)
     outside = b"".join(cleaned.split(b'"')[::2])
-    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, outside)), default=0)
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, outside)), default=0) > limit
 
 
 def _reject_non_finite(value: str) -> Any:
@@ -203,13 +208,13 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     YAML is chosen by the ``.yaml``/``.yml`` suffix; everything else is parsed as JSON (NaN and Infinity refused).
     AITune's pickled binary form is recognised and refused with a pointer to the JSON form.
     """
-    path = Path(path)
     name = str(path)
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise GenRepoError([Problem(name, "", f"file is {size} bytes; at most {max_bytes} are accepted")])
-        raw = path.read_bytes()
+        with open(name, "rb") as handle:  # one open + fstat: specs come by the thousand
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise GenRepoError([Problem(name, "", f"file is {size} bytes; at most {max_bytes} are accepted")])
+            raw = handle.read()
     except OSError as error:
         raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror or error}")]) from None
     if raw.startswith(_PICKLE_MAGIC) or raw.startswith(_TORCH_SAVE_MAGIC):
@@ -229,7 +234,7 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
     too_deep = Problem(name, "", f"document nests deeper than {MAX_NESTING} levels")
     non_finite = Problem(name, "", "document contains NaN or Infinity, which are not valid here")
-    is_yaml = path.suffix.lower() in {".yaml", ".yml"}
+    is_yaml = os.path.splitext(name)[1].lower() in {".yaml", ".yml"}
     try:
         if is_yaml:
             data = _load_yaml(text)
@@ -261,7 +266,7 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         raise GenRepoError(
             [Problem(name, "", f"document expands to more than {MAX_DOCUMENT_VALUES} values (YAML alias bomb?)")]
         )
-    if (is_yaml or _json_bracket_depth(raw) > MAX_NESTING) and _depth(data, MAX_NESTING):
+    if (is_yaml or _json_may_nest_deeper(raw, MAX_NESTING)) and _depth(data, MAX_NESTING):
         raise GenRepoError([too_deep])
     if is_yaml and _has_non_finite(data):  # JSON: refused while parsing (parse_constant, parse_float)
         raise GenRepoError([non_finite])

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator.cli import main as cli
 from generator.documents import MAX_DOCUMENT_BYTES, MAX_NESTING, MAX_YAML_ALIASES, load_document
@@ -322,6 +324,39 @@ def test_hostile_documents_are_refused_with_a_clear_message(tmp_path: Path, text
     with pytest.raises(GenRepoError) as caught:
         load_graphspecs(path)
     assert message in caught.value.problems[0].message
+
+
+_NESTED_JSON = st.recursive(
+    st.none() | st.integers() | st.text(alphabet='[]{}"\\ab'),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\ab', max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NESTED_JSON, st.integers(min_value=0, max_value=12))
+def test_the_cheap_json_nesting_test_never_misses_a_deep_value(value: object, limit: int) -> None:
+    """The text test only decides when the value must be walked: every value nested too deep is walked (brackets
+    inside strings must not fool it), and a text with few brackets never is."""
+    from generator.documents import _depth, _json_may_nest_deeper
+
+    raw = json.dumps(value).encode()
+    if _depth(json.loads(raw), limit):
+        assert _json_may_nest_deeper(raw, limit)
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        assert not _json_may_nest_deeper(raw, limit)
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING, MAX_NESTING + 1])
+def test_json_at_the_nesting_limit_loads_and_one_level_more_is_refused(tmp_path: Path, levels: int) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * levels + "1" + "]" * levels, encoding="utf-8")
+    if levels <= MAX_NESTING:
+        assert load_document(path) is not None
+    else:
+        with pytest.raises(GenRepoError, match="nests deeper"):
+            load_document(path)
 
 
 def test_yaml_python_tags_are_never_constructed(tmp_path: Path) -> None:
