@@ -40,7 +40,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_config_gen import synthetic_graph  # noqa: E402
 from bench_validate import synthesise  # noqa: E402
 
-GEN_REPO = [sys.executable, "-m", "generator.cli"]
+#: What the ``gen-repo`` console script runs (``python -m`` would add runpy's start-up), on this checkout.
+GEN_REPO = [sys.executable, "-c", "import sys; from generator.cli import main; sys.exit(main(prog_name='gen-repo'))"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 #: jsonschema alone, in its own process: read, parse, every error of the GraphSpec schema.

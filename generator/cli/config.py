@@ -41,5 +41,4 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
     if json_output:
         click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:
-        for relative in sorted(files):
-            click.echo(f"wrote {out_dir / relative}")
+        click.echo("\n".join(f"wrote {out_dir / relative}" for relative in sorted(files)))  # one write, not 2 per model
