@@ -145,8 +145,8 @@ def linked_axes(graph: GraphSpec, names: Sequence[str], shapes: Sequence[Shapes]
         if ident in parent:  # an axis never linked to anything is in no group
             groups.setdefault(find(ident), []).append(ident)
     linked_labels: dict[object, list[object]] = {}
-    for key in labels:
-        linked_labels.setdefault(find(key), []).append(key)
+    for label_key in labels:
+        linked_labels.setdefault(find(label_key), []).append(label_key)
     out = []
     for root, grouped in groups.items():
         linked = linked_labels.get(root, [])
