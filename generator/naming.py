@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Literal
 
@@ -22,8 +23,12 @@ def format_tensor_name(path: SemanticPath, prefix: Literal["input", "output"]) -
     """
     if path == ():
         return prefix
-    readable = _NON_NAME_CHARS.sub("_", repr(path)).strip("_")
-    return f"{prefix}_{readable}"
+    return f"{prefix}_{_readable(repr(path))}"
+
+
+@functools.lru_cache(maxsize=8192)  # asked ten times per graph by validate and plan; reprs repeat across specs
+def _readable(text: str) -> str:
+    return _NON_NAME_CHARS.sub("_", text).strip("_")
 
 
 def model_name_problems(name: object) -> list[str]:

@@ -107,6 +107,8 @@ def _plan_chunk(
             out.append(_PlannedEntry(loaded.status, None, tuple(error.problems), None))
             continue
         out.append(_PlannedEntry(loaded.status, model_config_files(plan), (), plan if plan.name in steps else None))
+    # Only planned models are written, and planning refuses a name Triton cannot use (config.config_problems): every
+    # path stays inside write_to even before the manifest's name checks run (tests/test_parallel_plan.py).
     if write_to is not None:
         write_files(write_to, {path: text for entry in out for path, text in (entry.files or {}).items()})
     return out

@@ -135,7 +135,10 @@ def test_workers_report_the_manifests_own_name_problems(tmp_path, clash):
     else:
         document["ensembles"] = [{**ENSEMBLE, "name": models[3]["name"]}]
     models[7]["spec"] = "specs/missing.graphspec.json"  # an entry problem beside the name problem
+    models[9]["name"] = "../../escaped"  # workers write into scratch/jobsN: this would land in tmp_path
     manifest = write_manifest(tmp_path, document)
     for keep_going in (False, True):
         problems, _ = _same_with_workers(manifest, BuildOptions(keep_going=keep_going))  # type: ignore[misc]
         assert any(p["pointer"].endswith("/name") for p in problems)
+        assert any(p["pointer"] == "/models/9/name" for p in problems)
+    assert not list(tmp_path.rglob("escaped"))
