@@ -57,6 +57,19 @@ print(errors)
 """
 
 
+def machine_state() -> str:
+    """How busy the machine is (load average, CPU and I/O pressure over the last minute): "quiet" is checkable."""
+    parts = []
+    try:
+        parts.append("load " + Path("/proc/loadavg").read_text(encoding="utf-8").split()[0])
+        for kind in ("cpu", "io"):
+            some = Path(f"/proc/pressure/{kind}").read_text(encoding="utf-8").splitlines()[0]
+            parts.append(f"{kind} pressure {dict(f.split('=') for f in some.split()[1:])['avg60']}%")
+    except (OSError, KeyError, IndexError):  # not Linux, or no pressure stall information
+        pass
+    return ", ".join(parts) or "unknown"
+
+
 def run(command: list[str], cwd: Path) -> float:
     """Wall time of one process, start to exit; it must exit 0."""
     start = time.perf_counter()
@@ -220,6 +233,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", choices=["validate", "config"])
     args = parser.parse_args()
+    print(f"machine before: {machine_state()}")
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
         if args.only in (None, "validate"):
             (Path(tmp) / "validate").mkdir()
@@ -227,6 +241,7 @@ def main() -> None:
         if args.only in (None, "config"):
             (Path(tmp) / "config").mkdir()
             bench_config(args.models, args.repeats, Path(tmp) / "config")
+    print(f"machine after: {machine_state()} (pressure: share of the last minute some task waited for CPU or I/O)")
 
 
 if __name__ == "__main__":
