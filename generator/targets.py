@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
 from generator.manifest import ManifestModel
 from generator.plan import ModelPlan, RepositoryPlan
@@ -62,7 +63,8 @@ def make_target_resolver(options: BuildOptions, notes: list[str]) -> Callable[[M
     """``target: auto`` -> tensorrt where standard TensorRT and a GPU exist, else onnx; the reason goes to ``notes``.
 
     Only standard TensorRT counts: ``auto`` must give something Triton serves, and TensorRT-RTX engines are not
-    Triton plans (``--target tensorrt --tensorrt-module tensorrt_rtx`` builds them on purpose).
+    Triton plans (``--target tensorrt --tensorrt-module tensorrt_rtx`` builds them on purpose). A model with a tensor
+    TensorRT cannot carry (float64, int16, ...) gets onnx even there, with its own note (:func:`auto_target`).
     """
     cached: dict[str, str] = {}
 
@@ -72,9 +74,30 @@ def make_target_resolver(options: BuildOptions, notes: list[str]) -> Callable[[M
             cached["target"] = "tensorrt" if trt is not None else "onnx"
             reason = f"TensorRT can build here ({why})" if trt is not None else f"no TensorRT plan possible: {why}"
             notes.append(f"target auto -> {cached['target']} ({reason})")
-        return cached["target"]
+        target, note = auto_target(model, cached["target"] == "tensorrt")
+        if note:
+            notes.append(note)
+        return target
 
     return resolve
+
+
+def auto_target(model: ManifestModel, tensorrt_builds: bool) -> tuple[str, str | None]:
+    """What ``target: auto`` gives ``model`` where TensorRT can (or cannot) build, and a note when it falls back.
+
+    TensorRT carries none of some dtypes (:data:`generator.dtypes.DTYPES`): such a model would be refused as a
+    tensorrt target, so ``auto`` gives it onnx, which Triton serves on the same GPU.
+    """
+    if not tensorrt_builds:
+        return "onnx", None
+    graph = model.graph
+    for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
+        for locator, spec in meta.tensor_data:
+            entry = by_torch(spec.dtype)
+            if entry is not None and "tensorrt" not in entry.targets:
+                return "onnx", (f"target auto -> onnx for model {model.name!r}: its {kind} {locator.display_path!r} is "
+                                f"{spec.dtype}, which TensorRT does not carry")
+    return "tensorrt", None
 
 
 def _model_pointer(plan: RepositoryPlan, model: ModelPlan, *rest: str) -> str:
