@@ -42,11 +42,10 @@ from generator.build_types import (
 )
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
 from generator.config import WARMUP_FOLDER
-from generator.contract import contract_from_plan
 from generator.ensemble_plan import EnsemblePlan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import ModelSource, SampleSource
-from generator.model_files import CONFIG_FILE, config_text
+from generator.model_files import CONFIG_FILE, config_text, contract_text
 from generator.plan import ModelPlan, RepositoryPlan
 from generator.planning import plan_build
 from generator.targets import TensorRTTarget, engine_targets, preflight
@@ -145,7 +144,8 @@ def model_cache_key(
         samples=content_fingerprint(model.samples, options.code_path),
         target=model.target,
         name=model.name,
-        contract=contract_from_plan(model),
+        # The rendered text, not the data: a change in how contract.json is written must not hit files cached before.
+        contract=contract_text(model),
         options=dict(model.options),
         # The warmup data files the config names are artifacts too (gen-repo config names none).
         warmup=sorted(e.input_data_file for w in model.config.model_warmup for e in w.inputs.values()),
@@ -383,7 +383,7 @@ def _build_ensembles(
             progress(BuildEvent(ensemble.name, "failed", problem.message))
             continue
         key = cache.key(
-            kind="ensemble", name=ensemble.name, contract=contract_from_plan(ensemble),
+            kind="ensemble", name=ensemble.name, contract=contract_text(ensemble),
             config=config_text(ensemble), steps={n: keys[n] for n in step_names}, tools=dict(versions),
             source=content_fingerprint(ensemble.source, options.code_path) if options.allow_code else "",
         )

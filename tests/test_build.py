@@ -518,3 +518,19 @@ def test_triton_reads_the_warmup_data_at_load(warmup_example_repository: Path, t
     assert ready["mlp"].status == "passed"
     assert ready["text"].status == "failed" and "warmup setting expects 128 bytes" in ready["text"].message, \
         ready["text"].message
+
+
+def test_the_cache_key_follows_the_contract_text_not_only_its_data(tmp_path, monkeypatch):
+    """A cached contract.json written by an earlier renderer is never reused: the key holds the rendered text."""
+    import generator.build as build_module
+    from generator.build_types import tool_versions
+    from generator.model_files import contract_text
+    from tests.manifest_helpers import EXAMPLES_MANIFEST
+
+    plan, _ = plan_build(EXAMPLES_MANIFEST, BuildOptions(target="python"))
+    cache = BuildCache(tmp_path / "cache")
+    model = plan.models[0]
+    key = build_module.model_cache_key(cache, model, BuildOptions(), tool_versions())
+    assert key == build_module.model_cache_key(cache, model, BuildOptions(), tool_versions())
+    monkeypatch.setattr(build_module, "contract_text", lambda m: contract_text(m).replace("\n", "\n "))
+    assert build_module.model_cache_key(cache, model, BuildOptions(), tool_versions()) != key
