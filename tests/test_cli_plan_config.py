@@ -118,6 +118,20 @@ def test_bad_manifests_exit_2_and_write_nothing(tmp_path, case, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, no staging folder
 
 
+def test_config_makes_nothing_where_a_refused_output_leads(tmp_path):
+    """`output: ../elsewhere` without --allow-outside: refused as `plan` refuses it, and nothing left there."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(AITUNE / "mlp.graphspec.json", project / "mlp.json")
+    manifest = write_manifest(project, {"output": "../elsewhere/repo", "models": [{"name": "a", "spec": "mlp.json"},
+                                                                                 {"name": "b", "spec": "nope.json"}]})
+    result = CliRunner().invoke(main, ["config", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {manifest}: /output: path '../elsewhere/repo' leads outside" in result.stderr
+    assert "refused: 'b'" in result.stderr  # as `gen-repo plan` reports it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]
+
+
 def test_errors_as_json(tmp_path):
     manifest = write_manifest(tmp_path, {"models": [{"spec": "nope.json"}]})
     result = CliRunner().invoke(main, ["plan", str(manifest), "--json"])

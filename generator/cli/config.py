@@ -32,10 +32,14 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
     # except warmup: without the build's data files it warms up with zeros and random bytes.
     document = read_manifest(Path(manifest), allow_outside=allow_outside)
+    options = BuildOptions(allow_outside=allow_outside, target=target)
+    if document.problems:
+        # The manifest's own folders are refused (its `output` may lead elsewhere): no staging folder is made there.
+        # Planning without writing reports these problems with every other one, and raises.
+        plan_config_files(document, options)
     out_dir = Path(output).resolve() if output else document.output_dir
     with config_staging(out_dir) as staging:
-        planned = plan_config_files(document, BuildOptions(allow_outside=allow_outside, target=target),
-                                    write_to=staging.folder)
+        planned = plan_config_files(document, options, write_to=staging.folder)
         staging.commit(planned.names)
     files = planned.files
     if json_output:
