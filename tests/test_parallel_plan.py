@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from generator.build_types import BuildOptions
 from generator.errors import GenRepoError
@@ -40,6 +41,14 @@ def _specs(folder: Path) -> None:
     for name in ZOO_SPECS:
         shutil.copy(ZOO / "specs" / name, folder / "specs" / name)
     shutil.copy(AITUNE / "tune_report.json", folder / "specs" / "tune_report.json")
+    shutil.copytree(ZOO / "samples", folder / "samples")
+    (folder / "model.onnx").write_bytes(b"")  # a source file: planning checks that it exists, never reads it
+
+
+def _zoo_entries(suffix: str) -> list[dict[str, Any]]:
+    """The zoo's own manifest entries (overrides, value domains, sample files and factories, factory sources)."""
+    entries = yaml.safe_load((ZOO / "gen-repo.yaml").read_text(encoding="utf-8"))["models"]
+    return [{**entry, "name": f"{entry['name']}_{suffix}"} for entry in entries]
 
 
 def _models(copies: int) -> list[dict[str, Any]]:
@@ -51,6 +60,13 @@ def _models(copies: int) -> list[dict[str, Any]]:
             models.append({"name": f"{name.split('.')[0]}_copy{copy}", "spec": f"specs/{name}",
                            "target": ("onnx", "python", "auto")[(i + copy) % 3]})
     models.append({"spec": {"file": "specs/tune_report.json", "graph": 0}})  # a name derived from the graph
+    models += _zoo_entries("zoo")
+    models += [
+        {"name": "widened", "spec": "specs/bert_partial_ranges.graphspec.json", "shapes": "widen", "version": 3},
+        {"name": "renamed", "spec": "specs/mlp.graphspec.json", "tensor_names": {"input_x": "features"},
+         "source": {"onnx": "model.onnx"}, "instance_group": [{"kind": "KIND_CPU", "count": 2}],
+         "pbtxt": "model_transaction_policy { decoupled: false }"},
+    ]
     return models
 
 
