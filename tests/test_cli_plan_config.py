@@ -130,6 +130,14 @@ def test_config_makes_nothing_where_a_refused_output_leads(tmp_path):
     assert f"error: {manifest}: /output: path '../elsewhere/repo' leads outside" in result.stderr
     assert "refused: 'b'" in result.stderr  # as `gen-repo plan` reports it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]
+    # Where that output leads cannot hold a folder (a file is in the way): making the staging folder there first
+    # would fail with an OSError; the manifest's problem is reported instead.
+    (project / "blocked").write_text("a file, not a folder")
+    manifest = write_manifest(project, {"output": "blocked/repo", "models": [{"name": "a", "spec": "mlp.json"}]})
+    result = CliRunner().invoke(main, ["config", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert f"error: {manifest}: /output: path 'blocked/repo' cannot be used" in result.stderr
+    assert "Traceback" not in result.output and (project / "blocked").read_text() == "a file, not a folder"
 
 
 def test_errors_as_json(tmp_path):
