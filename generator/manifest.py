@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from generator.confinement import output_overlap_problems
 from generator.documents import load_document, schema_problems
 from generator.ensemble import Step
 from generator.errors import GenRepoError, Problem, json_pointer
@@ -60,6 +61,7 @@ __all__ = [
     "load_entry",
     "load_manifest",
     "read_manifest",
+    "read_paths",
 ]
 
 #: Option keys a model (or ``defaults``) may carry besides name/version/spec/source.
@@ -277,9 +279,39 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
         elif not folder.is_dir():
             problems.append(Problem(file, f"/code_path/{index}", f"code_path folder {raw!r} not found"))
         code_path.append(folder)
-    return ManifestDocument(path, base_dir, output_dir, dict(document.get("defaults") or {}), tuple(code_path),
+    read = ManifestDocument(path, base_dir, output_dir, dict(document.get("defaults") or {}), tuple(code_path),
                             tuple(document["models"]), _load_ensembles(document.get("ensembles") or []),
-                            allow_outside, tuple(problems))
+                            allow_outside, ())
+    if not any(p.pointer == "/output" for p in problems):
+        problems += output_overlap_problems(output_dir, read_paths(read), file, "/output")
+    return replace(read, problems=tuple(problems))
+
+
+def read_paths(document: ManifestDocument) -> list[tuple[str, Path]]:
+    """What loading and building ``document`` reads (an output folder must contain none of it).
+
+    The manifest's folder, its code_path folders and each entry's spec, source and sample files, resolved as loading
+    resolves them. Paths that cannot be resolved are left out: loading the entry reports them.
+    """
+    out = [("the manifest's folder", document.base_dir)]
+    out += [(f"code_path folder /code_path/{i}", folder) for i, folder in enumerate(document.code_path)]
+    resolved: dict[str, Path | None] = {}  # many entries share a spec file
+    for index, entry in enumerate(document.entries):
+        spec, source, samples = entry.get("spec"), entry.get("source"), entry.get("samples")
+        raws = [("spec", spec if isinstance(spec, str) else spec.get("file") if isinstance(spec, Mapping) else None),
+                ("samples", samples if isinstance(samples, str) else
+                 samples.get("file") if isinstance(samples, Mapping) else None)]
+        if isinstance(source, Mapping):
+            raws += [(f"source/{kind}", raw) for kind, raw in source.items() if kind != "factory"]
+        for what, raw in raws:
+            if not isinstance(raw, str):
+                continue
+            if raw not in resolved:
+                path, message = _resolve(document.base_dir, raw, True)
+                resolved[raw] = None if message else path
+            if (found := resolved[raw]) is not None:
+                out.append((f"the file at /models/{index}/{what}", found))
+    return out
 
 
 #: Spec files already loaded, by resolved path: their graphs, or their problems.
