@@ -303,12 +303,13 @@ def _contains(folder: str, path: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path]], file: str,
-                            pointer: str) -> list[Problem]:
+def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]], file: str, pointer: str, *,
+                            resolved: bool = False) -> list[Problem]:
     """The output folder equals or contains something the build reads: replacing it would destroy an input.
 
     ``reads``: (what, path) pairs (the manifest's folder, each spec, source and sample file, the code path, the
-    cache). Paths are compared resolved (symlinks followed), so a link cannot hide an input inside the output.
+    cache). Paths are compared resolved (symlinks followed), so a link cannot hide an input inside the output;
+    ``resolved``: the reads' paths are resolved already (:func:`generator.manifest.read_paths`).
     Each problem is located at ``file``/``pointer`` (the manifest's ``/output``, or ``-o``); a read inside one
     already reported (a spec in the manifest's folder) is not reported again.
     """
@@ -320,13 +321,13 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path]], fil
     reported: list[str] = []  # a folder already named covers what lies in it
     for what, path in reads:
         try:
-            resolved = os.path.realpath(path)
+            real = str(path) if resolved else os.path.realpath(path)
         except (OSError, ValueError):
             continue
-        if _contains(target, resolved) and not any(_contains(folder, resolved) for folder in reported):
-            reported.append(resolved)
-            relation = "is" if resolved == target else "contains"
+        if _contains(target, real) and not any(_contains(folder, real) for folder in reported):
+            reported.append(real)
+            relation = "is" if real == target else "contains"
             problems.append(Problem(file, pointer, f"the output folder {os.path.abspath(output)!r} {relation} {what} "
-                                    f"{resolved!r}: gen-repo replaces what is in its output folder, which would "
+                                    f"{real!r}: gen-repo replaces what is in its output folder, which would "
                                     "destroy what it reads; choose a folder of its own"))
     return problems

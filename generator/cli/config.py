@@ -41,7 +41,7 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
         plan_config_files(document, options)
     out_dir = Path(output).resolve() if output else document.output_dir
     where = (OUTPUT_OPTION, "") if output else (str(document.file), "/output")
-    problems = output_overlap_problems(out_dir, read_paths(document), *where) if output else []
+    problems = output_overlap_problems(out_dir, read_paths(document), *where, resolved=True) if output else []
     if (why := output_refusal(out_dir)) is not None:
         problems.append(Problem(where[0], where[1], f"{out_dir}: {why}"))
     if problems:  # refused before a staging folder is made beside the output; with every planning problem too
