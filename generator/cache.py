@@ -36,7 +36,7 @@ import stat as stat_module
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from generator.errors import GenRepoError, Problem
 
@@ -83,6 +83,18 @@ def hash_file(path: Path | str, chunk_size: int = _CHUNK) -> str:
         while chunk := stream.read(chunk_size):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def copy_hashed(stream: BinaryIO, target: Path) -> tuple[str, int]:
+    """Copy ``stream`` to the new file ``target`` (folders made); the sha256 and size of the very bytes copied."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest, size = hashlib.sha256(), 0
+    with open(target, "xb") as out:
+        while chunk := stream.read(_CHUNK):
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def _canonical(value: Any, where: str) -> Any:
@@ -342,15 +354,9 @@ class BuildCache:
                 stream = open(source, "rb")  # noqa: SIM115 (closed by the with below)
             except OSError:
                 return False
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            digest, size = hashlib.sha256(), 0
-            with stream, open(target, "xb") as out:  # writing errors (a full disk) are the caller's to report
-                while chunk := stream.read(_CHUNK):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
-            if size != meta.get("size") or digest.hexdigest() != meta.get("sha256"):
+            with stream:  # writing errors (a full disk) are the caller's to report
+                digest, size = copy_hashed(stream, destination / name)
+            if size != meta.get("size") or digest != meta.get("sha256"):
                 return False
         return True
 
@@ -546,6 +552,7 @@ __all__ = [
     "cache_key",
     "cache_secret",
     "canonical_json",
+    "copy_hashed",
     "default_cache_root",
     "fsync_dir",
     "hash_bytes",

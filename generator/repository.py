@@ -39,7 +39,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from generator.cache import fsync_dir, hash_file, process_alive
+from generator.cache import copy_hashed, fsync_dir, hash_file, process_alive
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import model_name_problems
 
@@ -661,6 +661,9 @@ class RepositoryWriter:
 
         For ``--keep-going``: a model that failed to build keeps its previous build. Anything already staged for
         that model (a partial build) is replaced. Symlinks and special files in the previous model are refused.
+        Only the files the previous lock lists are copied, each checked against its sha256 and size as it is
+        copied: bytecode a server wrote and anything planted since are left behind, and a previous build that no
+        longer matches its lock is not adopted (None), so the new lock never vouches for bytes nobody checked.
         """
         self._check_model_name(name)
         source = self.destination / name
@@ -671,10 +674,26 @@ class RepositoryWriter:
             raise GenRepoError(
                 [Problem(str(source / rel), "", "not a regular file; cannot adopt the previous build") for rel in bad]
             )
+        listed = {rel: entry for rel, entry in ((self.previous_lock() or {}).get("artifacts") or {}).items()
+                  if rel.startswith(name + "/")}
+        if not listed:
+            return None
         target = self._inside_staging(self.root / name)
         _remove_tree(target)
         target.mkdir()
-        copy_tree(source, target)
+        for rel, entry in sorted(listed.items()):
+            try:
+                stream = open(self.destination / rel, "rb")  # noqa: SIM115 (closed by the with below)
+            except OSError:
+                stream = None
+            if stream is None or not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                _remove_tree(target)
+                return None
+            with stream:
+                digest, size = copy_hashed(stream, self.root / rel)
+            if (digest, size) != (entry["sha256"], entry["size"]):
+                _remove_tree(target)
+                return None
         self._models[name.casefold()] = name
         return target
 

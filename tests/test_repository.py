@@ -231,6 +231,24 @@ def test_adopt_previous_keeps_failed_model(dest: Path) -> None:
     assert verify_repository(dest) == []
 
 
+def test_adopt_previous_copies_only_what_the_previous_lock_vouches_for(dest: Path) -> None:
+    """Bytecode planted beside the previous build is left behind, and a previous build that no longer matches its
+    lock is not adopted: the new lock never lists bytes nobody checked (issue 21)."""
+    write_repo(dest, "v1")
+    planted = dest / "beta" / "1" / "__pycache__" / f"model.{sys.implementation.cache_tag}.pyc"
+    planted.parent.mkdir()
+    planted.write_bytes(b"planted bytecode")
+    with RepositoryWriter(dest) as writer:
+        assert writer.adopt_previous("beta") == writer.root / "beta"
+        assert not (writer.root / "beta" / "1" / "__pycache__").exists()
+        assert sorted(p.name for p in (writer.root / "beta" / "1").iterdir()) == ["part0.bin", "part1.bin",
+                                                                                  "part2.bin"]
+    (dest / "alpha" / "1" / "part1.bin").write_bytes(b"v1:alpha:1\n".replace(b"1", b"X") * 50)  # same size
+    with RepositoryWriter(dest) as writer:
+        assert writer.adopt_previous("alpha") is None
+        assert not (writer.root / "alpha").exists()
+
+
 # -- lock file ---------------------------------------------------------------------------------------------------
 
 
