@@ -47,6 +47,8 @@ LOCK_FILE_NAME = "gen-repo.lock.json"
 LOCK_FORMAT = "gen-repo-lock/1"
 #: Inside a staging folder only: who owns it (removed before the swap, never part of a repository).
 STAGING_MARKER = ".gen-repo-staging.json"
+#: ``verify`` reads bytecode up to this size to compare it with its source; larger files are refused unread.
+MAX_BYTECODE_BYTES = 64 << 20
 #: At the root of every output folder gen-repo makes (build and config): the evidence that it may replace it.
 OUTPUT_MARKER = ".gen-repo-output"
 #: Staging folders whose owner cannot be checked (written from another host) are stale after this long.
@@ -511,10 +513,12 @@ def _unlisted_problem(repo: Path, rel: str, st: os.stat_result, artifacts: Mappi
         return f"unexpected: bytecode whose source {source!r} is not listed in the lock file"
     if source not in intact:
         return f"unexpected: bytecode of {source!r}, which does not match the lock file"
+    if st.st_size > MAX_BYTECODE_BYTES:  # read nothing that large into memory: no model.py compiles to it
+        return f"refused: bytecode of {st.st_size} bytes (more than {MAX_BYTECODE_BYTES}) (source {source!r})"
     try:
         source_path = repo / source
         with open(repo / rel, "rb") as stream:
-            pyc = stream.read(st.st_size + 1)
+            pyc = stream.read(MAX_BYTECODE_BYTES + 1)
         why = bytecode_problem(rel, pyc, source_path.read_bytes(), os.stat(source_path).st_mtime)
     except OSError as error:
         return f"cannot read: {error}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from generator.bytecode import bytecode_problem, bytecode_source
-from generator.repository import RepositoryWriter, build_lock, verify_repository
+from generator.repository import MAX_BYTECODE_BYTES, RepositoryWriter, build_lock, verify_repository
 from tests.test_publish import BUCKET, _fs
 from tests.test_publish import s3_endpoint as s3_endpoint  # a fixture: a real S3 server on loopback
 
@@ -110,6 +110,13 @@ def test_stale_bytecode_another_python_and_strays_are_refused(repo: Path) -> Non
     _pyc(repo, "model.cpython-312.pyc").unlink()
     _compile(SOURCE, _pyc(repo, f"other.{TAG}.pyc"), py_compile.PycInvalidationMode.CHECKED_HASH)
     assert _messages(repo) == ["unexpected: bytecode whose source 'm/1/other.py' is not listed in the lock file"]
+
+
+def test_huge_bytecode_is_refused_unread(repo: Path) -> None:
+    with open(_pyc(repo), "wb") as stream:
+        stream.truncate(MAX_BYTECODE_BYTES + 1)  # sparse: no disk, and verify must not read it into memory
+    (message,) = _messages(repo)
+    assert message.startswith(f"refused: bytecode of {MAX_BYTECODE_BYTES + 1} bytes"), message
 
 
 def test_bytecode_of_a_modified_source_is_refused(repo: Path) -> None:
