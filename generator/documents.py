@@ -37,6 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from generator.bounded import LIMITS, limit, read_bytes
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.resources import resource_dir
 
@@ -47,15 +48,15 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
     from referencing import Registry
 
-#: Spec and manifest files larger than this are refused before parsing (a GraphSpec is a few KB).
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-#: YAML aliases allowed per document; "billion laughs" documents use thousands.
-MAX_YAML_ALIASES = 100
-#: Containers nested deeper than this are refused (a GraphSpec nests about 8 levels).
-MAX_NESTING = 64
-#: Values (containers and scalars, counted as often as YAML aliases repeat them) above this are refused: a few
-#: nested aliases expand exponentially without tripping MAX_YAML_ALIASES. A GraphSpec has a few hundred.
-MAX_DOCUMENT_VALUES = 1_000_000
+#: The defaults of the limits in :data:`generator.bounded.LIMITS` (the one table; environment variables change them
+#: per run, see :func:`generator.bounded.limit`): spec and manifest bytes (a GraphSpec is a few KB), YAML aliases per
+#: document ("billion laughs" documents use thousands), nesting (a GraphSpec nests about 8 levels) and values,
+#: counted as often as YAML aliases repeat them (a few nested aliases expand exponentially without tripping the
+#: alias limit; a GraphSpec has a few hundred).
+MAX_DOCUMENT_BYTES = LIMITS["document_bytes"].default
+MAX_YAML_ALIASES = LIMITS["yaml_aliases"].default
+MAX_NESTING = LIMITS["nesting"].default
+MAX_DOCUMENT_VALUES = LIMITS["document_values"].default
 
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 #: torch.save() writes a zip archive of pickles (AITune checkpoints); refused like a bare pickle.
@@ -81,13 +82,14 @@ def _python_yaml_loader() -> type:
         def __init__(self, stream: Any) -> None:
             super().__init__(stream)
             self._aliases = 0
+            self._max_aliases = limit("yaml_aliases")
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             """Count aliases while composing; refuse past the budget."""
             if self.check_event(yaml.events.AliasEvent):
                 self._aliases += 1
-                if self._aliases > MAX_YAML_ALIASES:
-                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} YAML aliases (alias bomb?)")
+                if self._aliases > self._max_aliases:
+                    raise yaml.YAMLError(f"more than {self._max_aliases} YAML aliases (alias bomb?)")
             return super().compose_node(parent, index)
 
     return AliasCountingLoader
@@ -108,7 +110,7 @@ def yaml_loader() -> type:
 
 
 def _count_aliases(root: Any) -> None:
-    """Raise YAMLError when the composed node graph holds more than MAX_YAML_ALIASES aliases.
+    """Raise YAMLError when the composed node graph holds more than the ``yaml_aliases`` limit of aliases.
 
     A composed node appears once in its parent unless an alias repeats it (a merge key ``<<: *x`` included), so every
     reference to a node already seen is one alias, exactly what the Python loader counts. Each node is entered once:
@@ -119,6 +121,7 @@ def _count_aliases(root: Any) -> None:
     seen = {id(root)}
     stack = [root]
     aliases = 0
+    max_aliases = limit("yaml_aliases")
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.MappingNode):
@@ -130,8 +133,8 @@ def _count_aliases(root: Any) -> None:
         for child in children:
             if id(child) in seen:
                 aliases += 1
-                if aliases > MAX_YAML_ALIASES:
-                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} YAML aliases (alias bomb?)")
+                if aliases > max_aliases:
+                    raise yaml.YAMLError(f"more than {max_aliases} YAML aliases (alias bomb?)")
             else:
                 seen.add(id(child))
                 stack.append(child)
@@ -202,21 +205,21 @@ def _depth(value: Any, limit: int) -> bool:
     return False
 
 
-def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
+def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
     """Parse a JSON or YAML file into plain data; raise GenRepoError naming the file and what is wrong.
 
     YAML is chosen by the ``.yaml``/``.yml`` suffix; everything else is parsed as JSON (NaN and Infinity refused).
-    AITune's pickled binary form is recognised and refused with a pointer to the JSON form.
+    AITune's pickled binary form is recognised and refused with a pointer to the JSON form. The file is read by
+    :func:`generator.bounded.read_bytes`: regular files only, at most the ``document_bytes`` limit (``max_bytes``
+    lowers it for one call).
     """
     name = str(path)
     try:
-        with open(name, "rb") as handle:  # one open + fstat: specs come by the thousand
-            size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                raise GenRepoError([Problem(name, "", f"file is {size} bytes; at most {max_bytes} are accepted")])
-            raw = handle.read()
-    except OSError as error:
-        raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror or error}")]) from None
+        raw = read_bytes(name, "document_bytes")
+    except FileNotFoundError as error:
+        raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror}")]) from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise GenRepoError([Problem(name, "", f"file is {len(raw)} bytes; at most {max_bytes} are accepted")])
     if raw.startswith(_PICKLE_MAGIC) or raw.startswith(_TORCH_SAVE_MAGIC):
         raise GenRepoError(
             [
@@ -232,7 +235,8 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
-    too_deep = Problem(name, "", f"document nests deeper than {MAX_NESTING} levels")
+    max_nesting, max_values = limit("nesting"), limit("document_values")
+    too_deep = Problem(name, "", f"document nests deeper than {max_nesting} levels")
     non_finite = Problem(name, "", "document contains NaN or Infinity, which are not valid here")
     is_yaml = os.path.splitext(name)[1].lower() in {".yaml", ".yml"}
     try:
@@ -262,11 +266,11 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     # JSON cannot alias, and every JSON value takes at least one character, so a short text cannot hold too many
     # values; brackets nested no deeper than the limit bound the value's nesting. Only YAML (or an unusually large
     # or deep JSON text) is walked.
-    if (is_yaml or len(text) > MAX_DOCUMENT_VALUES) and _too_many_values(data, MAX_DOCUMENT_VALUES):
+    if (is_yaml or len(text) > max_values) and _too_many_values(data, max_values):
         raise GenRepoError(
-            [Problem(name, "", f"document expands to more than {MAX_DOCUMENT_VALUES} values (YAML alias bomb?)")]
+            [Problem(name, "", f"document expands to more than {max_values} values (YAML alias bomb?)")]
         )
-    if (is_yaml or _json_may_nest_deeper(raw, MAX_NESTING)) and _depth(data, MAX_NESTING):
+    if (is_yaml or _json_may_nest_deeper(raw, max_nesting)) and _depth(data, max_nesting):
         raise GenRepoError([too_deep])
     if is_yaml and _has_non_finite(data):  # JSON: refused while parsing (parse_constant, parse_float)
         raise GenRepoError([non_finite])
