@@ -14,14 +14,21 @@ only to say "valid":
   surrogates, non-string keys) -> ``jsonschema`` runs and its errors are the Problems, exactly as before.
 
 Why not report jsonschema_rs's own errors: invalid documents are rare, so re-running the reference on them costs
-nothing that matters, and it keeps every message identical; it also absorbs the places where the two disagree and
-the Rust side is the stricter one (ECMA-262 ``$`` does not match before a trailing newline, Python's ``re`` does).
-The one place where the Rust side is more lenient is a Python ``tuple`` standing in for a JSON array (jsonschema
-only accepts ``list``): JSON never produces one, YAML's ``!!pairs``/``!!omap`` and Python callers can, so "valid"
-is trusted only after a check that no tuple stands where the schema expects an array (a full scan by default; a
-caller that knows the document's shape passes a cheaper targeted check, as :mod:`generator.schema` does). Schemas
-with ``$ref`` cycles never take the fast path: jsonschema_rs recurses natively and a deeply nested document would
-overflow its stack. ``tests/test_schema_fast.py`` checks that both paths agree on every test document.
+nothing that matters, and it keeps every message identical. Patterns are read as JSON Schema says, in ECMA-262's
+dialect, by both: ``$`` matches at the very end only (Python's ``re`` also matches it before a final newline, so
+``mlp`` and a newline would pass ``^[a-z]+$``); the reference validator's ``pattern`` keyword reads each ``$`` as
+Python's end-of-string anchor (:func:`ecma_pattern`). The one place where the Rust side is more lenient is a Python
+``tuple`` standing in for a JSON array (jsonschema only accepts ``list``): JSON never produces one, YAML's
+``!!pairs``/``!!omap`` and Python callers can, so "valid" is trusted only after a check that no tuple stands where
+the schema expects an array (a full scan by default; a caller that knows the document's shape passes a cheaper
+targeted check, as :mod:`generator.schema` does). Schemas with ``$ref`` cycles never take the fast path:
+jsonschema_rs recurses natively and a deeply nested document would overflow its stack. ``tests/test_schema_fast.py``
+checks that both paths agree on every test document.
+
+Integers are integers where a caller asks (``strict_integers``, the manifest: every integer there becomes a config
+field or a folder name): JSON Schema's ``integer`` admits ``4.0``, so the reference validator is given a type
+checker that does not, and the fast path, which cannot be told so, vouches only for documents without a float of
+integral value (any other float is refused or allowed by both alike).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -327,14 +335,68 @@ def schema_registry() -> Registry:
     return registry.crawl()
 
 
+@functools.lru_cache(maxsize=256)
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    r"""``pattern`` compiled to match as ECMA-262 (JSON Schema's dialect) does: ``$`` only at the very end.
+
+    Python's ``$`` also matches before a final newline; every ``$`` outside a character class, not escaped, becomes
+    ``\Z``. The other constructs of the schemas' patterns mean the same in both dialects.
+    """
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index:index + 2])
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        out.append(char)
+        index += 1
+    return re.compile("".join(out))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """The ``pattern`` keyword with ECMA-262's ``$`` (jsonschema's own uses ``re.search`` as it is)."""
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _is_strict_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @functools.cache
-def schema_validator(schema_file: str) -> Draft202012Validator:
-    """The Draft 2020-12 validator for ``schemas/<schema_file>`` (parsed once per process)."""
+def _validator_class(strict_integers: bool) -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER
+    if strict_integers:
+        checker = checker.redefine("integer", _is_strict_integer)
+    return validators.extend(Draft202012Validator, validators={"pattern": _pattern}, type_checker=checker)
+
+
+@functools.cache
+def schema_validator(schema_file: str, strict_integers: bool = False) -> Draft202012Validator:
+    """The Draft 2020-12 validator for ``schemas/<schema_file>`` (parsed once per process).
+
+    Patterns match as ECMA-262 (:func:`ecma_pattern`). ``strict_integers``: ``integer`` admits Python ints only,
+    not floats of integral value (``4.0``).
+    """
     from jsonschema import Draft202012Validator
 
     schema = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=schema_registry())
+    validator: Draft202012Validator = _validator_class(strict_integers)(schema, registry=schema_registry())
+    return validator
 
 
 def _import_fast_module() -> ModuleType | None:
@@ -462,10 +524,30 @@ def contains_tuple(value: Any) -> bool:
     return False
 
 
-def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = contains_tuple) -> bool:
+def contains_integral_float(value: Any) -> bool:
+    """Tell whether a float of integral value (``4.0``) stands anywhere in ``value``.
+
+    The fast path takes it for an integer; the strict reference does not.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item.is_integer():
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = contains_tuple,
+                      strict_integers: bool = False) -> bool:
     """True only when the fast path can vouch that ``document`` is valid; False means "ask the reference".
 
     ``has_tuple`` must find every tuple standing where the schema expects an array; the default scans everything.
+    ``strict_integers``: see the module docstring.
     """
     validator = fast_validator(schema_file)
     if validator is None:
@@ -474,7 +556,7 @@ def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any]
         valid = bool(validator.is_valid(document))
     except (ValueError, TypeError, OverflowError):
         return False  # not plain JSON data (date, set, bytes, int keys, lone surrogates...): the reference judges
-    return valid and not has_tuple(document)
+    return valid and not has_tuple(document) and not (strict_integers and contains_integral_float(document))
 
 
 def schema_problems(
@@ -483,23 +565,24 @@ def schema_problems(
     file: str,
     base: tuple[str | int, ...] = (),
     has_tuple: Callable[[Any], bool] = contains_tuple,
+    strict_integers: bool = False,
 ) -> list[Problem]:
     """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
 
     The fast path answers for valid documents; the problems of an invalid one always come from the reference
-    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple``: see
-    :func:`fast_schema_valid`.
+    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple`` and
+    ``strict_integers``: see :func:`fast_schema_valid`.
     """
-    if fast_schema_valid(document, schema_file, has_tuple):
+    if fast_schema_valid(document, schema_file, has_tuple, strict_integers):
         return []
-    return reference_schema_problems(document, schema_file, file, base)
+    return reference_schema_problems(document, schema_file, file, base, strict_integers)
 
 
 def reference_schema_problems(
-    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = ()
+    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = (), strict_integers: bool = False
 ) -> list[Problem]:
     """:func:`schema_problems` by the reference validator (``jsonschema``) alone."""
-    validator = schema_validator(schema_file)
+    validator = schema_validator(schema_file, strict_integers)
     problems = [
         Problem(file, json_pointer((*base, *error.absolute_path)), _message(error))
         for error in validator.iter_errors(document)
@@ -508,8 +591,16 @@ def reference_schema_problems(
 
 
 def _message(error: ValidationError) -> str:
-    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary."""
+    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary.
+
+    The best is jsonschema's ``best_match`` (the branch whose type the value has, and within it the deepest error):
+    ``preferred_batch_size: [4.0]`` is closest to "4.0 is not of type 'integer'", not to "not a boolean".
+    """
+    from jsonschema.exceptions import best_match
+
     if error.validator in {"oneOf", "anyOf"} and error.context:
-        best = min(error.context, key=lambda e: (len(e.absolute_path), e.message))
+        best = best_match([error])  # descends into the context; itself when no sub-error stands out
+        if best is error:
+            best = min(error.context, key=lambda e: (len(e.absolute_path), e.message))
         return f"{error.message[:200]} (closest: {best.message[:200]})"
     return error.message if len(error.message) <= 300 else error.message[:297] + "..."

@@ -549,9 +549,7 @@ class RepositoryWriter:
     # -- building --------------------------------------------------------------------------------------------------
 
     def _check_model_name(self, name: str) -> None:
-        problems = model_name_problems(name)
-        if not problems and name.casefold() == LOCK_FILE_NAME.casefold():
-            problems = [f"model name {name!r} is the lock file's name"]
+        problems = model_name_problems(name)  # the lock file's name and gen-repo's other names included
         if not problems:
             other = self._models.get(name.casefold())
             if other is not None and other != name:
