@@ -113,3 +113,47 @@ def _human(value: int, unit: str) -> str:
         if unit == "bytes" and value % size == 0:
             return f"{value // size} {suffix}"
     return f"{value:,} {unit}"
+
+
+# ------------------------------------------------------------------------------------------------ one reader
+#: Files gen-repo reads without generator/bounded.py, and why each is safe. Anything else that reads a file whole
+#: (``read_text``, ``read_bytes``, ``open`` for reading, ``json.load``, ``np.load``, ``onnx.load``) must go through
+#: the bounded reader; a new raw read fails this test until it does, or is listed here with its reason.
+RAW_READS = {
+    "generator/documents.py": (4, "gen-repo's own schemas/ (package data)"),
+    "generator/config.py": (1, "gen-repo's own templates/ (package data)"),
+    "generator/repository.py": (2, "/proc/<pid>/stat and /proc/sys/kernel/random/boot_id of this machine"),
+    "generator/server.py": (3, "the server's own log, and the Python backend stub gen-repo installs"),
+    "generator/cache.py": (4, "the build cache: streamed hashes, its own entry manifests and /proc (its trust "
+                              "model: docs/security.md)"),
+    "generator/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
+    "generator/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
+    "generator/publish.py": (1, "the artifacts verify has just checked against the lock, uploaded"),
+}
+
+
+def _raw_reads(path: Path) -> int:
+    import ast
+
+    count = 0
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+        if name in ("read_text", "read_bytes") and isinstance(func, ast.Attribute) and owner != "bounded":
+            count += 1
+        elif name == "load" and owner in ("json", "np", "numpy", "onnx"):
+            count += 1
+        elif name == "open" and isinstance(func, ast.Name):
+            modes = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)]
+            modes += [k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)]
+            count += not modes or "r" in str(modes[0])
+    return count
+
+
+def test_every_file_read_goes_through_the_bounded_reader() -> None:
+    found = {str(path.relative_to(REPO)): _raw_reads(path) for path in sorted((REPO / "generator").rglob("*.py"))}
+    found = {name: count for name, count in found.items() if count and name != "generator/bounded.py"}
+    assert found == {name: count for name, (count, _) in RAW_READS.items()}
