@@ -143,15 +143,8 @@ def size_problem(name: str, size: int, limit_name: str) -> UnreadableFileError |
     return _too_large(name, LIMITS[limit_name], bound, size) if size > bound else None
 
 
-def open_regular(path: Path | str) -> int:
-    """Open ``path`` for reading and return the descriptor, refusing anything but a regular file.
-
-    ``os.stat`` refuses FIFOs and devices before any open; ``O_NONBLOCK`` keeps the open from waiting for a writer
-    if a FIFO took the file's place since, and ``fstat`` on the descriptor refuses it then. The descriptor is left
-    blocking (regular files ignore the flag, but callers may hand it on). Raises :class:`UnreadableFileError` naming the
-    file, or ``FileNotFoundError`` when there is none.
-    """
-    name = str(path)
+def _open(name: str) -> tuple[int, os.stat_result]:
+    """Open the regular file ``name`` non-blocking: its descriptor and ``fstat`` (see :func:`open_regular`)."""
     try:
         mode = os.stat(name).st_mode
     except FileNotFoundError:
@@ -167,9 +160,25 @@ def open_regular(path: Path | str) -> int:
     except OSError as error:
         raise _unreadable(name, error) from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise _not_regular(name, mode)
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise _not_regular(name, status.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, status
+
+
+def open_regular(path: Path | str) -> int:
+    """Open ``path`` for reading and return the descriptor, refusing anything but a regular file.
+
+    ``os.stat`` refuses FIFOs and devices before any open; ``O_NONBLOCK`` keeps the open from waiting for a writer
+    if a FIFO took the file's place since, and ``fstat`` on the descriptor refuses it then. The descriptor is left
+    blocking (regular files ignore the flag, but callers may hand it on). Raises :class:`UnreadableFileError` naming
+    the file, or ``FileNotFoundError`` when there is none.
+    """
+    fd, _ = _open(str(path))
+    try:
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -181,14 +190,14 @@ def read_bytes(path: Path | str, limit_name: str = "document_bytes") -> bytes:
     """The bytes of the regular file ``path``, at most the limit ``limit_name``; :class:`UnreadableFileError` otherwise.
 
     A file whose ``st_size`` is above the limit is refused without reading; otherwise at most ``limit + 1`` bytes
-    are read, whatever ``st_size`` says.
+    are read, whatever ``st_size`` says. The file is opened as :func:`open_regular` opens it.
     """
     name = str(path)
     entry = LIMITS[limit_name]
     bound = limit(limit_name)
-    fd = open_regular(name)
+    fd, status = _open(name)  # O_NONBLOCK stays: a regular file's reads never block on it
     try:
-        size = os.fstat(fd).st_size
+        size = status.st_size
         if size > bound:
             raise _too_large(name, entry, bound, size)
         parts: list[bytes] = []

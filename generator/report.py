@@ -71,10 +71,10 @@ def junit_xml(report: SmokeReport, suite_name: str = "gen-repo smoke") -> str:
             if element != "skipped":
                 child.set("type", result.status)
                 child.text = _failure_text(result)
-    for element in root.iter():  # every name, message and detail, wherever it came from
-        element.attrib = {key: xml_safe(value) for key, value in element.attrib.items()}
-        if element.text:
-            element.text = xml_safe(element.text)
+    for node in root.iter():  # every name, message and detail, wherever it came from
+        node.attrib = {key: xml_safe(value) for key, value in node.attrib.items()}
+        if node.text:
+            node.text = xml_safe(node.text)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -142,9 +142,8 @@ def _raw_reads(path: Path) -> int:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
-        if name in ("read_text", "read_bytes") and isinstance(func, ast.Attribute) and owner != "bounded":
-            count += 1
-        elif name == "load" and owner in ("json", "np", "numpy", "onnx"):
+        method_read = name in ("read_text", "read_bytes") and isinstance(func, ast.Attribute) and owner != "bounded"
+        if method_read or (name == "load" and owner in ("json", "np", "numpy", "onnx")):
             count += 1
         elif name == "open" and isinstance(func, ast.Name):
             modes = [a.value for a in node.args[1:2] if isinstance(a, ast.Constant)]

@@ -37,7 +37,8 @@ HOSTILE = settings(max_examples=40, deadline=None, suppress_health_check=[Health
 
 SPECIAL_NAMES = [
     "mlp\n", "mlp\r\n", "\n", "mlp\x00", "ml\x1b[31mp", "mlp\u2028", "mlp ", " mlp", "m l p", "", ".", "..",
-    "../x", "a/b", "a\\b", "/abs", ".hidden", "-dash", "x" * (MAX_MODEL_NAME_LENGTH + 1), "ｍｌｐ", "mlp\ud800",
+    "../x", "a/b", "a\\b", "/abs", ".hidden", "-dash", "x" * (MAX_MODEL_NAME_LENGTH + 1),
+    "\uff4d\uff4c\uff50", "mlp\ud800",
     "gen-repo.lock.json", "GEN-REPO.LOCK.JSON", "gen_repo", ".gen-repo-staging.json", ".gen-repo-publish.lock",
     "config.pbtxt", "1", "x.y-z_0",
 ]
@@ -48,14 +49,16 @@ def hostile_names() -> st.SearchStrategy[str]:
     return st.one_of(
         st.sampled_from(SPECIAL_NAMES),
         st.text(max_size=40),
-        st.builds(lambda base, end: base + end, st.from_regex(TENSOR_NAME, fullmatch=True).filter(lambda s: len(s) < 60),
+        st.builds(lambda base, end: base + end,
+                  st.from_regex(TENSOR_NAME, fullmatch=True).filter(lambda s: len(s) < 60),
                   st.text(control, min_size=1, max_size=3)),
         st.from_regex(MODEL_NAME, fullmatch=True).filter(lambda s: len(s) < 60),
     )
 
 
 def test_reserved_names_are_the_names_gen_repo_writes() -> None:
-    assert RESERVED_NAMES == {LOCK_FILE_NAME, STAGING_MARKER, LOCK_OBJECT, PurePosixPath(CONTRACT_FILE).parts[0]}
+    written = {LOCK_FILE_NAME, STAGING_MARKER, LOCK_OBJECT, PurePosixPath(CONTRACT_FILE).parts[0]}
+    assert written == RESERVED_NAMES
 
 
 @pytest.mark.parametrize("name", ["mlp\n", "gen-repo.lock.json", "Gen_Repo", "mlp\r"])

@@ -58,7 +58,8 @@ def _manifest(tmp_path: Path, entry: dict[str, Any], **document: Any) -> Path:
 
 
 @pytest.mark.parametrize("command", ["plan", "config", "build"])
-@pytest.mark.parametrize(("entry", "pointer", "phrase"), ATTACKS, ids=[a[1].removeprefix("/models/0/") for a in ATTACKS])
+@pytest.mark.parametrize(("entry", "pointer", "phrase"), ATTACKS,
+                         ids=[a[1].removeprefix("/models/0/") for a in ATTACKS])
 def test_numbers_the_config_cannot_hold_are_located_problems(tmp_path: Path, command: str, entry: dict[str, Any],
                                                             pointer: str, phrase: str) -> None:
     manifest = _manifest(tmp_path, entry)
@@ -78,7 +79,8 @@ def test_ensemble_numbers_are_located_problems(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["config", str(manifest), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert f"{manifest}: /ensembles/0/version: 9223372036854775808 does not fit" in result.output
-    assert f"{manifest}: /ensembles/0/max_batch_size: 2147483648 does not fit ModelConfig.max_batch_size" in result.output
+    assert (f"{manifest}: /ensembles/0/max_batch_size: 2147483648 does not fit ModelConfig.max_batch_size"
+            in result.output)
 
 
 def test_every_option_at_its_largest_value_makes_a_config(tmp_path: Path) -> None:
