@@ -26,6 +26,7 @@ overflow its stack. ``tests/test_schema_fast.py`` checks that both paths agree o
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import itertools
@@ -479,33 +480,120 @@ def schema_problems(
     file: str,
     base: tuple[str | int, ...] = (),
     has_tuple: Callable[[Any], bool] = contains_tuple,
+    *,
+    source: Path | None = None,
 ) -> list[Problem]:
     """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
 
     The fast path answers for valid documents; the problems of an invalid one always come from the reference
     validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple``: see
-    :func:`fast_schema_valid`.
+    :func:`fast_schema_valid`. ``source``: the file ``document`` was read from; an unknown key is then reported
+    with its line and column there.
     """
     if fast_schema_valid(document, schema_file, has_tuple):
         return []
-    return reference_schema_problems(document, schema_file, file, base)
+    return reference_schema_problems(document, schema_file, file, base, source=source)
 
 
 def reference_schema_problems(
-    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = ()
+    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = (), *, source: Path | None = None
 ) -> list[Problem]:
     """:func:`schema_problems` by the reference validator (``jsonschema``) alone."""
     validator = schema_validator(schema_file)
+    errors = list(validator.iter_errors(document))
+    marks: dict[tuple[Any, ...], tuple[int, int]] = {}
+    if source is not None and any(_unknown_keys(e) for e in _with_best_context(errors)):
+        marks = key_marks(source)
     problems = [
-        Problem(file, json_pointer((*base, *error.absolute_path)), _message(error))
-        for error in validator.iter_errors(document)
+        Problem(file, json_pointer((*base, *error.absolute_path)), _message(error, marks))
+        for error in errors
     ]
     return sorted(problems, key=lambda p: (p.pointer, p.message))
 
 
-def _message(error: ValidationError) -> str:
-    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary."""
+def _best_context(error: ValidationError) -> ValidationError:
+    return min(error.context or [error], key=lambda e: (len(e.absolute_path), e.message))
+
+
+def _with_best_context(errors: list[ValidationError]) -> Iterator[ValidationError]:
+    for error in errors:
+        yield error
+        if error.validator in {"oneOf", "anyOf"} and error.context:
+            yield _best_context(error)
+
+
+def _message(error: ValidationError, marks: dict[tuple[Any, ...], tuple[int, int]] | None = None) -> str:
+    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary.
+
+    An unknown key gets the closest known key as a suggestion and, with ``marks``, its line and column.
+    """
     if error.validator in {"oneOf", "anyOf"} and error.context:
-        best = min(error.context, key=lambda e: (len(e.absolute_path), e.message))
-        return f"{error.message[:200]} (closest: {best.message[:200]})"
-    return error.message if len(error.message) <= 300 else error.message[:297] + "..."
+        best = _best_context(error)
+        return f"{error.message[:200]} (closest: {best.message[:200]}{_unknown_key_hints(best, marks)})"
+    text = error.message if len(error.message) <= 300 else error.message[:297] + "..."
+    return text + _unknown_key_hints(error, marks)
+
+
+def _unknown_keys(error: ValidationError) -> list[tuple[str, list[str]]]:
+    """For an ``additionalProperties: false`` failure: each unexpected key with the known keys of its object."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return []
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    known = [str(k) for k in schema.get("properties") or {}]
+    patterns = list(schema.get("patternProperties") or {})
+    if patterns:  # jsonschema's own rule for which keys are extra; rare in our schemas
+        import re
+
+        return [(str(k), known) for k in error.instance
+                if k not in known and not any(re.search(p, str(k)) for p in patterns)]
+    return [(str(k), known) for k in error.instance if k not in known]
+
+
+def _unknown_key_hints(error: ValidationError, marks: dict[tuple[Any, ...], tuple[int, int]] | None) -> str:
+    hints = []
+    for key, known in _unknown_keys(error):
+        where = (marks or {}).get((*error.absolute_path, key))
+        at = f" at line {where[0]} column {where[1]}" if where else ""
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        suggestion = f", did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
+        hints.append(f"{key!r}{at}{suggestion}")
+    return "; " + "; ".join(hints) if hints else ""
+
+
+def key_marks(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """The 1-based line and column of every mapping key of a YAML or JSON document, by its path of keys and indices.
+
+    Used on the error path only, after :func:`load_document` accepted the file (size, aliases, nesting): the text is
+    composed into YAML nodes, which keep their marks (JSON is read as YAML for this; a JSON text YAML cannot read
+    gives no marks). Every node is entered once, so aliases cannot make the walk large.
+    """
+    import yaml
+
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            return {}
+        loader = yaml_loader()(raw.decode("utf-8"))
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return {}
+    marks: dict[tuple[Any, ...], tuple[int, int]] = {}
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())] if root is not None else []
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen or len(where) > MAX_NESTING:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    marks.setdefault((*where, key.value), (key.start_mark.line + 1, key.start_mark.column + 1))
+                    stack.append((value, (*where, key.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*where, index)) for index, item in enumerate(node.value))
+    return marks

@@ -259,7 +259,7 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
     path = Path(path)
     file = str(path)
     document = load_document(path)
-    problems = schema_problems(document, MANIFEST_SCHEMA, file)
+    problems = schema_problems(document, MANIFEST_SCHEMA, file, source=path)
     if problems:
         raise GenRepoError(problems)
     base_dir = path.resolve().parent
