@@ -310,10 +310,10 @@ def published_config(config_text: str, version: int, local_version: int | None =
 def local_versions(lock: Mapping[str, Any], lock_file: str) -> dict[str, int]:
     """The version folder each model of a (valid) lock publishes; GenRepoError naming every lock entry it cannot.
 
-    Publish uploads a model's ``config.pbtxt``, one version folder and that version's warmup data. A model's
-    ``version``, where the lock gives it, must be that folder; without it the folder is taken from the artifacts.
-    Refused: a model with no or several version folders, without a config, and an artifact outside those (publish
-    would leave it behind).
+    Publish uploads a model's ``config.pbtxt``, one version folder and that version's warmup data, as a build writes
+    them: the version is the one folder the model's artifacts are in, and the model's ``version``, where the lock
+    gives it, must name it. Refused: a model with no or several version folders (a published repository's lock has
+    several), without a config, and an artifact outside those (publish would leave it behind).
     """
     artifacts: Mapping[str, Any] = lock["artifacts"]
     problems: list[Problem] = []
@@ -322,17 +322,17 @@ def local_versions(lock: Mapping[str, Any], lock_file: str) -> dict[str, int]:
         pointer = json_pointer(["models", model])
         found = sorted(_versions_present(artifacts, model))
         declared = entry.get("version")
-        if declared is not None and found and found != [declared]:
+        if len(found) == 1 and declared not in (None, found[0]):
             problems.append(Problem(lock_file, f"{pointer}/version", f"version {declared}, but the model's artifacts "
-                                                                     f"are in version folder(s) {found}"))
+                                                                     f"are in version folder {found[0]}"))
+        elif len(found) == 1:
+            versions[model] = found[0]
         elif not found:
             problems.append(Problem(lock_file, pointer, "no version folder among the model's artifacts: nothing to "
                                                         "publish"))
-        elif len(found) > 1:
-            problems.append(Problem(lock_file, pointer, f"artifacts in version folders {found}: a publish uploads one "
-                                                        "version per model"))
         else:
-            versions[model] = found[0]
+            problems.append(Problem(lock_file, pointer, f"artifacts in version folders {found} (with warmup/<version>"
+                                                        "/): a publish uploads one version per model"))
         if f"{model}/config.pbtxt" not in artifacts:
             problems.append(Problem(lock_file, pointer, "the model's config.pbtxt is not in the lock file"))
     for rel in sorted(artifacts):
