@@ -449,15 +449,24 @@ _TRITON_LINE = re.compile(r"^[EW]\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] (.*)$")
 _STORAGE_WORDS = re.compile(r"s3|gcs|gs://|storage|bucket|credential|curl|filesystem", re.IGNORECASE)
 
 
-def server_environment(repository: str) -> dict[str, str]:
-    """Environment for a tritonserver launched on ``repository``, so that its log says why storage fails.
+#: Where google-cloud-cpp looks for the GCE metadata server (its credential lookup): with an emulator, a loopback
+#: port nothing answers on, so the lookup fails at once and stays on the machine (it then uses no credentials).
+_NO_METADATA_SERVER = {"GCE_METADATA_ROOT": "127.0.0.1:1"}
 
-    For ``gs://``, google-cloud-cpp's call logging (settings already in the environment are kept). Nothing for
-    folders and ``s3://`` (tritonserver logs S3 failures itself).
+
+def server_environment(repository: str) -> dict[str, str]:
+    """Environment for a tritonserver launched on ``repository`` (settings already in the environment are kept).
+
+    For ``gs://``: google-cloud-cpp's call logging, so that the log says why storage fails; with an emulator
+    (``CLOUD_STORAGE_EMULATOR_ENDPOINT``), no metadata-server lookup off the machine. Nothing for folders and
+    ``s3://`` (tritonserver logs S3 failures itself).
     """
     if not repository.startswith("gs://"):
         return {}
-    return {key: value for key, value in _GCS_SERVER_LOGGING.items() if key not in os.environ}
+    wanted = dict(_GCS_SERVER_LOGGING)
+    if os.environ.get(TRITON_GCS_EMULATOR_ENV):
+        wanted.update(_NO_METADATA_SERVER)
+    return {key: value for key, value in wanted.items() if key not in os.environ}
 
 
 def _normalized(endpoint: str | None) -> str | None:

@@ -32,10 +32,11 @@ MISSING_BUCKET = "no-such-bucket"
 
 
 def gcs_env(endpoint: str) -> dict[str, str]:
-    """What a user of a GCS emulator sets: gen-repo's (gcsfs's) and tritonserver's (google-cloud-cpp's) endpoint,
-    no GCE metadata probe by google-auth, and gcsfs's plain client (read when gcsfs is imported)."""
+    """What a user of a GCS emulator sets (docs/release-pipelines.md): gen-repo's (gcsfs's) and tritonserver's
+    (google-cloud-cpp's) endpoint, no GCE metadata probe by google-auth nor by google-cloud-cpp (a loopback port
+    nothing answers on), and gcsfs's plain client (read when gcsfs is imported)."""
     return {"STORAGE_EMULATOR_HOST": endpoint, "CLOUD_STORAGE_EMULATOR_ENDPOINT": endpoint, "NO_GCE_CHECK": "true",
-            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+            "GCE_METADATA_ROOT": "127.0.0.1:1", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
 
 
 def free_port() -> int:

@@ -181,8 +181,9 @@ def test_the_cycle_sends_nothing_off_loopback(kind: str, example_repository: Pat
     """publish, verify and smoke --launch (tritonserver reading the bucket) inside a network namespace whose only
     other interface is a tripwire on the default route: not one packet goes through it.
 
-    For GCS only the two endpoint variables are set (not NO_GCE_CHECK, not the gcsfs setting): with an emulator
-    configured gen-repo looks up no credentials and probes no metadata server by itself."""
+    For GCS only the two endpoint variables are set (not NO_GCE_CHECK, GCE_METADATA_ROOT or the gcsfs setting):
+    with an emulator configured gen-repo looks up no credentials itself, and keeps the credential lookup of the
+    tritonserver it launches on loopback."""
     skip_unless_installed(kind)
     if not shutil.which("unshare") or not shutil.which("nsenter"):
         pytest.skip("unshare/nsenter (util-linux) are needed for a loopback-only network namespace")
