@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.bounded import read_text
 from generator.config import WARMUP_FOLDER
 from generator.contract import render_contract
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
@@ -466,7 +467,7 @@ def _publish_locked(
     damaged: list[Problem] = []
     for model in sorted(lock["models"]):
         files = _version_files(local, lock, model, local_version[model])
-        config_text = (local / model / "config.pbtxt").read_text(encoding="utf-8")
+        config_text = read_text(local / model / "config.pbtxt", "config_bytes")
         current = remote_models.get(model, {}).get("version")
         if not force and isinstance(current, int) and _unchanged(files, config_text, local_version[model], current,
                                                                  remote_artifacts, model):
