@@ -75,7 +75,7 @@ def _launched(
 
     ``log_file`` (for a remote repository) keeps the server's log, to show its storage errors if it is not ready.
     """
-    from generator.server import TritonNotReadyError, TritonStartError, launch
+    from generator.server import TritonNotReadyError, TritonStartError, launch, read_log
     from generator.storage import server_environment, server_storage_findings
 
     names = models or repository_models(repo)
@@ -91,8 +91,7 @@ def _launched(
         for problem in error.problems:
             say(f"error: {problem}")
         if log_file is not None:
-            findings = server_storage_findings(str(serve_from), log_file.read_text(errors="replace")
-                                               if log_file.is_file() else "")
+            findings = server_storage_findings(str(serve_from), read_log(log_file))
             for finding in findings:
                 say(f"error: {serve_from}: tritonserver storage: {finding}")
             if findings:
