@@ -417,6 +417,41 @@ def _artifact_problems(lock_file: str, artifacts: Any) -> list[Problem]:
     return problems
 
 
+def _model_problems(lock_file: str, models: Any, artifacts: Any) -> list[Problem]:
+    """``models``: name -> object, ``version`` (where given) a positive integer; artifacts inside listed models."""
+    if not isinstance(models, dict):
+        return [Problem(lock_file, "/models", "must be an object of model name -> {version, ...}")]
+    problems = []
+    for name, entry in models.items():
+        pointer = json_pointer(["models", name])
+        version = entry.get("version") if isinstance(entry, dict) else None
+        if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
+            problems.append(Problem(lock_file, pointer, "model name is not a plain folder name"))
+        elif not isinstance(entry, dict):
+            problems.append(Problem(lock_file, pointer, "model entry must be an object"))
+        elif "version" in entry and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+            problems.append(Problem(lock_file, f"{pointer}/version", f"must be a positive integer, not {version!r}"))
+    if isinstance(artifacts, dict):
+        problems += [
+            Problem(lock_file, json_pointer(["artifacts", rel]), "artifact is in a folder that is not a model listed "
+                                                                 "under /models")
+            for rel in artifacts if "/" in rel and rel.split("/")[0] not in models
+        ]
+    return problems
+
+
+def lock_problems(lock: Any, lock_file: str) -> list[Problem]:
+    """Every way ``lock`` (parsed JSON) is not a valid lock file: the one definition verify and publish share."""
+    if not isinstance(lock, dict):
+        return [Problem(lock_file, "", "corrupt: the lock file must be a JSON object")]
+    problems = []
+    if lock.get("format") != LOCK_FORMAT:
+        problems.append(Problem(lock_file, "/format", f"corrupt: expected {LOCK_FORMAT!r}, got {lock.get('format')!r}"))
+    problems += _artifact_problems(lock_file, lock.get("artifacts"))
+    problems += _model_problems(lock_file, lock.get("models"), lock.get("artifacts"))
+    return problems
+
+
 def read_lock(repo_dir: Path) -> dict:
     """Read the lock file of the repository at ``repo_dir``; GenRepoError (naming the file) when missing or corrupt."""
     lock_path = Path(repo_dir) / LOCK_FILE_NAME
@@ -431,15 +466,10 @@ def read_lock(repo_dir: Path) -> dict:
         lock = json.loads(text)
     except ValueError as error:
         raise GenRepoError([Problem(lock_file, "", f"corrupt: not valid JSON ({error})")]) from error
-    if not isinstance(lock, dict):
-        raise GenRepoError([Problem(lock_file, "", "corrupt: the lock file must be a JSON object")])
-    problems = []
-    if lock.get("format") != LOCK_FORMAT:
-        problems.append(Problem(lock_file, "/format", f"corrupt: expected {LOCK_FORMAT!r}, got {lock.get('format')!r}"))
-    problems += _artifact_problems(lock_file, lock.get("artifacts"))
+    problems = lock_problems(lock, lock_file)
     if problems:
         raise GenRepoError(problems)
-    return lock
+    return dict(lock)
 
 
 def verify_repository(path: Path) -> list[Problem]:
@@ -936,6 +966,7 @@ __all__ = [
     "ConfigStaging",
     "RepositoryWriter",
     "build_lock",
+    "lock_problems",
     "config_staging",
     "output_refusal",
     "read_lock",

@@ -17,8 +17,7 @@ import pytest
 
 from generator.bytecode import bytecode_problem, bytecode_source
 from generator.repository import MAX_BYTECODE_BYTES, RepositoryWriter, build_lock, verify_repository
-from tests.test_publish import BUCKET, _fs
-from tests.test_publish import s3_endpoint as s3_endpoint  # a fixture: a real S3 server on loopback
+from tests.object_stores import ObjectStore
 
 TAG = sys.implementation.cache_tag
 SOURCE = "import os\n\n\ndef answer():\n    return 42\n\n\nclass TritonPythonModel:\n    def execute(self, r):\n" \
@@ -222,20 +221,20 @@ def test_the_bytecode_triton_writes_passes_and_a_planted_one_is_refused(tmp_path
 
 # ---- a published repository: verify s3:// downloads it and runs the same checks -----------------------------------
 @pytest.mark.slow
-def test_planted_bytecode_in_a_bucket_is_refused(repo: Path, s3_endpoint: str) -> None:
+def test_planted_bytecode_in_a_bucket_is_refused(repo: Path, store: ObjectStore) -> None:
     from click.testing import CliRunner
 
     from generator.cli import main
-    from generator.publish import verify_url
+    from generator.storage import verify_url
 
-    fs = _fs(s3_endpoint)
-    url = f"s3://{s3_endpoint}/{BUCKET}/planted"
+    fs = store.fs()
+    url = store.url("planted")
     py_compile.compile(str(repo / "m" / "1" / "model.py"), cfile=str(_pyc(repo)), dfile="/models/m/1/model.py",
                        doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-    fs.put(str(repo), f"{BUCKET}/planted", recursive=True)
+    fs.put(str(repo), store.key("planted"), recursive=True)
     assert verify_url(url) == []  # bytecode of the locked source passes, as it does locally
     _compile(EVIL, _pyc(repo), py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    fs.put_file(str(_pyc(repo)), f"{BUCKET}/planted/m/1/__pycache__/{_pyc(repo).name}")
+    fs.put_file(str(_pyc(repo)), store.key("planted", f"m/1/__pycache__/{_pyc(repo).name}"))
     (problem,) = verify_url(url)
     assert problem.file == f"{url}/m/1/__pycache__/model.{TAG}.pyc"
     assert problem.message.startswith("refused: its header's source hash does not match the locked source")
