@@ -23,14 +23,17 @@ EXIT_CODES: dict[str, str] = {
     "plan": "0 the plan; 2 a model is refused or the manifest is invalid",
     "config": "0 written; 2 a model has a problem (nothing written)",
     "build": "0 built; 1 a model failed (nothing written without --keep-going); 2 bad input; 130 interrupted",
-    "verify": "0 every file matches the lock file; 1 a file differs or is missing; 2 bad usage, a bad URL, no such bucket or a bucket that is not a repository; 3 the storage endpoint cannot be reached",
+    "verify": ("0 every file matches the lock file; 1 a file differs or is missing; 2 bad usage, a bad URL, no such "
+               "bucket or a bucket that is not a repository; 3 the storage endpoint cannot be reached"),
     "serve": "0 stopped with Ctrl-C; 2 bad usage; 3 the server did not start",
     "smoke": "0 every check passed; 1 a check failed; 2 bad usage; 3 the server could not be reached or started",
     "lint": "0 no errors (warnings alone pass); 1 errors; 2 bad usage",
     "check-request": "0 valid; 1 invalid (every problem listed); 2 bad usage; 3 the server could not be reached",
     "perf-config": "0 written; 2 bad input",
     "perf": "0 measured; 1 a model answered no request; 2 bad usage; 3 the server could not be reached",
-    "publish": "0 published (or nothing changed); 1 a check failed or another publisher holds the lock; 2 bad usage, a repository or lock that cannot be published, a bad URL or no such bucket; 3 the storage endpoint cannot be reached",
+    "publish": ("0 published (or nothing changed); 1 a check failed or another publisher holds the lock; 2 bad usage, "
+                "a repository or lock that cannot be published, a bad URL or no such bucket; 3 the storage endpoint "
+                "cannot be reached"),
 }
 
 

@@ -239,10 +239,11 @@ def test_cli_publish_and_retention(store: ObjectStore, warmup_example_repository
     assert 'input_data_file: "3/input_x"' in fs.cat_file(store.key("cli", "mlp/config.pbtxt")).decode()
     assert verify_url(url) == []
     # Text output: the URL in the form it was given, for the user and for tritonserver.
-    done = subprocess.run([gen_repo, "publish", str(example_repository), url], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run([_gen_repo(), "publish", str(warmup_example_repository), url], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == f"published to {url}; serve it with tritonserver --model-repository={url}"
+    assert done.stdout.splitlines()[-1] == (
+        f"published to {url}; serve it with tritonserver --model-repository={store.triton_url('cli')}")
 
 
 @pytest.mark.slow
