@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import multiprocessing
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,11 +24,11 @@ from generator.build_types import BuildEvent, BuildOptions, ModelArtifacts, Prog
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
 from generator.model_files import CONTRACT_FILE, contract_text
-from generator.plan import ModelPlan
+from generator.plan import ModelPlan, OutputRange, with_output_ranges
 from generator.resources import resource_dir
 from generator.targets import TensorRTTarget, engine_targets, tensorrt_available
 
-__all__ = ["StageFailed", "build_model_artifacts", "factory_import_path", "import_factory"]
+__all__ = ["StageFailed", "build_model_artifacts", "derive_output_ranges", "factory_import_path", "import_factory"]
 
 
 @contextlib.contextmanager
@@ -194,14 +195,23 @@ def _build_stages(
     if module is not None:
         # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
         enter("check", "onnxruntime against torch")
-        check_onnx(onnx_path, model.inputs, model.outputs, cases)
+        results = check_onnx(onnx_path, model.inputs, model.outputs, cases, compare=model.compare)
+        padding = model.compare.padding
+        left_out = sum(r.left_out for r in results)
+        if padding is not None:
+            notes.append(f"check: {left_out} output elements at positions {padding.mask!r} marks as padding (value "
+                         f"{padding.value!r}) left out of the comparison")
     else:
         notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
+
+    ranges, range_notes = derive_output_ranges(model, cases, onnx_path)
+    model = with_output_ranges(model, ranges)
+    notes.extend(range_notes)
 
     files = [CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz"]
     (workdir / CONTRACT_FILE).parent.mkdir(exist_ok=True)
     (workdir / CONTRACT_FILE).write_text(contract_text(model, domains), encoding="utf-8")
-    write_reference(workdir / "gen_repo", cases)
+    write_reference(workdir / "gen_repo", cases, model.compare)
     files += _write_warmup_data(model, cases, workdir)
 
     if model.target == "python":
@@ -213,7 +223,67 @@ def _build_stages(
         enter("tensorrt", f"{options.tensorrt_module} engine build")
         files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
-    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains)
+    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains, ranges)
+
+
+def derive_output_ranges(
+    model: ModelPlan, cases: Sequence[Any], onnx_path: Path | None = None
+) -> tuple[dict[str, OutputRange], list[str]]:
+    """Each output's shape range over the whole input range, and a note for each one wider than the recording.
+
+    The recording shows only the sizes its calls produced; the reference cases run the model at the min and max of
+    every input range (and on every sample), so their outputs bound what it produces: the range is the recording's
+    widened to every case's output (model-side). An axis the exported graph leaves symbolic is dynamic (``-1``) in
+    the config even where every case gave one size (a size that depends on the data).
+    """
+    from generator.contract import to_model
+
+    symbolic = _symbolic_output_axes(onnx_path) if onnx_path is not None and onnx_path.is_file() else {}
+    ranges: dict[str, OutputRange] = {}
+    notes: list[str] = []
+    for tensor in model.outputs:
+        low, high = list(tensor.min_shape), list(tensor.max_shape)
+        for case in cases:
+            array = case.outputs.get(tensor.name)
+            if array is None:
+                continue
+            shape = to_model(tensor, array).shape
+            if len(shape) != len(low):
+                continue  # a rank the plan does not expect: the check reports it
+            low = [min(a, b) for a, b in zip(low, shape, strict=True)]
+            high = [max(a, b) for a, b in zip(high, shape, strict=True)]
+        first = 1 if tensor.batch_axis is not None else 0
+        dims = list(tensor.dims)
+        if tensor.reshape is None and not tensor.torch_scalar and len(dims) == len(low) - first:
+            dims = [-1 if lo != hi or axis in symbolic.get(tensor.name, ()) else hi
+                    for axis, (lo, hi) in enumerate(zip(low, high, strict=True)) if axis >= first]
+        ranges[tensor.name] = OutputRange(tuple(low), tuple(high), tuple(dims))
+        if (tuple(low), tuple(high)) != (tensor.min_shape, tensor.max_shape):
+            notes.append(f"output {tensor.name!r}: shapes {low}..{high} over the input range (the reference cases "
+                         f"at min, opt and max and the samples); the recording showed {list(tensor.min_shape)}.."
+                         f"{list(tensor.max_shape)}")
+        elif tuple(dims) != tensor.dims:
+            notes.append(f"output {tensor.name!r}: dims {dims}: the exported graph leaves an axis the recording saw "
+                         "at one size symbolic (its size depends on the data)")
+    return ranges, notes
+
+
+#: torch.export's name for a size only the data decides (an "unbacked" symbol: u0, u1, ...), as the dynamo exporter
+#: writes it into an output's dim_param.
+_DATA_DEPENDENT_SIZE = re.compile(r"\bu\d+\b")
+
+
+def _symbolic_output_axes(onnx_path: Path) -> dict[str, set[int]]:
+    """Per graph output, the axes whose size depends on the data (the exporter's dim_param names an unbacked size).
+
+    Other symbolic dims follow the input shapes (the reference cases at min and max bound them); the TorchScript
+    exporter names even static axes symbolically, so only torch.export's data-dependent symbols count.
+    """
+    import onnx
+
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    return {output.name: {axis for axis, dim in enumerate(output.type.tensor_type.shape.dim)
+                          if _DATA_DEPENDENT_SIZE.search(dim.dim_param)} for output in graph.output}
 
 
 def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) -> list[str]:

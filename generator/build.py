@@ -250,7 +250,11 @@ def build_repository(
             for key in keys.values():
                 shutil.rmtree(cache.entry_path(key), ignore_errors=True)
         results = _run_models(plan, options, cache_root, keys, progress, tensorrt)
-        results += _build_ensembles(plan, options, cache, keys, results, versions, progress)
+        # What the models produce over their whole input range (their builds wrote it into each contract): the
+        # configs and the ensembles over them follow it, not the recording alone.
+        built = _with_built_output_ranges(plan.models, cache, results)
+        ensemble_results, ensembles = _build_ensembles(plan, options, cache, keys, results, versions, progress, built)
+        results += ensemble_results
     results = _with_refused(plan, results, progress)
     # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too.
     assumed = {m.name: tuple(d for d in m.decisions if d.startswith("assumed: ")) for m in plan.models}
@@ -259,8 +263,8 @@ def build_repository(
     if failed and not options.keep_going:
         raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))
 
-    by_name: dict[str, ModelPlan | EnsemblePlan] = {m.name: m for m in plan.models}
-    by_name.update((e.name, e) for e in plan.ensembles)
+    by_name: dict[str, ModelPlan | EnsemblePlan] = {m.name: built.get(m.name, m) for m in plan.models}
+    by_name.update((e.name, ensembles.get(e.name, e)) for e in plan.ensembles)
     final: list[ModelResult] = []
     lock_models: dict[str, dict[str, Any]] = {}
     with RepositoryWriter(plan.output_dir) as writer:
@@ -357,6 +361,24 @@ def _lock_entry(model: ModelPlan | EnsemblePlan, key: str, tensorrt: TensorRTTar
     return entry
 
 
+def _with_built_output_ranges(
+    models: Sequence[ModelPlan], cache: BuildCache, results: Sequence[ModelResult]
+) -> dict[str, ModelPlan]:
+    """Every built (or cached) model's plan with the output ranges its build derived (read from its contract)."""
+    import json
+
+    from generator.model_files import CONTRACT_FILE
+    from generator.plan import output_ranges_from_contract, with_output_ranges
+
+    done = {r.name: r.cache_key for r in results if r.status in ("built", "cached")}
+    out = {}
+    for model in models:
+        if model.name in done:
+            contract = json.loads((cache.files_path(done[model.name]) / CONTRACT_FILE).read_text(encoding="utf-8"))
+            out[model.name] = with_output_ranges(model, output_ranges_from_contract(model, contract))
+    return out
+
+
 def _build_ensembles(
     plan: RepositoryPlan,
     options: BuildOptions,
@@ -365,13 +387,21 @@ def _build_ensembles(
     results: Sequence[ModelResult],
     versions: Mapping[str, str],
     progress: Progress,
-) -> list[ModelResult]:
-    """Each ensemble's contract and reference data, once its step models are built (cached like a model)."""
+    built: Mapping[str, ModelPlan],
+) -> tuple[list[ModelResult], dict[str, EnsemblePlan]]:
+    """Each ensemble's contract and reference data, once its step models are built (cached like a model).
+
+    The ensemble is planned again over its steps as built (``built``: their output ranges over the whole input
+    range), so its ranges and Triton's wiring rules see what the steps really produce. Returns the results and the
+    ensembles as planned again.
+    """
     from generator.ensemble_build import ENSEMBLE_FILES, build_ensemble_artifacts
+    from generator.ensemble_plan import plan_ensemble
 
     status = {r.name: r.status for r in results}
-    models = {m.name: m for m in plan.models}
+    models = {m.name: built.get(m.name, m) for m in plan.models}
     out = []
+    replanned: dict[str, EnsemblePlan] = {}
     for ensemble in plan.ensembles:
         started = time.monotonic()
         step_names = sorted({s.model_name for s in ensemble.steps})
@@ -382,6 +412,16 @@ def _build_ensembles(
             out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), (problem,), "reference"))
             progress(BuildEvent(ensemble.name, "failed", problem.message))
             continue
+        if ensemble.entry is not None:
+            again, problems = plan_ensemble(ensemble.entry, ensemble.manifest_file, list(models.values()))
+            if again is None:
+                problems = [replace(p, message="with the output ranges its steps produce over their whole input "
+                                    f"range: {p.message}") for p in problems]
+                out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), tuple(problems),
+                                       "reference"))
+                progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in problems)))
+                continue
+            ensemble = replanned[ensemble.name] = again
         key = cache.key(
             kind="ensemble", name=ensemble.name, contract=contract_text(ensemble),
             config=config_text(ensemble), steps={n: keys[n] for n in step_names}, tools=dict(versions),
@@ -407,7 +447,7 @@ def _build_ensembles(
         result = ModelResult(ensemble.name, ensemble.target, "built", time.monotonic() - started, key, tuple(notes))
         out.append(result)
         progress(BuildEvent(ensemble.name, "built", _describe(result)))
-    return out
+    return out, replanned
 
 
 def _run_models(

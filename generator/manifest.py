@@ -80,9 +80,10 @@ OPTION_KEYS = (
     "compute_capabilities",
     "shapes",
     "pbtxt",
+    "compare",
 )
 #: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
-DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching")
+DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare")
 
 DEFAULT_OUTPUT = "model_repository"
 #: Sample file kinds by suffix (both hold plain arrays; neither can carry code).
@@ -170,6 +171,8 @@ class ManifestEnsemble:
     inputs: tuple[str, ...] | None = None
     outputs: tuple[str, ...] | None = None
     source: ModelSource | None = None
+    #: The entry's ``compare:`` as written (tolerances and a padding mask; resolved by the plan).
+    compare: Mapping[str, Any] | None = None
 
     @property
     def pointer(self) -> str:
@@ -362,6 +365,7 @@ def _load_ensembles(entries: list[dict[str, Any]]) -> tuple[ManifestEnsemble, ..
             inputs=tuple(entry["inputs"]) if "inputs" in entry else None,
             outputs=tuple(entry["outputs"]) if "outputs" in entry else None,
             source=ModelSource("factory", factory=factory) if factory else None,
+            compare=entry.get("compare"),
         ))
     return tuple(out)
 

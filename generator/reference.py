@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.compare import CompareSettings
 from generator.contract import to_request
 from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError, Problem
@@ -51,6 +52,7 @@ __all__ = [
     "read_reference",
     "reference_index",
     "reference_inputs",
+    "read_compare_settings",
     "read_npz",
     "reference_key",
     "torch_outputs",
@@ -248,20 +250,30 @@ def read_npz(path: Path | str) -> dict[str, np.ndarray]:
         return {key: data[key] for key in data.files}
 
 
-def reference_index(cases: Sequence[ReferenceCase]) -> dict[str, Any]:
-    """Return the ``reference.json`` document for ``cases``."""
+def reference_index(cases: Sequence[ReferenceCase], compare: CompareSettings | None = None) -> dict[str, Any]:
+    """Return the ``reference.json`` document for ``cases`` (with ``compare``, how outputs are compared, when set)."""
     names = [c.name for c in cases]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ReferenceDataError(f"reference case names must be unique; repeated: {duplicates}")
-    return {"format": REFERENCE_FORMAT, "cases": [c.index_entry() for c in cases]}
+    index: dict[str, Any] = {"format": REFERENCE_FORMAT, "cases": [c.index_entry() for c in cases]}
+    settings = compare.to_json() if compare is not None else {}
+    if settings:
+        index["compare"] = settings
+    return index
 
 
-def write_reference(folder: Path | str, cases: Sequence[ReferenceCase]) -> tuple[Path, Path]:
-    """Write ``reference.npz`` and ``reference.json`` into ``folder`` (the version's ``gen_repo/``)."""
+def write_reference(
+    folder: Path | str, cases: Sequence[ReferenceCase], compare: CompareSettings | None = None
+) -> tuple[Path, Path]:
+    """Write ``reference.npz`` and ``reference.json`` into ``folder`` (the version's ``gen_repo/``).
+
+    ``compare`` (the manifest's tolerances and padding mask) goes into ``reference.json``, so smoke compares as the
+    build did.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    index = reference_index(cases)
+    index = reference_index(cases, compare)
     arrays = {}
     for case in cases:
         for kind, tensors in (("input", case.inputs), ("output", case.outputs)):
@@ -271,6 +283,16 @@ def write_reference(folder: Path | str, cases: Sequence[ReferenceCase]) -> tuple
     index_path = folder / "reference.json"
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     return npz, index_path
+
+
+def read_compare_settings(folder: Path | str) -> CompareSettings:
+    """How the build compared this model's outputs (``reference.json``'s ``compare``; nothing set when absent)."""
+    index_path = Path(folder) / "reference.json"
+    try:
+        index = json.loads(index_path.read_text())
+        return CompareSettings.from_json(index.get("compare") if isinstance(index, dict) else None)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ReferenceDataError([Problem(str(index_path), "/compare", f"cannot read: {exc}")]) from exc
 
 
 def read_reference(folder: Path | str) -> list[ReferenceCase]:

@@ -49,9 +49,9 @@ from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
-from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
+from generator.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
 from generator.connection import Connection, is_transport_error
-from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
+from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, GenRepoError
 
 __all__ = [
     "CHECKS",
@@ -343,18 +343,21 @@ def _contract_differences(contract: ModelContract, served: model_config_pb2.Mode
 # --------------------------------------------------------------------------------------------------------------------
 # The reference comparison (tolerances and the element test: generator.compare)
 # --------------------------------------------------------------------------------------------------------------------
-def _compare(have: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
-    """The reference check's record of one output (:func:`generator.compare.compare_arrays`, shapes first)."""
+def _compare(settings: CompareSettings, output: str, have: np.ndarray, want: np.ndarray,
+             inputs: Mapping[str, np.ndarray], options: SmokeOptions) -> tuple[dict[str, Any], str]:
+    """The reference check's record of one output and its problem ("" when it matches).
+
+    :func:`generator.compare.compare_output` with the build's settings (``reference.json``'s ``compare``); the smoke
+    options' ``rtol``/``atol`` win where given.
+    """
+    compared, rtol, atol, problem = compare_output(settings, output, have, want, inputs, rtol=options.rtol,
+                                                   atol=options.atol)
     entry: dict[str, Any] = {"rtol": rtol, "atol": atol, "shape": list(have.shape)}
-    if have.shape != want.shape:
-        entry.update(ok=False, problem=f"shape {list(have.shape)}, reference {list(want.shape)}")
-        return entry
-    compared = compare_arrays(have, want, rtol, atol)
-    if compared.max_abs_error is not None:
-        entry["max_abs_error"] = compared.max_abs_error
-        entry["max_rel_error"] = compared.max_rel_error
-    entry["ok"] = compared.ok
-    return entry
+    if compared is None:
+        entry.update(ok=False, problem=problem)
+    else:
+        entry.update(compared.to_json())
+    return entry, problem
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -390,6 +393,8 @@ class _ModelSide:
     contract: ModelContract | None = None
     contract_path: str = ""
     reference_dir: Path | None = None
+    #: How the build compared the outputs (tolerances, padding mask): smoke compares the same way.
+    compare: CompareSettings = field(default_factory=CompareSettings)
     problems: list[str] = field(default_factory=list)
 
 
@@ -419,6 +424,12 @@ def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
                 side.problems.append(f"{gen_repo / 'contract.json'}: cannot read: {exc}")
         if (gen_repo / "reference.json").is_file():
             side.reference_dir = gen_repo
+            from generator.reference import read_compare_settings
+
+            try:
+                side.compare = read_compare_settings(gen_repo)
+            except GenRepoError as exc:
+                side.problems.extend(str(p) for p in exc.problems)
     return side
 
 
@@ -649,16 +660,10 @@ class _Run:
                 if have is None:
                     problems.append(f"case {case.name}: output '{name}' missing")
                     continue
-                rtol, atol = tolerance_for(want.dtype, rtol=self.options.rtol, atol=self.options.atol)
-                entry = {"case": case.name, "output": name, **_compare(have, want, rtol, atol)}
-                compared.append(entry)
-                if not entry["ok"]:
-                    problems.append(
-                        f"case {case.name}: output '{name}' differs from the reference"
-                        + (f": {entry['problem']}" if "problem" in entry else
-                           f" (max abs error {entry['max_abs_error']:.3g}, max rel error {entry['max_rel_error']:.3g};"
-                           f" rtol {rtol:g}, atol {atol:g})")
-                    )
+                record, problem = _compare(side.compare, name, have, want, case.inputs, self.options)
+                compared.append({"case": case.name, "output": name, **record})
+                if problem:
+                    problems.append(f"case {case.name}: output '{name}' differs from the reference: {problem}")
         details = {"comparisons": compared}
         if problems:
             return "failed", "; ".join(problems), details
