@@ -340,6 +340,30 @@ def _contract_differences(contract: ModelContract, served: model_config_pb2.Mode
     return problems
 
 
+#: How Triton says that a model's backend is not installed (core ``backend_manager.cc``).
+_MISSING_BACKEND = re.compile(r"unable to find backend library for backend '(?P<backend>[^']+)'")
+
+
+def missing_backend(text: str, side: _ModelSide | None, details: dict[str, Any]) -> str:
+    """For a load failure because the server lacks the model's backend: what to do, as a sentence ("" otherwise).
+
+    Names the backend (and the config's platform), and the two ways on: a Triton with that backend, or a build for
+    Triton's Python backend (``--target python``: the same ONNX run by onnxruntime inside it), which a CPU-only Triton
+    such as the one in ``nvidia-pytriton`` serves. ``details`` gains ``missing_backend``.
+    """
+    match = _MISSING_BACKEND.search(text)
+    if match is None:
+        return ""
+    backend = match["backend"]
+    details["missing_backend"] = backend
+    config = side.config if side is not None else None
+    asks = f"platform '{config.platform}'" if config is not None and config.platform else f"backend '{backend}'"
+    return (f" -- this server has no '{backend}' backend, and the model's config asks for it ({asks}): serve the "
+            f"repository with a Triton that has the {backend} backend (NVIDIA's tritonserver containers ship it), or "
+            "build the model for Triton's Python backend, which CPU-only Triton builds such as nvidia-pytriton's have: "
+            "`gen-repo build MANIFEST --target python` (the same ONNX, run by onnxruntime inside the Python backend)")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # The reference comparison (tolerances and the element test: generator.compare)
 # --------------------------------------------------------------------------------------------------------------------
@@ -492,7 +516,7 @@ class _Run:
     # -- one model --------------------------------------------------------------------------------------------------
     def run_model(self, model: str) -> None:
         side = _model_side(self.repo_dir, model)
-        ready = self.check(model, "ready", lambda: self.check_ready(model))
+        ready = self.check(model, "ready", lambda: self.check_ready(model, side))
         if ready.status != "passed":
             status = "skipped" if ready.status == "failed" else "error"
             reason = f"model '{model}' is not ready" if ready.status == "failed" else (
@@ -523,7 +547,7 @@ class _Run:
         self.check(model, "burst", lambda: self.check_burst(model, state))
 
     # -- 1. ready -----------------------------------------------------------------------------------------------------
-    def check_ready(self, model: str) -> Outcome:
+    def check_ready(self, model: str, side: _ModelSide | None = None) -> Outcome:
         details: dict[str, Any] = {"server_live": self.conn.live()}
         if not details["server_live"]:
             return "failed", "the server answers but does not report live", details
@@ -551,8 +575,8 @@ class _Run:
             if "explicit model load" in text or "not allowed" in text:
                 why = entry.get("reason") or entry.get("state") or "not in the server's repository index"
                 return "failed", f"model '{model}' is not ready and the server does not load models on request: " \
-                    f"{why}", details
-            return "failed", f"model '{model}' failed to load: {text}", details
+                    f"{why}{missing_backend(why, side, details)}", details
+            return "failed", f"model '{model}' failed to load: {text}{missing_backend(text, side, details)}", details
         details["loaded_through_repository_api"] = True
         details["model_ready"] = self.conn.model_ready(model)
         if not details["model_ready"]:
