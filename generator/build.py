@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.artifacts import StageFailed, build_model_artifacts, factory_import_path
+from generator.artifacts import StageFailed, build_model_artifacts, factory_import_path, locate_build_problems
 from generator.build_types import (
     BuildEvent,
     BuildFailed,
@@ -204,13 +204,14 @@ def _build_one(
             )
             cache.put(key, {name: artifacts.folder / name for name in artifacts.files})
         return ModelResult(model.name, model.target, "built", time.monotonic() - started, key, artifacts.notes)
-    except GenRepoError as error:
+    except StageFailed as error:  # located by build_model_artifacts
         seconds = time.monotonic() - started
-        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems),
-                           getattr(error, "stage", ""))
-    except Exception as error:  # a bug or a library failure: still one model's failure, reported with its type
-        problem = Problem(str(model.spec_file), model.spec_pointer, f"build failed: {type(error).__name__}: {error}")
-        return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (), (problem,))
+        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems), error.stage)
+    except Exception as error:  # the cache, a bug or a library: still one model's failure, located
+        problems = error.problems if isinstance(error, GenRepoError) else [
+            Problem("", "", f"build failed: {type(error).__name__}: {error}")]
+        return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (),
+                           tuple(_locate(model, "build", problems)), "build")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -302,7 +303,9 @@ def _with_refused(plan: RepositoryPlan, results: list[ModelResult], progress: Pr
     refused = []
     for model in plan.refused:
         order[model.name] = model.index
-        refused.append(ModelResult(model.name, "", "failed", 0.0, "", (), model.problems, "plan"))
+        located = locate_build_problems(model.problems, name=model.name, stage="plan", manifest_file=plan.manifest_file,
+                                        pointer=model.pointer or f"/models/{model.index}")
+        refused.append(ModelResult(model.name, "", "failed", 0.0, "", (), tuple(located), "plan"))
         reasons = "; ".join(p.message for p in model.problems)
         progress(BuildEvent(model.name, "failed", "refused at plan time: " + reasons))
     return sorted([*results, *refused], key=lambda r: order[r.name])
@@ -407,16 +410,18 @@ def _build_ensembles(
         step_names = sorted({s.model_name for s in ensemble.steps})
         failed = [n for n in step_names if status.get(n) not in ("built", "cached")]
         if failed:
-            problem = Problem(str(ensemble.manifest_file), ensemble.manifest_pointer,
-                              f"not built: step model(s) {', '.join(map(repr, failed))} failed")
+            (problem,) = _locate(ensemble, "reference", [Problem(
+                str(ensemble.manifest_file), ensemble.manifest_pointer,
+                f"not built: step model(s) {', '.join(map(repr, failed))} failed")])
             out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), (problem,), "reference"))
             progress(BuildEvent(ensemble.name, "failed", problem.message))
             continue
         if ensemble.entry is not None:
             again, problems = plan_ensemble(ensemble.entry, ensemble.manifest_file, list(models.values()))
             if again is None:
-                problems = [replace(p, message="with the output ranges its steps produce over their whole input "
-                                    f"range: {p.message}") for p in problems]
+                problems = _locate(ensemble, "reference", [
+                    replace(p, message="with the output ranges its steps produce over their whole input range: "
+                            f"{p.message}") for p in problems])
                 out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), tuple(problems),
                                        "reference"))
                 progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in problems)))
@@ -439,8 +444,9 @@ def _build_ensembles(
             try:
                 notes = build_ensemble_artifacts(ensemble, models, folders, options, Path(tmp))
             except StageFailed as error:
+                problems = _locate(ensemble, error.stage, error.problems, Path(tmp))
                 out.append(ModelResult(ensemble.name, ensemble.target, "failed", time.monotonic() - started, key,
-                                       (), tuple(error.problems), error.stage))
+                                       (), tuple(problems), error.stage))
                 progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in error.problems)))
                 continue
             cache.put(key, {name: Path(tmp) / name for name in ENSEMBLE_FILES})
@@ -530,14 +536,25 @@ def _run_parallel(
                 try:
                     yield future.result()
                 except Exception as error:  # the worker process died (killed, out of memory)
-                    problem = Problem(str(model.spec_file), model.spec_pointer,
-                                      f"build process failed: {type(error).__name__}: {error}")
-                    yield ModelResult(model.name, model.target, "failed", 0.0, keys[model.name], (), (problem,))
+                    problem = Problem("", "", f"build process failed: {type(error).__name__}: {error}")
+                    yield ModelResult(model.name, model.target, "failed", 0.0, keys[model.name], (),
+                                      tuple(_locate(model, "build", [problem])), "build")
     finally:
         done.set()
         thread.join(timeout=5)
         events.close()
         events.join_thread()
+
+
+def _locate(model: ModelPlan | EnsemblePlan, stage: str, problems: Sequence[Problem],
+            workdir: Path | None = None) -> list[Problem]:
+    """Problems of a failed model or ensemble, naming it and the stage, located at its manifest entry."""
+    if isinstance(model, EnsemblePlan):
+        return locate_build_problems(problems, name=model.name, stage=stage, manifest_file=model.manifest_file,
+                                     pointer=model.manifest_pointer, kind="ensemble", workdir=workdir)
+    return locate_build_problems(problems, name=model.name, stage=stage,
+                                 manifest_file=model.manifest_file or model.spec_file,
+                                 pointer=model.manifest_pointer or model.spec_pointer, workdir=workdir)
 
 
 def _describe(result: ModelResult) -> str:

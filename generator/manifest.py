@@ -143,6 +143,9 @@ class ManifestModel:
     samples: SampleSource | None = None
     input_values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     graph_fixes: tuple[str, ...] = ()
+    #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None (the
+    #: spec's own); empty when the manifest declares none.
+    shape_origins: tuple[int | None, ...] = ()
 
     @property
     def pointer(self) -> str:
@@ -475,6 +478,7 @@ def _load_model(
     loaded, spec_problems = _load_spec(manifest_path, base_dir, index, entry["spec"], allow_outside, cache)
     problems.extend(spec_problems)
     graph_fixes: tuple[str, ...] = ()
+    shape_origins: tuple[int | None, ...] = ()
     if loaded is not None and any(key in entry for key in OVERRIDE_KEYS):
         fixed = apply_overrides(
             loaded.document, {key: entry[key] for key in OVERRIDE_KEYS if key in entry},
@@ -486,7 +490,7 @@ def _load_model(
             loaded = None
         else:
             loaded = replace(loaded, graph=fixed.graph, assumptions=fixed.assumptions)
-            graph_fixes = fixed.applied
+            graph_fixes, shape_origins = fixed.applied, fixed.origins
 
     own = {k: v for k, v in entry.items() if k in OPTION_KEYS}
     options = _merge_options(defaults, own)
@@ -512,6 +516,7 @@ def _load_model(
         samples=samples,
         input_values=dict(entry.get("inputs") or {}),
         graph_fixes=graph_fixes,
+        shape_origins=shape_origins,
     )
     return model, problems
 

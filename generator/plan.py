@@ -36,6 +36,7 @@ __all__ = [
     "TargetResolver",
     "OutputRange",
     "TensorPlan",
+    "axis_origin",
     "default_target_resolver",
     "output_ranges_from_contract",
     "with_output_ranges",
@@ -77,6 +78,8 @@ class ModelPlan(config_mod.PicklesModelConfig):
     manifest_pointer: str = ""
     #: How its outputs are compared (the manifest's ``compare:``): build checks, reference data and smoke.
     compare: CompareSettings = field(default_factory=CompareSettings)
+    #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None.
+    shape_origins: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +235,7 @@ def plan_model(
         manifest_file=Path(manifest_file),
         manifest_pointer=model.pointer,
         compare=compare,
+        shape_origins=model.shape_origins,
     )
 
 
@@ -289,6 +293,29 @@ def output_ranges_from_contract(model: ModelPlan, contract: Mapping[str, Any]) -
         ranges[tensor.name] = OutputRange(model_side(entry["min_shape"]), model_side(entry["max_shape"]),
                                           tuple(int(d) for d in entry["dims"]))
     return ranges
+
+
+def axis_origin(model: ModelPlan, tensor: TensorPlan, axis: int) -> tuple[str, str, str]:
+    """Where the range of input ``tensor``'s (model-side) ``axis`` came from: (file, JSON pointer, in words).
+
+    The manifest's ``dynamic_shapes`` entry that declared it, the spec's explicit definition, or the recording.
+    """
+    graph = model.graph
+    definitions = list(graph.dynamic_shapes)
+    for j, (locator, _) in enumerate(graph.input_spec.tensor_data):
+        if locator.path != tensor.path:
+            continue
+        if graph.get_shape_definition(locator) is not None:
+            k = definitions.index(locator.path)
+            origin = model.shape_origins[k] if k < len(model.shape_origins) else None
+            if origin is not None and model.manifest_file is not None:
+                return (str(model.manifest_file), f"{model.manifest_pointer}/dynamic_shapes/{origin}/shape/{axis}",
+                        "the manifest's dynamic_shapes")
+            return str(model.spec_file), f"{model.spec_pointer}/dynamic_shapes/{k}/shape/{axis}", \
+                "the spec's dynamic_shapes"
+        return str(model.spec_file), f"{model.spec_pointer}/input_spec/tensor_data/{j}/max_shape/{axis}", \
+            "the recorded calls"
+    return str(model.spec_file), model.spec_pointer, "the spec"
 
 
 def _tensor_keys(tensors: Sequence[TensorPlan], kind: Literal["input", "output"]) -> list[tuple[str, list[str]]]:

@@ -46,6 +46,7 @@ __all__ = [
     "CASE_SHAPES",
     "REFERENCE_FORMAT",
     "ReferenceCase",
+    "ReferenceCaseError",
     "ReferenceDataError",
     "load_requests",
     "make_reference_cases",
@@ -69,6 +70,15 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 class ReferenceDataError(GenRepoError):
     """Reference data could not be made, written or read."""
+
+
+class ReferenceCaseError(Exception):
+    """The model failed on one reference case (``case``, with its input ``shapes`` in words); the cause is chained."""
+
+    def __init__(self, case: str, shapes: str, cause: BaseException) -> None:
+        self.case = case
+        self.shapes = shapes
+        super().__init__(f"case {case!r} ({shapes}): {type(cause).__name__}: {cause}")
 
 
 @dataclass(slots=True)
@@ -214,7 +224,13 @@ def make_reference_cases(
     cases = []
     for name, arrays in planned:
         batch_size = int(next(iter(arrays.values())).shape[0]) if max_batch_size > 0 and arrays else None
-        produced = run(arrays)
+        try:
+            produced = run(arrays)
+        except GenRepoError:
+            raise
+        except Exception as error:  # the model on this case: say which case and which shapes
+            shapes = ", ".join(f"{p.name} {list(arrays[p.name].shape)}" for p in inputs)
+            raise ReferenceCaseError(name, shapes, error) from error
         cases.append(ReferenceCase(
             name, batch_size,
             {p.name: to_request(p, arrays[p.name]) for p in inputs},

@@ -84,6 +84,18 @@ def make_unet() -> torch.nn.Module:
     ).eval()
 
 
+def make_roberta() -> torch.nn.Module:
+    """A RoBERTa encoder: 64 position embeddings whose ids start after the padding index (1), so at most 62 tokens."""
+    from transformers import RobertaConfig, RobertaModel
+
+    _seeded(7)
+    config = RobertaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=64, type_vocab_size=1, pad_token_id=1, attn_implementation="eager",
+    )
+    return RobertaModel(config, add_pooling_layer=False).eval()
+
+
 def make_wav2vec2() -> torch.nn.Module:
     """A Wav2Vec2 CTC model on raw audio: a 2-layer conv feature extractor (10x downsampling) and a 2-layer encoder.
 
