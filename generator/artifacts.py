@@ -31,6 +31,7 @@ from generator.targets import TensorRTTarget, engine_targets, tensorrt_available
 __all__ = [
     "StageFailed",
     "build_model_artifacts",
+    "data_dependent_axes",
     "derive_output_ranges",
     "factory_import_path",
     "import_factory",
@@ -317,7 +318,10 @@ def _build_stages(
         notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
 
     enter("reference", "reference inputs and outputs at the min, opt and max shapes")
-    domains = state.domains = _value_domains(model, onnx_path, notes)
+    import onnx
+
+    graph = onnx.load(str(onnx_path), load_external_data=False)  # read once: value domains and output sizes
+    domains = state.domains = _value_domains(model, graph, notes)
     from generator.reference import make_reference_cases, write_reference
 
     cases, case_notes = make_reference_cases(
@@ -338,7 +342,7 @@ def _build_stages(
     else:
         notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
 
-    ranges, range_notes = derive_output_ranges(model, cases, onnx_path)
+    ranges, range_notes = derive_output_ranges(model, cases, data_dependent_axes(graph))
     model = with_output_ranges(model, ranges)
     notes.extend(range_notes)
 
@@ -361,18 +365,18 @@ def _build_stages(
 
 
 def derive_output_ranges(
-    model: ModelPlan, cases: Sequence[Any], onnx_path: Path | None = None
+    model: ModelPlan, cases: Sequence[Any], data_dependent: Mapping[str, set[int]] | None = None
 ) -> tuple[dict[str, OutputRange], list[str]]:
     """Each output's shape range over the whole input range, and a note for each one wider than the recording.
 
     The recording shows only the sizes its calls produced; the reference cases run the model at the min and max of
     every input range (and on every sample), so their outputs bound what it produces: the range is the recording's
-    widened to every case's output (model-side). An axis the exported graph leaves symbolic is dynamic (``-1``) in
-    the config even where every case gave one size (a size that depends on the data).
+    widened to every case's output (model-side). An axis in ``data_dependent`` (:func:`data_dependent_axes` of the
+    exported graph) is dynamic (``-1``) in the config even where every case gave one size.
     """
     from generator.contract import to_model
 
-    symbolic = _symbolic_output_axes(onnx_path) if onnx_path is not None and onnx_path.is_file() else {}
+    symbolic = data_dependent or {}
     ranges: dict[str, OutputRange] = {}
     notes: list[str] = []
     for tensor in model.outputs:
@@ -394,7 +398,7 @@ def derive_output_ranges(
         ranges[tensor.name] = OutputRange(tuple(low), tuple(high), tuple(dims))
         if (tuple(low), tuple(high)) != (tensor.min_shape, tensor.max_shape):
             notes.append(f"output {tensor.name!r}: shapes {low}..{high} over the input range (the reference cases "
-                         f"at min, opt and max and the samples); the recording showed {list(tensor.min_shape)}.."
+                         f"at min, opt and max and the samples); from the recording alone {list(tensor.min_shape)}.."
                          f"{list(tensor.max_shape)}")
         elif tuple(dims) != tensor.dims:
             notes.append(f"output {tensor.name!r}: dims {dims}: the exported graph leaves an axis the recording saw "
@@ -407,17 +411,14 @@ def derive_output_ranges(
 _DATA_DEPENDENT_SIZE = re.compile(r"\bu\d+\b")
 
 
-def _symbolic_output_axes(onnx_path: Path) -> dict[str, set[int]]:
-    """Per graph output, the axes whose size depends on the data (the exporter's dim_param names an unbacked size).
+def data_dependent_axes(onnx_model: Any) -> dict[str, set[int]]:
+    """Per graph output of a loaded ONNX model, the axes whose size depends on the data (an unbacked dim_param).
 
     Other symbolic dims follow the input shapes (the reference cases at min and max bound them); the TorchScript
     exporter names even static axes symbolically, so only torch.export's data-dependent symbols count.
     """
-    import onnx
-
-    graph = onnx.load(str(onnx_path), load_external_data=False).graph
     return {output.name: {axis for axis, dim in enumerate(output.type.tensor_type.shape.dim)
-                          if _DATA_DEPENDENT_SIZE.search(dim.dim_param)} for output in graph.output}
+                          if _DATA_DEPENDENT_SIZE.search(dim.dim_param)} for output in onnx_model.graph.output}
 
 
 def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) -> list[str]:
@@ -490,17 +491,16 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     return None
 
 
-def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[str, Any]:
+def _value_domains(model: ModelPlan, graph: Any, notes: list[str]) -> dict[str, Any]:
     """Value domains found in the graph (index inputs) for inputs the manifest says nothing about.
 
     A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
     """
     import numpy as np
-    import onnx
 
     from generator.export.onnx_indices import index_domains
 
-    found = index_domains(onnx.load(str(onnx_path), load_external_data=False), [t.name for t in model.inputs])
+    found = index_domains(graph, [t.name for t in model.inputs])
     problems = []
     for tensor in model.inputs:
         domain = found.get(tensor.name)

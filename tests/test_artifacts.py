@@ -173,3 +173,63 @@ def test_axis_origin_names_the_manifest_the_spec_or_the_recording(tmp_path: Path
     assert axis_origin(plans["declared"], declared["input_attention_mask"], 1) == (
         str(manifest), "/models/1/dynamic_shapes/0/shape/1", "the manifest's dynamic_shapes")
     assert axis_origin(plans["declared"], declared["input_input_ids"], 1)[2] == "the recorded calls"
+
+
+FILTER_MODELS = '''\
+"""A data-dependent filter: the rows of x whose sum is positive (written by tests/test_artifacts.py)."""
+import torch
+
+
+class Filter(torch.nn.Module):
+    def forward(self, x):
+        return x[x.sum(-1) > 0] * 2.0
+
+
+def make_filter():
+    return Filter().eval()
+'''
+
+
+def test_output_ranges_follow_what_the_model_produces_not_the_recording(tmp_path: Path) -> None:
+    """A filter recorded keeping 3 rows every time: its contract and config must not promise 3 rows, because the
+    build's own reference cases keep other counts (the exported graph marks that size data-dependent)."""
+    import sys
+
+    import onnx
+    import torch
+
+    from generator.artifacts import data_dependent_axes
+    from generator.build import BuildOptions, build_repository
+    from generator.config import parse_config
+    from generator.reference import read_reference
+
+    (tmp_path / "filter_models.py").write_text(FILTER_MODELS)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import filter_models
+    finally:
+        sys.path.remove(str(tmp_path))
+    calls = []
+    for batch in (4, 6, 8):  # three positive rows in every recorded call
+        x = -torch.ones(batch, 8)
+        x[:3] = 1.0
+        calls.append((batch, {"x": x}))
+    document = record("filter", filter_models.make_filter(), ["x"], calls)
+    assert document["graph"]["output_spec"]["tensor_data"][0]["max_shape"] == [3, 8]
+    (tmp_path / "filter.graphspec.json").write_text(json.dumps(document))
+    manifest = tmp_path / "gen-repo.yaml"
+    manifest.write_text(yaml.safe_dump({"models": [{"name": "filter", "spec": "filter.graphspec.json",
+                                                    "source": {"factory": "filter_models:make_filter"}}]}))
+    plan = plan_repository(load_manifest(manifest)).models[0]
+    assert [t.dims for t in plan.outputs] == [(3, 8)]  # what the recording alone says
+    report = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=tmp_path / "cache"),
+                              tmp_path / "repo")
+    assert report.ok, report.to_dict()
+    version = tmp_path / "repo" / "filter" / "1"
+    (output,) = json.loads((version / "gen_repo" / "contract.json").read_text())["outputs"]
+    rows = sorted({case.outputs["output"].shape[0] for case in read_reference(version / "gen_repo")})
+    assert rows != [3] and output["min_shape"][0] <= rows[0] and rows[-1] <= output["max_shape"][0], (rows, output)
+    assert output["dims"] == [-1, 8]
+    assert list(parse_config((tmp_path / "repo" / "filter" / "config.pbtxt").read_text()).output[0].dims) == [-1, 8]
+    assert data_dependent_axes(onnx.load(str(version / "model.onnx"))) == {"output": {0}}
+    assert any(n.startswith("output 'output': shapes [") for n in report.models[0].notes)
