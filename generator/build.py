@@ -430,6 +430,7 @@ def _build_ensembles(
         key = cache.key(
             kind="ensemble", name=ensemble.name, contract=contract_text(ensemble),
             config=config_text(ensemble), steps={n: keys[n] for n in step_names}, tools=dict(versions),
+            compare=ensemble.compare.to_json(),  # stored in its reference.json
             source=content_fingerprint(ensemble.source, options.code_path) if options.allow_code else "",
         )
         if cache.get(key) is not None:
