@@ -398,7 +398,6 @@ def _build_ensembles(
     range), so its ranges and Triton's wiring rules see what the steps really produce. Returns the results and the
     ensembles as planned again.
     """
-    from generator.ensemble_build import ENSEMBLE_FILES, build_ensemble_artifacts
     from generator.ensemble_plan import plan_ensemble
 
     status = {r.name: r.status for r in results}
@@ -438,6 +437,9 @@ def _build_ensembles(
             progress(BuildEvent(ensemble.name, "cached", "unchanged: taken from the build cache"))
             continue
         progress(BuildEvent(ensemble.name, "reference", "the steps chained in onnxruntime"))
+        # Imported here: numpy and onnxruntime are for building one, not for a warm (cached) build.
+        from generator.ensemble_build import ENSEMBLE_FILES, build_ensemble_artifacts
+
         # The steps' entries were checked (or stored) by this build a moment ago: no second hashing of their files.
         folders = {n: cache.files_path(keys[n]) for n in step_names}
         cache.root.mkdir(parents=True, exist_ok=True)
