@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from generator.bounded import read_bytes
 from generator.build_types import BuildEvent, BuildOptions, ModelArtifacts, Progress
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
@@ -320,7 +321,7 @@ def _build_stages(
     enter("reference", "reference inputs and outputs at the min, opt and max shapes")
     import onnx
 
-    graph = onnx.load(str(onnx_path), load_external_data=False)  # read once: value domains and output sizes
+    graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))  # once: value domains, output sizes
     domains = state.domains = _value_domains(model, graph, notes)
     from generator.reference import make_reference_cases, write_reference
 
@@ -455,7 +456,7 @@ def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) ->
 
 def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> list[Any]:
     """The manifest's samples that fit the plan (model-side), with a note for each call skipped."""
-    from generator.samples import arrays_from_calls, read_sample_file, usable_samples
+    from generator.samples import arrays_from_calls, read_samples, usable_samples
 
     source = model.samples
     if source is None:
@@ -467,7 +468,8 @@ def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> 
         file = str(source.factory)
     else:
         assert source.path is not None
-        calls, skipped, file = read_sample_file(source.path, source.kind), [], str(source.path)
+        calls, skipped = read_samples(source.path, source.kind, model.inputs)
+        file = str(source.path)
     samples, unfit = usable_samples(calls, model.inputs, model.max_batch_size, file)
     notes.extend(skipped + unfit)
     notes.append(f"{len(samples)} of {len(calls) + len(skipped)} sample calls fit the plan")

@@ -370,6 +370,7 @@ def _with_built_output_ranges(
     """Every built (or cached) model's plan with the output ranges its build derived (read from its contract)."""
     import json
 
+    from generator.bounded import read_text
     from generator.model_files import CONTRACT_FILE
     from generator.plan import output_ranges_from_contract, with_output_ranges
 
@@ -377,7 +378,7 @@ def _with_built_output_ranges(
     out = {}
     for model in models:
         if model.name in done:
-            contract = json.loads((cache.files_path(done[model.name]) / CONTRACT_FILE).read_text(encoding="utf-8"))
+            contract = json.loads(read_text(cache.files_path(done[model.name]) / CONTRACT_FILE))
             out[model.name] = with_output_ranges(model, output_ranges_from_contract(model, contract))
     return out
 
