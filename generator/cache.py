@@ -318,6 +318,13 @@ class BuildCache:
         """
         return self.entry_path(key) / FILES_DIR
 
+    def failed_path(self, model: str) -> Path:
+        """Where a failed build of ``model`` keeps what it made for inspection: ``<root>/failed/<model>/``.
+
+        The next failure of that model replaces it.
+        """
+        return self.root / "failed" / model
+
     def get(self, key: str) -> Path | None:
         """Return the folder of artifacts stored under ``key``, or None on a miss.
 

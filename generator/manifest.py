@@ -83,9 +83,10 @@ OPTION_KEYS = (
     "compute_capabilities",
     "shapes",
     "pbtxt",
+    "compare",
 )
 #: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
-DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching")
+DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare")
 
 DEFAULT_OUTPUT = "model_repository"
 #: Sample file kinds by suffix (both hold plain arrays; neither can carry code).
@@ -145,6 +146,9 @@ class ManifestModel:
     samples: SampleSource | None = None
     input_values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     graph_fixes: tuple[str, ...] = ()
+    #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None (the
+    #: spec's own); empty when the manifest declares none.
+    shape_origins: tuple[int | None, ...] = ()
 
     @property
     def pointer(self) -> str:
@@ -173,6 +177,8 @@ class ManifestEnsemble:
     inputs: tuple[str, ...] | None = None
     outputs: tuple[str, ...] | None = None
     source: ModelSource | None = None
+    #: The entry's ``compare:`` as written (tolerances and a padding mask; resolved by the plan).
+    compare: Mapping[str, Any] | None = None
 
     @property
     def pointer(self) -> str:
@@ -413,6 +419,7 @@ def _load_ensembles(entries: list[dict[str, Any]]) -> tuple[ManifestEnsemble, ..
             inputs=tuple(entry["inputs"]) if "inputs" in entry else None,
             outputs=tuple(entry["outputs"]) if "outputs" in entry else None,
             source=ModelSource("factory", factory=factory) if factory else None,
+            compare=entry.get("compare"),
         ))
     return tuple(out)
 
@@ -522,6 +529,7 @@ def _load_model(
     loaded, spec_problems = _load_spec(manifest_path, base_dir, index, entry["spec"], allow_outside, cache)
     problems.extend(spec_problems)
     graph_fixes: tuple[str, ...] = ()
+    shape_origins: tuple[int | None, ...] = ()
     if loaded is not None and any(key in entry for key in OVERRIDE_KEYS):
         fixed = apply_overrides(
             loaded.document, {key: entry[key] for key in OVERRIDE_KEYS if key in entry},
@@ -533,7 +541,7 @@ def _load_model(
             loaded = None
         else:
             loaded = replace(loaded, graph=fixed.graph, assumptions=fixed.assumptions)
-            graph_fixes = fixed.applied
+            graph_fixes, shape_origins = fixed.applied, fixed.origins
 
     own = {k: v for k, v in entry.items() if k in OPTION_KEYS}
     options = _merge_options(defaults, own)
@@ -559,6 +567,7 @@ def _load_model(
         samples=samples,
         input_values=dict(entry.get("inputs") or {}),
         graph_fixes=graph_fixes,
+        shape_origins=shape_origins,
     )
     return model, problems
 

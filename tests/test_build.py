@@ -466,7 +466,8 @@ def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stag
     (model,) = info.value.report.models
     (problem,) = model.problems
     assert model.stage == "reference" and problem.pointer == "/models/0/inputs"
-    assert problem.message.startswith("reference: input 'input_ids': the manifest's values 0..30 go beyond 0..19, "
+    assert problem.message.startswith("model 'two', stage reference: input 'input_ids': the manifest's values 0..30 "
+                                      "go beyond 0..19, "
                                       "the index into the 20-row table")
     fine = write_manifest(zoo.root, "values_ok.yaml", [
         {"name": "two", "spec": "specs/two.graphspec.json", "source": {"factory": f"{MODULE}:make_two"},

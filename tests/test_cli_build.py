@@ -94,6 +94,21 @@ def test_factory_without_allow_code_is_refused_and_never_imported(tmp_path: Path
     assert not (tmp_path / "model_repository").exists() and not (tmp_path / "cache").exists()
 
 
+def test_unedited_init_output_is_bad_input_exit_2(tmp_path: Path) -> None:
+    """`gen-repo init` leaves each source line commented out: build refuses every model before any work (exit 2,
+    the README's code for bad input), naming each entry, and writes nothing."""
+    specs = Path(__file__).resolve().parent.parent / "examples" / "specs"
+    for spec in specs.glob("*.graphspec.json"):
+        shutil.copy(spec, tmp_path)
+    assert _run("init", *sorted(tmp_path.glob("*.json")), "-o", tmp_path / "gen-repo.yaml").code == 0
+    run = _run("build", tmp_path / "gen-repo.yaml", "--cache-dir", tmp_path / "cache")
+    assert run.code == 2, run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
+    assert [e.split(": ")[2] for e in errors] == ["/models/0", "/models/1"], errors
+    assert all("has no source to build from: add `source: {onnx: model.onnx}`" in e for e in errors)
+    assert not (tmp_path / "model_repository").exists() and not (tmp_path / "cache").exists()
+
+
 def test_tensorrt_target_without_tensorrt_stops_at_once(project: SimpleNamespace, tmp_path: Path) -> None:
     trt, why = tensorrt_available("tensorrt")
     if trt is not None:
