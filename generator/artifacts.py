@@ -111,22 +111,81 @@ def build_model_artifacts(
     ``progress`` is told (a :class:`BuildEvent`) when each stage starts. ``cache_root`` holds the TensorRT timing
     cache. A failure names its stage and, where one is involved, the tensor.
     """
-    current = ["source"]
-
-    def enter(name: str, message: str) -> None:
-        current[0] = name
-        if progress is not None:
-            progress(BuildEvent(model.name, name, message))
-
+    enter = _Stage(model.name, progress)
+    current = [enter.name]  # read below as the stage that failed
     try:
         return _build_stages(model, options, workdir, enter, tensorrt, cache_root)
-    except StageFailed:
-        raise
+    except StageFailed as error:
+        raise StageFailed(error.stage, [*error.problems, *_made_up_problems(model, enter)], error.raw) from error
     except GenRepoError as error:
-        raise StageFailed(current[0], error.problems) from error
+        raise StageFailed(enter.name, [*error.problems, *_made_up_problems(model, enter)]) from error
     except Exception as error:  # user code or a library: still this model's failure, with the stage
+        current[0] = enter.name
         message = f"{current[0]} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
-        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message)], error) from error
+        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message),
+                                       *_made_up_problems(model, enter)], error) from error
+
+
+class _Stage:
+    """The stage a model's build is in (told to ``progress`` on entry), and whether it runs on made-up data."""
+
+    def __init__(self, model_name: str, progress: Progress | None) -> None:
+        self.model_name = model_name
+        self.progress = progress
+        self.name = "source"
+        #: Whether the current stage runs the model on synthetic inputs (a failure then names them).
+        self.made_up = False
+        #: The value domains the synthetic data was drawn from (found in the graph), once known.
+        self.domains: Mapping[str, Any] = {}
+
+    def __call__(self, name: str, message: str, *, made_up: bool = False) -> None:
+        self.name, self.made_up = name, made_up
+        if self.progress is not None:
+            self.progress(BuildEvent(self.model_name, name, message))
+
+
+def _made_up_problems(model: ModelPlan, stage: _Stage) -> list[Problem]:
+    """When the failed stage ran on synthetic inputs: one problem at the manifest's ``inputs``, naming each.
+
+    Each made-up input with what it was given and the manifest line that gives it real values (a mask's line names
+    the value that keeps a position, the other way round from what was tried).
+    """
+    from generator.dtypes import normalize_dtype
+    from generator.values import is_mask_like
+
+    if not stage.made_up:
+        return []
+    parts = []
+    for tensor in model.inputs:
+        if tensor.values is not None:  # the manifest's own values: nothing made up
+            continue
+        key = tensor.access_path or tensor.name
+        dtype = normalize_dtype(tensor.dtype)
+        domain = stage.domains.get(tensor.name)
+        if domain is not None and domain.mask_keep is not None:
+            keep = str(domain.mask_keep).lower()
+            other = "true" if keep == "false" else "false" if keep == "true" else str(1 - int(domain.mask_keep))
+            parts.append(f"{tensor.name!r} was all {keep} ({domain.source}); if {other} keeps a position: "
+                         f"`inputs: {{{key}: {{values: [{other}]}}}}`")
+        elif dtype == "bool" or (is_mask_like(tensor.name) and dtype.startswith(("int", "uint"))):
+            keep, other = ("true", "false") if dtype == "bool" else ("1", "0")
+            parts.append(f"{tensor.name!r} was all {keep} (a guess: a mask that keeps every position); if {other} "
+                         f"keeps a position: `inputs: {{{key}: {{values: [{other}]}}}}`")
+        elif domain is not None:
+            parts.append(f"{tensor.name!r} was drawn from {domain.describe()} ({domain.source}): "
+                         f"`inputs: {{{key}: {{value_range: [LOW, HIGH]}}}}`")
+        elif dtype.startswith(("int", "uint")):
+            parts.append(f"{tensor.name!r} was drawn from 0..7 (a guess): `inputs: {{{key}: {{value_range: [LOW, "
+                         "HIGH]}}`")
+        else:
+            parts.append(f"{tensor.name!r} was standard normal (a guess): `inputs: {{{key}: {{value_range: [LOW, "
+                         "HIGH]}}`")
+    if not parts:
+        return []
+    where = str(model.manifest_file or model.spec_file)
+    return [Problem(where, model.manifest_pointer + "/inputs",
+                    "this stage ran the model on made-up inputs; give each the values it really takes in the "
+                    "manifest (or real calls under samples:): " + "; ".join(parts))]
 
 
 def _integer_inputs_hint(model: ModelPlan, error: Exception) -> str:
@@ -142,11 +201,18 @@ def _build_stages(
     model: ModelPlan,
     options: BuildOptions,
     workdir: Path,
-    enter: Callable[[str, str], None],
+    enter: _Stage,
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
 ) -> ModelArtifacts:
-    from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
+    from generator.export.onnx import (
+        EXPORTER_NAMES,
+        check_onnx,
+        constants_from_graph,
+        export_onnx,
+        load_pt2,
+        prepare_source_onnx,
+    )
 
     where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
     notes: list[str] = []
@@ -166,23 +232,27 @@ def _build_stages(
     elif source.kind == "factory":
         module = import_factory(str(source.factory), options, where)
     samples = _read_samples(model, options, notes)
+    tried: dict[str, Any] = {}  # masks the export's example had to flip
+    example = _export_example(samples, model.inputs) if module is not None else None
     if source.kind == "onnx":
         assert source.path is not None
         with about_source(where):
             prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
         notes.append("ONNX source used as is (I/O checked against the spec)")
     else:
-        enter("export", "torch -> ONNX")
+        enter("export", "torch -> ONNX", made_up=example is None)
         _quiet_torch_onnx_logs()
         result = export_onnx(
             module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants,
-            example=_export_example(samples, model.inputs),
+            example=example,
         )
         notes.extend(result.notes)
-        notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
+        notes.append(f"exported with {EXPORTER_NAMES[result.exporter]} in {result.seconds:.1f} s")
+        notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in result.masks.items())
+        tried = result.masks
 
-    enter("reference", "reference inputs and outputs at the min, opt and max shapes")
-    domains = _value_domains(model, onnx_path, notes)
+    enter("reference", "reference inputs and outputs at the min, opt and max shapes", made_up=True)
+    domains = enter.domains = _value_domains(model, onnx_path, notes, tried)
     from generator.reference import make_reference_cases, write_reference
 
     cases, case_notes = make_reference_cases(
@@ -193,7 +263,7 @@ def _build_stages(
     notes.extend(case_notes)
     if module is not None:
         # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
-        enter("check", "onnxruntime against torch")
+        enter("check", "onnxruntime against torch", made_up=True)
         check_onnx(onnx_path, model.inputs, model.outputs, cases)
     else:
         notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
@@ -286,21 +356,34 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     return None
 
 
-def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[str, Any]:
-    """Value domains found in the graph (index inputs) for inputs the manifest says nothing about.
+def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str],
+                   tried: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Value domains found in the graph (index inputs, masks) for inputs the manifest says nothing about.
 
     A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
+    A mask's polarity comes from the graph (:mod:`generator.export.onnx_masks`), else from the export's example
+    (``tried``: masks that had to be flipped for forward to run).
     """
     import numpy as np
     import onnx
 
+    from generator.dtypes import normalize_dtype
     from generator.export.onnx_indices import index_domains
+    from generator.export.onnx_masks import mask_domains
 
-    found = index_domains(onnx.load(str(onnx_path), load_external_data=False), [t.name for t in model.inputs])
+    graph = onnx.load(str(onnx_path), load_external_data=False)
+    found = index_domains(graph, [t.name for t in model.inputs])
+    undeclared = [t for t in model.inputs if t.values is None and t.name not in found]
+    masks = {**(tried or {}), **mask_domains(graph, [(t.name, normalize_dtype(t.dtype)) for t in undeclared])}
+    for tensor in undeclared:
+        if tensor.name in masks:
+            found[tensor.name] = masks[tensor.name]
+            notes.append(f"input {tensor.name!r} is {masks[tensor.name].source}; synthetic data keeps every position "
+                         f"(all {str(masks[tensor.name].mask_keep).lower()})")
     problems = []
     for tensor in model.inputs:
         domain = found.get(tensor.name)
-        if domain is None:
+        if domain is None or domain.mask_keep is not None:
             continue
         if tensor.values is None:
             notes.append(f"input {tensor.name!r} takes {domain.describe()}: {domain.source}")

@@ -32,7 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.dtypes import TORCH_DTYPES, TORCH_TO_TRITON, by_torch, servable_torch_dtypes
+from generator.dtypes import (
+    TARGET_RUNTIMES,
+    TORCH_DTYPES,
+    TORCH_TO_TRITON,
+    UNSERVED_ADVICE,
+    by_torch,
+    servable_torch_dtypes,
+    unservable_reason,
+)
 from generator.errors import Problem
 from generator.manifest import ManifestModel
 from generator.naming import SemanticPath, format_tensor_name
@@ -529,16 +537,27 @@ def _tensor_plan(
 
 
 def _dtype_refusal(dtype: str | None, target: str | None) -> str:
-    """Why a tensor of ``dtype`` cannot be served (by ``target``, or by any target when None), naming what can."""
+    """Why a tensor of ``dtype`` cannot be served (by ``target``, or by any target when None), naming what can.
+
+    The reasons come from the one table of what each target's runtimes execute (:mod:`generator.dtypes`).
+    """
     servable = ", ".join(servable_torch_dtypes())
     if isinstance(dtype, str) and dtype not in TORCH_DTYPES:
         return f"dtype {dtype!r} is no torch dtype; gen-repo serves {servable}"
     entry = by_torch(dtype)
-    if entry is None or not entry.targets or target is None:
+    if entry is None or entry.torch is None:
         return f"dtype {dtype!r} has no Triton data type here (supported: {servable})"
-    others = " or ".join(sorted(entry.targets))
-    return (f"dtype {dtype!r} cannot be served by target {target} (it serves {', '.join(servable_torch_dtypes(target))}"
-            f"); target {others} serves it")
+    if entry.targets:
+        assert target is not None  # a dtype some target serves is refused only for another target
+        others = " or ".join(sorted(entry.targets))
+        return (f"dtype {dtype!r} cannot be served by target {target} (it serves "
+                f"{', '.join(servable_torch_dtypes(target))}): {unservable_reason(entry.torch, target)}; target "
+                f"{others} serves it")
+    reasons = list(dict.fromkeys(r for t in TARGET_RUNTIMES if (r := unservable_reason(entry.torch, t))))
+    shown = f"target {target}, nor by any other target" if target is not None else "any target"
+    advice = UNSERVED_ADVICE.get(entry.torch)
+    return (f"dtype {dtype!r} cannot be served by {shown} gen-repo builds: {'; '.join(reasons)}"
+            + (f"; {advice}" if advice else ""))
 
 
 def servability(loaded: LoadedGraph) -> TensorsPlan:
