@@ -112,7 +112,6 @@ def build_model_artifacts(
     cache. A failure names its stage and, where one is involved, the tensor.
     """
     enter = _Stage(model.name, progress)
-    current = [enter.name]  # read below as the stage that failed
     try:
         return _build_stages(model, options, workdir, enter, tensorrt, cache_root)
     except StageFailed as error:
@@ -120,9 +119,8 @@ def build_model_artifacts(
     except GenRepoError as error:
         raise StageFailed(enter.name, [*error.problems, *_made_up_problems(model, enter)]) from error
     except Exception as error:  # user code or a library: still this model's failure, with the stage
-        current[0] = enter.name
-        message = f"{current[0]} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
-        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message),
+        message = f"{enter.name} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
+        raise StageFailed(enter.name, [Problem(str(model.spec_file), model.spec_pointer, message),
                                        *_made_up_problems(model, enter)], error) from error
 
 

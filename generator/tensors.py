@@ -54,6 +54,7 @@ __all__ = [
     "INT32_MAX",
     "TensorPlan",
     "TensorsPlan",
+    "input_changes",
     "plan_tensors",
     "servability",
     "signature_order",
@@ -147,6 +148,13 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str
     decisions.extend(model.graph_fixes)
     graph = model.graph
     spec_file = str(model.spec_file)
+    changes = input_changes(graph)
+    if changes:
+        decisions.append(
+            "the call changes its inputs (post_input_spec): " + "; ".join(changes) + "; Triton serves the model "
+            "statelessly, so the change is lost: a request's inputs are dropped after the call (return what the "
+            "next call needs as an output and send it back as an input)"
+        )
 
     names, name_problems = _tensor_names(model, file)
     problems.extend(name_problems)
@@ -195,6 +203,48 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str
         problems.append(Problem(spec_file, model.spec_pointer + "/output_spec", "the graph has no output tensors"))
     return TensorsPlan(tuple(inputs), tuple(outputs), decision.batching, decision.max_batch_size, decision.opt_batch,
                        tuple(decisions), tuple(problems))
+
+
+def input_changes(graph: GraphSpec) -> list[str]:
+    """How forward changes its inputs, as AITune main records it (``post_input_spec``: the inputs after the call).
+
+    One phrase per input path whose recorded metadata differs before and after the call (leaf order aside, as AITune
+    compares them): a tensor's dtype or shape range, a tensor that appears or disappears, a non-tensor value. Empty
+    without a ``post_input_spec`` or when nothing changed; values changed in place keep their metadata and do not
+    show here.
+    """
+    post = graph.post_input_spec
+    if post is None:
+        return []
+    before = {locator.path: spec for locator, spec in graph.input_spec.tensor_data}
+    after = {locator.path: spec for locator, spec in post.tensor_data}
+    others_before = {locator.path: value for locator, value in graph.input_spec.other_data}
+    others_after = {locator.path: value for locator, value in post.other_data}
+    locators = {locator.path: locator for meta in (graph.input_spec, post)
+                for locator, _ in (*meta.tensor_data, *meta.other_data)}
+    changes = []
+    for path, locator in locators.items():
+        old = _tensor_text(before[path]) if path in before else repr(others_before.get(path, _MISSING))
+        new = _tensor_text(after[path]) if path in after else repr(others_after.get(path, _MISSING))
+        if old != new:
+            changes.append(f"{locator.display_path!r} {old} -> {new}")
+    return changes
+
+
+class _Missing:
+    """A leaf recorded on one side of the call only."""
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_MISSING = _Missing()
+
+
+def _tensor_text(spec: TensorSpec) -> str:
+    """``a torch.float32 [1..4, 8] tensor``: dtype and the recorded range per axis."""
+    axes = [str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in zip(spec.min_shape, spec.max_shape, strict=True)]
+    return f"a {spec.dtype} [{', '.join(axes)}] tensor"
 
 
 def _tensor_keys(graph: GraphSpec) -> dict[tuple[str, int], set[str]]:

@@ -69,6 +69,8 @@ class ValueDomain:
     def from_json(data: Mapping[str, Any], source: str = "") -> ValueDomain:
         """Inverse of :meth:`to_json` (also reads the manifest's ``{value_range}``/``{values}``)."""
         keep = data.get("mask_keep")
+        # A contract is read from anywhere: false/true or 0/1 only (anything else says nothing).
+        keep = keep if isinstance(keep, bool) or (type(keep) is int and keep in (0, 1)) else None
         if "values" in data:
             return ValueDomain(values=tuple(data["values"]), source=str(data.get("source", source)), mask_keep=keep)
         low, high = data["value_range"]

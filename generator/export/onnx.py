@@ -466,15 +466,14 @@ def export_onnx(
     example: Sequence[Any] | None = None,
     opset_version: int | None = None,
     allow_legacy: bool = True,
-    exporters: Sequence[str] | None = None,
 ) -> ExportResult:
     """Export ``module`` to a self-contained ONNX file at ``onnx_path`` with the plans' names and dynamic axes.
 
     ``module`` is an ``nn.Module`` (use :func:`load_pt2` for a ``.pt2`` archive). The graph's inputs are the plans'
     tensors, flat, in plan order; its outputs the output plans' tensors in order. ``example`` overrides the traced
     inputs (default :func:`example_inputs`). The exporters of :data:`EXPORTERS` are tried in order (only the first
-    without ``allow_legacy``; ``exporters`` names them explicitly) until one gives a file with the plans' I/O and
-    dynamic axes; each failure before it is a note. Raises :class:`ExportError` with every exporter's reason when
+    without ``allow_legacy``) until one gives a file with the plans' I/O and dynamic axes; each failure before it is
+    a note. Raises :class:`ExportError` with every exporter's reason when
     none succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
     """
     onnx_path = Path(onnx_path)
@@ -492,9 +491,7 @@ def export_onnx(
         tensors, masks = _working_example(wrapper, inputs, outputs)
 
     onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    chain = tuple(exporters) if exporters is not None else EXPORTERS if allow_legacy else EXPORTERS[:1]
-    if not chain:
-        raise ExportError("no exporter to try")
+    chain = EXPORTERS if allow_legacy else EXPORTERS[:1]
     failures: list[tuple[str, str]] = []
     workdir = Path(tempfile.mkdtemp(prefix=f".{onnx_path.name}.", dir=onnx_path.parent))
     try:
@@ -587,10 +584,8 @@ def _try_exporter(
     try:
         if exporter == "dynamo":
             _export_dynamo(wrapper, tensors, staged, inputs, input_names, output_names, opset_version)
-        elif exporter == "legacy":
-            _export_legacy(wrapper, tensors, staged, input_names, output_names, dynamic, opset_version)
         else:
-            raise ExportError(f"unknown exporter {exporter!r}; expected one of {', '.join(EXPORTERS)}")
+            _export_legacy(wrapper, tensors, staged, input_names, output_names, dynamic, opset_version)
     except GenRepoError:
         raise
     except Exception as exc:
