@@ -329,7 +329,7 @@ def test_a_bfloat16_recording_is_refused_before_any_export(tmp_path):
             in validated.stderr.splitlines())
     shutil.copy(spec, tmp_path / "vit_bf16.graphspec.json")
     shutil.copy(ZOO / "zoo_models.py", tmp_path / "zoo_models.py")
-    for target in ("python", "onnx", "auto"):
+    for target in ("python", "onnx", "tensorrt", "auto"):
         manifest = tmp_path / "gen-repo.yaml"
         manifest.write_text(f"models:\n  - name: vit_bf16\n    spec: vit_bf16.graphspec.json\n    target: {target}\n"
                             "    source: {factory: 'zoo_models:make_vit_bf16'}\n", encoding="utf-8")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from generator.export.onnx_indices import VALUE_KEEPING
+from generator.export.onnx_indices import VALUE_KEEPING, graph_consumers
 from generator.values import ValueDomain
 
 __all__ = ["MASKING_VALUE", "mask_domains"]
@@ -84,7 +84,7 @@ def _is_one(values: dict[str, Any], name: str) -> bool:
     return name in values and np.asarray(values[name]).size > 0 and bool(np.all(np.asarray(values[name]) == 1))
 
 
-def _verdicts(graph: Any, start: str, consumers: dict[str, list[tuple[Any, int]]],
+def _verdicts(start: str, consumers: dict[str, list[tuple[Any, int]]],
               values: dict[str, Any]) -> set[tuple[bool, str]]:
     """Where ``start`` drops positions: (whether a true value of ``start`` drops one, the operator that says so)."""
     found: set[tuple[bool, str]] = set()
@@ -122,15 +122,12 @@ def mask_domains(model: Any, inputs: Iterable[tuple[str, str]]) -> dict[str, Val
 
     graph = model.graph
     values = _constants(graph)
-    consumers: dict[str, list[tuple[Any, int]]] = {}
-    for node in graph.node:
-        for position, name in enumerate(node.input):
-            consumers.setdefault(name, []).append((node, position))
+    consumers = graph_consumers(graph)
     domains: dict[str, ValueDomain] = {}
     for name, dtype in inputs:
         if np.dtype(dtype).kind not in "biu":
             continue
-        verdicts = _verdicts(graph, name, consumers, values)
+        verdicts = _verdicts(name, consumers, values)
         drops_on_true = {drop for drop, _ in verdicts}
         if len(drops_on_true) != 1:
             continue
