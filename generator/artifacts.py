@@ -205,6 +205,7 @@ def _build_stages(
 ) -> ModelArtifacts:
     from generator.export.onnx import (
         EXPORTER_NAMES,
+        ForwardError,
         check_onnx,
         constants_from_graph,
         export_onnx,
@@ -238,19 +239,24 @@ def _build_stages(
             prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
         notes.append("ONNX source used as is (I/O checked against the spec)")
     else:
-        enter("export", "torch -> ONNX", made_up=example is None)
+        enter("export", "torch -> ONNX")
         _quiet_torch_onnx_logs()
-        result = export_onnx(
-            module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants,
-            example=example,
-        )
+        try:
+            result = export_onnx(
+                module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature,
+                constants=constants, example=example,
+            )
+        except ForwardError:
+            enter.made_up = example is None  # the forward raised on the made-up example
+            raise
         notes.extend(result.notes)
         notes.append(f"exported with {EXPORTER_NAMES[result.exporter]} in {result.seconds:.1f} s")
         notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in result.masks.items())
         tried = result.masks
 
-    enter("reference", "reference inputs and outputs at the min, opt and max shapes", made_up=True)
+    enter("reference", "reference inputs and outputs at the min, opt and max shapes")
     domains = enter.domains = _value_domains(model, onnx_path, notes, tried)
+    enter.made_up = True  # from here on the model runs on the cases' inputs, made up where no sample fits
     from generator.reference import make_reference_cases, write_reference
 
     cases, case_notes = make_reference_cases(

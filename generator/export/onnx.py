@@ -56,6 +56,7 @@ __all__ = [
     "EXPORTER_NAMES",
     "ExportError",
     "ExportResult",
+    "ForwardError",
     "FlatModule",
     "InputPlanLike",
     "OnnxCheckError",
@@ -175,6 +176,10 @@ class CaseResult:
 
 class ExportError(GenRepoError):
     """torch -> ONNX export failed (with both exporters), or the model does not fit its plan."""
+
+
+class ForwardError(ExportError):
+    """The model's forward raises on the example inputs (before any exporter runs)."""
 
 
 class OnnxCheckError(GenRepoError):
@@ -540,7 +545,7 @@ def _working_example(
     try:
         _check_forward(wrapper, tensors, outputs)
         return tensors, {}
-    except ExportError as error:
+    except ForwardError as error:
         first = error
         guessed = _guessed_masks(inputs)
         if not guessed:
@@ -550,8 +555,8 @@ def _working_example(
         names = ", ".join(repr(p.name) for p in guessed)
         try:
             _check_forward(wrapper, flipped, outputs)
-        except ExportError as second:
-            raise ExportError([
+        except ForwardError as second:
+            raise ForwardError([
                 *first.problems,
                 *(replace(problem, message=f"with {names} all false (0) instead: {problem.message}")
                   for problem in second.problems),
@@ -652,7 +657,7 @@ def _check_forward(wrapper: Any, tensors: Sequence[Any], outputs: Sequence[Tenso
     except GenRepoError as exc:
         raise ExportError(exc.problems) from exc
     except Exception as exc:
-        raise ExportError(f"the model's forward fails on the example inputs: {_short(exc)}") from exc
+        raise ForwardError(f"the model's forward fails on the example inputs: {_short(exc)}") from exc
     problems = []
     for index, (plan, value) in enumerate(zip(outputs, result, strict=False)):
         if not isinstance(value, torch.Tensor):
