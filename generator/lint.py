@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
+from generator.bounded import UnreadableFileError, read_bytes, read_text
 from generator.config import WARMUP_FOLDER
+from generator.confinement import config_path_escapes, relative_path_problem
 from generator.dtypes import DTYPES, by_triton
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, wiring_problems
 
@@ -45,6 +47,7 @@ RULES: dict[str, tuple[str, str]] = {
     "repository-empty": (WARNING, "the repository holds no model folders"),
     "config-missing": (WARNING, "model folder without config.pbtxt (loads only with auto-complete)"),
     "config-parse": (ERROR, "config.pbtxt does not parse as ModelConfig (protobuf text format)"),
+    "config-unreadable": (ERROR, "config.pbtxt is not a regular file, or larger than the config_bytes limit"),
     "config-name-mismatch": (ERROR, "config 'name' differs from the model folder name"),
     "platform-missing": (WARNING, "neither 'platform' nor 'backend' set (loads only with auto-complete)"),
     "platform-unknown": (ERROR, "'platform' is not one Triton knows and no custom backend is named"),
@@ -84,7 +87,7 @@ RULES: dict[str, tuple[str, str]] = {
     "warmup-data-type": (ERROR, "warmup input data_type differs from the input's"),
     "warmup-input-data": (ERROR, "warmup input without zero_data, random_data or input_data_file"),
     "warmup-batch-size": (ERROR, "warmup batch_size above max_batch_size (or above 1 without batching)"),
-    "warmup-data-file": (ERROR, "a warmup input_data_file missing, outside <model>/warmup/, or shorter than its dims"),
+    "warmup-data-file": (ERROR, "a warmup input_data_file missing or shorter than its dims"),
     "warmup-data-file-long": (WARNING, "a warmup input_data_file longer than its dims (Triton reads only the start)"),
     "batch-io": (ERROR, "batch_input/batch_output naming unknown tensors or the wrong number of sources"),
     "ensemble-config": (ERROR, "ensemble structure: platform/scheduling pairing, steps, no instance groups"),
@@ -97,6 +100,7 @@ RULES: dict[str, tuple[str, str]] = {
     "ensemble-batch-size": (ERROR, "ensemble max_batch_size above a batching step model's"),
     "ensemble-flow": (ERROR, "an unused ensemble input or tensor, an output never written, or a step that never runs"),
     "ensemble-shape-range": (ERROR, "a step output's shape range (gen-repo contract) outside its consumer's"),
+    "path-escape": (ERROR, "a file, folder or library named by the config leaves the model's folder (confinement.py)"),
     "onnx-skipped": (WARNING, "the onnx package is not installed, so ONNX graphs were not checked"),
     "onnx-load": (ERROR, "model.onnx cannot be read as an ONNX model"),
     "onnx-io-name": (ERROR, "config and ONNX graph disagree on input/output names"),
@@ -768,6 +772,8 @@ def check_config(
     _check_instance_groups(cf)
     _check_warmup(cf)
     _check_ensemble(cf, models_in_repo)
+    for escape in config_path_escapes(config):
+        cf.add("path-escape", escape.message, escape.locate(cf.locator.map_entry))
     return cf.findings
 
 
@@ -796,7 +802,7 @@ def _check_onnx(cf: _ConfigFile, onnx_path: FsPath, onnx_rel: str) -> None:
         return
 
     try:
-        model = onnx.load(str(onnx_path), load_external_data=False)
+        model = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))
     except Exception as error:  # onnx raises DecodeError, OSError, ValueError...: all mean "not readable"
         cf.add("onnx-load", f"{onnx_rel} cannot be read as ONNX: {type(error).__name__}: {error}", ("name",))
         return
@@ -951,7 +957,7 @@ def _step_model(config: mc.ModelConfig, model_dir: FsPath) -> StepModel:
     versions = sorted((int(p.name), p) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
     if versions:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-            contract = json.loads((versions[-1][1] / "gen_repo" / "contract.json").read_text(encoding="utf-8"))
+            contract = json.loads(read_text(versions[-1][1] / "gen_repo" / "contract.json"))
             shapes = {t["name"]: t for t in (*contract["inputs"], *contract["outputs"])}
     return StepModel(config.name or model_dir.name, config.max_batch_size,
                      tuple(_wiring_io(io, shapes) for io in config.input),
@@ -975,6 +981,16 @@ def _wiring_path(locator: PbtxtLocator, where: Location) -> FieldPath:
     return (*locator.map_entry((*step, str(where[2])), str(where[3])), "key")
 
 
+def _read_config(path: FsPath, rel: str, findings: list[Finding]) -> str | None:
+    """A config's text (undecodable bytes replaced), or None with a finding: not a regular file, or too large."""
+    try:
+        return read_bytes(path, "config_bytes").decode("utf-8", errors="replace")
+    except OSError as error:  # generator.bounded.UnreadableFileError, or an I/O error
+        message = error.problems[0].message if isinstance(error, UnreadableFileError) else str(error)
+        findings.append(Finding(ERROR, rel, None, None, "config-unreadable", message))
+        return None
+
+
 def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed]) -> list[Finding]:
     """One model folder's findings; its parsed config goes into ``parsed`` (the ensemble pass reads it)."""
     name = model_dir.name
@@ -982,7 +998,7 @@ def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed])
     config_path = model_dir / "config.pbtxt"
     config: mc.ModelConfig | None = None
     cf: _ConfigFile | None = None
-    if not config_path.is_file():
+    if not config_path.exists() and not config_path.is_symlink():  # a FIFO or a device is there: unreadable
         findings.append(
             Finding(
                 WARNING,
@@ -995,10 +1011,10 @@ def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed])
         )
     else:
         rel = f"{name}/config.pbtxt"
-        text = config_path.read_text(encoding="utf-8", errors="replace")
-        config, parse_findings = parse_config_text(text, rel)
+        text = _read_config(config_path, rel, findings)
+        config, parse_findings = parse_config_text(text, rel) if text is not None else (None, [])
         findings.extend(parse_findings)
-        if config is not None:
+        if config is not None and text is not None:
             findings.extend(check_config(config, text, rel, name, models))
             cf = _ConfigFile(rel, config, PbtxtLocator(text))
             parsed[name] = (config, cf.locator, model_dir)
@@ -1006,7 +1022,9 @@ def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed])
     if configs_dir.is_dir():  # --model-config-name alternatives: same rules, same folder name
         for alt in sorted(configs_dir.glob("*.pbtxt")):
             rel = f"{name}/configs/{alt.name}"
-            alt_text = alt.read_text(encoding="utf-8", errors="replace")
+            alt_text = _read_config(alt, rel, findings)
+            if alt_text is None:
+                continue
             alt_config, parse_findings = parse_config_text(alt_text, rel)
             findings.extend(parse_findings)
             if alt_config is not None:
@@ -1074,10 +1092,8 @@ def _check_warmup_files(cf: _ConfigFile, model_dir: FsPath) -> None:
                 continue
             where = (*cf.locator.map_entry(("model_warmup", index, "inputs"), name), "value", 0, "input_data_file")
             path = folder / sample.input_data_file
-            if FsPath(sample.input_data_file).is_absolute() or ".." in FsPath(sample.input_data_file).parts:
-                cf.add("warmup-data-file", f"{label} input '{name}': input_data_file '{sample.input_data_file}' "
-                       f"leaves the model's {WARMUP_FOLDER}/ folder", where)
-                continue
+            if relative_path_problem(sample.input_data_file):
+                continue  # path-escape's finding (check_config)
             if not path.is_file():
                 cf.add("warmup-data-file", f"{label} input '{name}': input_data_file "
                        f"'{WARMUP_FOLDER}/{sample.input_data_file}' is missing", where)

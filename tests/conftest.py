@@ -145,3 +145,10 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
         if any(marker in reason for marker in _INSTALLED_TOOL_SKIPS):
             report.outcome = "failed"
             report.longrepr = f"skipped in CI, where this tool is installed: {reason}"
+
+
+# ---- the build cache's signing secret (generator/cache.py) ---------------------------------------------------------
+#: Tests sign cache entries with one fixed secret, as the jobs of a CI pipeline share one, so that no test (nor a
+#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/test_cache.py covers that file.
+TEST_CACHE_SECRET = "gen-repo-tests-cache-secret-0123456789"
+_os.environ.setdefault("GEN_REPO_CACHE_SECRET", TEST_CACHE_SECRET)
