@@ -243,7 +243,12 @@ def build_repository(
     _check_output(plan, options, cache_root, given=output_dir is not None)
     # Refusals come first: a refused build creates nothing, not even the cache folder (a refusal stops at once).
     tensorrt = preflight(plan, options)
+    fresh_cache = not cache_root.exists()
     with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
+        if fresh_cache:  # said once: later builds of any project share this folder and reuse what it holds
+            progress(BuildEvent("*", "note", f"build cache created at {cache_root}: built models are kept there "
+                                             "and reused by later builds (--cache-dir or $GEN_REPO_CACHE to put it "
+                                             "elsewhere, --no-cache to rebuild)"))
         cache = BuildCache(cache_root)
         cache.clean_leftovers()  # work folders of builds that were killed
         versions = tool_versions()
@@ -416,7 +421,7 @@ def _build_ensembles(
         )
         if cache.get(key) is not None:
             out.append(ModelResult(ensemble.name, ensemble.target, "cached", time.monotonic() - started, key))
-            progress(BuildEvent(ensemble.name, "cached", "unchanged: taken from the build cache"))
+            progress(BuildEvent(ensemble.name, "cached", f"unchanged: taken from the build cache at {cache.root}"))
             continue
         progress(BuildEvent(ensemble.name, "reference", "the steps chained in onnxruntime"))
         # The steps' entries were checked (or stored) by this build a moment ago: no second hashing of their files.
@@ -458,7 +463,7 @@ def _run_models(
         if cache.get(keys[model.name]) is not None:
             results[model.name] = ModelResult(model.name, model.target, "cached", time.monotonic() - started,
                                               keys[model.name])
-            progress(BuildEvent(model.name, "cached", "unchanged: taken from the build cache"))
+            progress(BuildEvent(model.name, "cached", f"unchanged: taken from the build cache at {cache.root}"))
         else:
             todo.append(model)
             progress(BuildEvent(model.name, "queued", f"target {model.target}"))

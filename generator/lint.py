@@ -45,6 +45,7 @@ INT32_MAX = 2**31 - 1
 RULES: dict[str, tuple[str, str]] = {
     "repository-missing": (ERROR, "the repository path is not a directory"),
     "repository-empty": (WARNING, "the repository holds no model folders"),
+    "repository-is-a-model": (ERROR, "the folder is a model folder (it holds config.pbtxt), not a repository"),
     "config-missing": (WARNING, "model folder without config.pbtxt (loads only with auto-complete)"),
     "config-parse": (ERROR, "config.pbtxt does not parse as ModelConfig (protobuf text format)"),
     "config-unreadable": (ERROR, "config.pbtxt is not a regular file, or larger than the config_bytes limit"),
@@ -903,6 +904,11 @@ def lint_repository(path: str | FsPath) -> list[Finding]:
     findings: list[Finding] = []
     if not root.is_dir():
         return [Finding(ERROR, str(path), None, None, "repository-missing", f"{path} is not a directory")]
+    if (root / "config.pbtxt").is_file():  # `gen-repo lint repo/mlp`: its version folders are not models
+        parent = root.resolve().parent
+        return [Finding(ERROR, "config.pbtxt", None, None, "repository-is-a-model",
+                        f"{path} is a model folder (it holds config.pbtxt); lint expects the repository folder "
+                        f"that holds the models: gen-repo lint {parent}")]
     model_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not model_dirs:
         findings.append(Finding(WARNING, ".", None, None, "repository-empty", "no model folders in the repository"))

@@ -262,7 +262,7 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
     path = Path(path)
     file = str(path)
     document = load_document(path)
-    problems = schema_problems(document, MANIFEST_SCHEMA, file, strict_integers=True)
+    problems = schema_problems(document, MANIFEST_SCHEMA, file, strict_integers=True, source=path)
     if problems:
         raise GenRepoError(problems)
     base_dir = path.resolve().parent

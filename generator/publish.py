@@ -102,9 +102,14 @@ class StorageURL:
 
     @property
     def triton_url(self) -> str:
-        """The URL to give ``tritonserver --model-repository``."""
+        """The URL to give ``tritonserver --model-repository``, in the form the user wrote it.
+
+        Triton reads ``s3://host:port/...`` as plain HTTP, as :func:`parse_url` does, so that form is kept as is.
+        """
         if self.protocol == "s3" and self.endpoint_url:
-            return f"s3://{self.endpoint_url}/{self.path}"
+            given_scheme = self.url.partition("://")[2].startswith(("http://", "https://"))
+            endpoint = self.endpoint_url if given_scheme else self.endpoint_url.partition("://")[2]
+            return f"s3://{endpoint}/{self.path}"
         return f"{self.protocol}://{self.path}"
 
 

@@ -37,7 +37,7 @@ def _run(*args: str) -> SimpleNamespace:
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cli-cache")
+    return tmp_path_factory.mktemp("cli-cache") / "cache"  # made by the first build, which says so
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,16 @@ def test_json_summary_and_plain_progress(project: SimpleNamespace) -> None:
                  "flaky: built: built in"):
         assert line in project.run.stderr
     assert "W1202" not in project.run.stderr and "torchvision" not in project.run.stderr
+
+
+def test_the_build_says_where_its_cache_lives(project: SimpleNamespace, cache_dir: Path) -> None:
+    """The first build into a cache says where it made it; a cache hit says which cache it came from."""
+    assert project.run.stderr.count(f"build cache created at {cache_dir}: built models are kept there") == 1
+    run = _run("build", project.manifest, "--allow-code", "--cache-dir", cache_dir)
+    assert run.code == 0
+    assert "build cache created" not in run.stderr
+    for model in ("mlp", "two", "flaky"):
+        assert f"{model}: cached: unchanged: taken from the build cache at {cache_dir}" in run.stderr
 
 
 def test_second_run_is_cached(project: SimpleNamespace, cache_dir: Path) -> None:

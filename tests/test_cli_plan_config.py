@@ -118,6 +118,16 @@ def test_bad_manifests_exit_2_and_write_nothing(tmp_path, case, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, no staging folder
 
 
+def test_plan_prints_a_refused_models_errors_once(tmp_path):
+    """stdout shows the plan (the refused model named), stderr every reason, once: a terminal shows each once."""
+    document, expected = _bad_cases(tmp_path)["plan problem"]
+    manifest = write_manifest(tmp_path, document)
+    result = CliRunner().invoke(main, ["plan", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert "model 'b' (/models/1): refused, nothing would be built (1 error(s) below)" in result.stdout
+    assert result.stdout.count(expected) == 0 and result.stderr.count(expected) == 1
+
+
 def test_config_makes_nothing_where_a_refused_output_leads(tmp_path):
     """`output: ../elsewhere` without --allow-outside: refused as `plan` refuses it, and nothing left there."""
     project = tmp_path / "project"

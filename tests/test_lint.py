@@ -187,6 +187,15 @@ def test_cli_exit_codes() -> None:
     assert runner.invoke(main, ["lint"]).exit_code == 2
 
 
+def test_cli_on_a_model_folder_says_a_repository_folder_is_expected() -> None:
+    """`gen-repo lint model_repository/mlp`: one error naming the repository folder to lint instead."""
+    model = GOOD / "tiny_classifier"
+    result = CliRunner().invoke(main, ["lint", str(model)])
+    assert result.exit_code == 1
+    assert (f"config.pbtxt: error: {model} is a model folder (it holds config.pbtxt); lint expects the repository "
+            f"folder that holds the models: gen-repo lint {GOOD.resolve()} [repository-is-a-model]") in result.output
+
+
 def test_cli_json_output() -> None:
     result = CliRunner().invoke(main, ["lint", "--json", str(CORPUS / "bad" / "reshape-size")])
     assert result.exit_code == 1

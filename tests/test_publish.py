@@ -39,7 +39,8 @@ def test_parse_url_forms() -> None:
     assert aws.triton_url == "s3://bucket/some/prefix"
     local = parse_url("s3://127.0.0.1:9000/bucket/repo")
     assert (local.path, local.endpoint_url) == ("bucket/repo", "http://127.0.0.1:9000")
-    assert local.triton_url == "s3://http://127.0.0.1:9000/bucket/repo"
+    assert local.triton_url == "s3://127.0.0.1:9000/bucket/repo"  # as given: Triton reads it as HTTP too
+    assert parse_url("s3://http://127.0.0.1:9000/bucket/repo/").triton_url == "s3://http://127.0.0.1:9000/bucket/repo"
     explicit = parse_url("s3://https://minio.example:443/bucket")
     assert (explicit.path, explicit.endpoint_url) == ("bucket", "https://minio.example:443")
     gcs = parse_url("gs://bucket/repo")
@@ -194,7 +195,7 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
 
     url = f"s3://{s3_endpoint}/{BUCKET}/served"
     report = publish(warmup_example_repository, url)
-    assert report.triton_url == f"s3://http://{s3_endpoint}/{BUCKET}/served"
+    assert report.triton_url == url  # the form given, which the real Triton below serves from
     server = triton_server_factory(report.triton_url, env=AWS_ENV, model_control="poll",
                                    extra_args=["--repository-poll-secs=1"], ready_timeout=180)
     smoke = run_smoke(server.grpc_url, repo_dir=download_repository(url, tmp_path / "v1"))
@@ -289,6 +290,11 @@ def test_cli_publish_and_retention(s3_endpoint: str, warmup_example_repository: 
     assert fs.cat_file(f"{BUCKET}/cli/mlp/warmup/3/input_x") == local
     assert 'input_data_file: "3/input_x"' in fs.cat_file(f"{BUCKET}/cli/mlp/config.pbtxt").decode()
     assert verify_url(url) == []
+    # Text output: the URL in the form it was given, for the user and for tritonserver.
+    done = subprocess.run([gen_repo, "publish", str(example_repository), url], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"published to {url}; serve it with tritonserver --model-repository={url}"
 
 
 @pytest.mark.slow
@@ -303,7 +309,7 @@ def test_cli_smoke_launches_triton_on_the_bucket(s3_endpoint: str, example_repos
     done = subprocess.run([gen_repo, "smoke", "--launch", "--repo", url, "--burst", "16", "--json", str(report_file)],
                           capture_output=True, text=True, env={**os.environ, **AWS_ENV}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "s3://http://" in done.stderr  # the server was started on the bucket itself
+    assert f"serving {url}" in done.stderr  # the server was started on the bucket itself, the URL as given
     report = json.loads(report_file.read_text())
     checks = {(r["model"], r["check"]): r["status"] for r in report["results"]}
     assert checks[("mlp", "reference")] == checks[("text", "reference")] == "passed"
