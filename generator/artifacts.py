@@ -171,33 +171,79 @@ def build_model_artifacts(
     (``<cache>/failed/<model>/model.onnx``; the problems say so). A failure names the model, its manifest entry, the
     stage and, where one is involved, the tensor (:func:`locate_build_problems`).
     """
-    state = _BuildState()
-
-    def enter(name: str, message: str) -> None:
-        state.stage = name
-        if progress is not None:
-            progress(BuildEvent(model.name, name, message))
-
+    enter = _Stage(model.name, progress)
     try:
-        return _build_stages(model, options, workdir, enter, tensorrt, cache_root, state)
+        return _build_stages(model, options, workdir, enter, tensorrt, cache_root)
     except Exception as error:  # a GenRepoError, or user code or a library: still this model's failure
         raw = None if isinstance(error, GenRepoError) else getattr(error, "raw", error)
-        problems = error.problems if isinstance(error, GenRepoError) else [_failure_problem(model, state, error)]
-        located = locate_build_problems(problems, name=model.name, stage=state.stage,
-                                        manifest_file=model.manifest_file or model.spec_file,
+        problems = error.problems if isinstance(error, GenRepoError) else [_failure_problem(model, enter, error)]
+        located = locate_build_problems([*problems, *_made_up_problems(model, enter)], name=model.name,
+                                        stage=enter.name, manifest_file=model.manifest_file or model.spec_file,
                                         pointer=model.manifest_pointer or model.spec_pointer, workdir=workdir,
                                         kept=_keep_for_inspection(model, workdir, cache_root))
-        raise StageFailed(state.stage, located, raw, located=True) from error
+        raise StageFailed(enter.name, located, raw, located=True) from error
 
 
-class _BuildState:
-    """Where a model's build is: its stage, the value domains found so far (for hints)."""
+class _Stage:
+    """The stage a model's build is in (told to ``progress`` on entry), and whether it runs on made-up data."""
 
-    __slots__ = ("domains", "stage")
-
-    def __init__(self) -> None:
-        self.stage = "source"
+    def __init__(self, model_name: str, progress: Progress | None) -> None:
+        self.model_name = model_name
+        self.progress = progress
+        self.name = "source"
+        #: Whether the current stage runs the model on synthetic inputs (a failure then names them).
+        self.made_up = False
+        #: The value domains the synthetic data was drawn from (found in the graph), once known.
         self.domains: Mapping[str, Any] = {}
+
+    def __call__(self, name: str, message: str, *, made_up: bool = False) -> None:
+        self.name, self.made_up = name, made_up
+        if self.progress is not None:
+            self.progress(BuildEvent(self.model_name, name, message))
+
+
+def _made_up_problems(model: ModelPlan, stage: _Stage) -> list[Problem]:
+    """When the failed stage ran on synthetic inputs: one problem at the manifest's ``inputs``, naming each.
+
+    Each made-up input with what it was given and the manifest line that gives it real values (a mask's line names
+    the value that keeps a position, the other way round from what was tried).
+    """
+    from generator.dtypes import normalize_dtype
+    from generator.values import is_mask_like
+
+    if not stage.made_up:
+        return []
+    parts = []
+    for tensor in model.inputs:
+        if tensor.values is not None:  # the manifest's own values: nothing made up
+            continue
+        key = tensor.access_path or tensor.name
+        dtype = normalize_dtype(tensor.dtype)
+        domain = stage.domains.get(tensor.name)
+        if domain is not None and domain.mask_keep is not None:
+            keep = str(domain.mask_keep).lower()
+            other = "true" if keep == "false" else "false" if keep == "true" else str(1 - int(domain.mask_keep))
+            parts.append(f"{tensor.name!r} was all {keep} ({domain.source}); if {other} keeps a position: "
+                         f"`inputs: {{{key}: {{values: [{other}]}}}}`")
+        elif dtype == "bool" or (is_mask_like(tensor.name) and dtype.startswith(("int", "uint"))):
+            keep, other = ("true", "false") if dtype == "bool" else ("1", "0")
+            parts.append(f"{tensor.name!r} was all {keep} (a guess: a mask that keeps every position); if {other} "
+                         f"keeps a position: `inputs: {{{key}: {{values: [{other}]}}}}`")
+        elif domain is not None:
+            parts.append(f"{tensor.name!r} was drawn from {domain.describe()} ({domain.source}): "
+                         f"`inputs: {{{key}: {{value_range: [LOW, HIGH]}}}}`")
+        elif dtype.startswith(("int", "uint")):
+            parts.append(f"{tensor.name!r} was drawn from 0..7 (a guess): `inputs: {{{key}: {{value_range: [LOW, "
+                         "HIGH]}}`")
+        else:
+            parts.append(f"{tensor.name!r} was standard normal (a guess): `inputs: {{{key}: {{value_range: [LOW, "
+                         "HIGH]}}`")
+    if not parts:
+        return []
+    where = str(model.manifest_file or model.spec_file)
+    return [Problem(where, model.manifest_pointer + "/inputs",
+                    "this stage ran the model on made-up inputs; give each the values it really takes in the "
+                    "manifest (or real calls under samples:): " + "; ".join(parts))]
 
 
 def _keep_for_inspection(model: ModelPlan, workdir: Path, cache_root: Path | None) -> dict[str, str]:
@@ -214,7 +260,7 @@ def _keep_for_inspection(model: ModelPlan, workdir: Path, cache_root: Path | Non
     return {str(onnx_path): str(kept)}
 
 
-def _failure_problem(model: ModelPlan, state: _BuildState, error: BaseException) -> Problem:
+def _failure_problem(model: ModelPlan, state: _Stage, error: BaseException) -> Problem:
     """The problem of an exception from user code or a library, with the reference case it happened on.
 
     For an index error, the likely causes are named and the problem is located where the range came from.
@@ -278,12 +324,19 @@ def _build_stages(
     model: ModelPlan,
     options: BuildOptions,
     workdir: Path,
-    enter: Callable[[str, str], None],
+    enter: _Stage,
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
-    state: _BuildState,
 ) -> ModelArtifacts:
-    from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
+    from generator.export.onnx import (
+        EXPORTER_NAMES,
+        ForwardError,
+        check_onnx,
+        constants_from_graph,
+        export_onnx,
+        load_pt2,
+        prepare_source_onnx,
+    )
 
     where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
     notes: list[str] = []
@@ -303,6 +356,8 @@ def _build_stages(
     elif source.kind == "factory":
         module = import_factory(str(source.factory), options, where)
     samples = _read_samples(model, options, notes)
+    tried: dict[str, Any] = {}  # masks the export's example had to flip
+    example = _export_example(samples, model.inputs) if module is not None else None
     if source.kind == "onnx":
         assert source.path is not None
         with about_source(where):
@@ -311,18 +366,25 @@ def _build_stages(
     else:
         enter("export", "torch -> ONNX")
         _quiet_torch_onnx_logs()
-        result = export_onnx(
-            module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature, constants=constants,
-            example=_export_example(samples, model.inputs),
-        )
+        try:
+            result = export_onnx(
+                module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature,
+                constants=constants, example=example,
+            )
+        except ForwardError:
+            enter.made_up = example is None  # the forward raised on the made-up example
+            raise
         notes.extend(result.notes)
-        notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
+        notes.append(f"exported with {EXPORTER_NAMES[result.exporter]} in {result.seconds:.1f} s")
+        notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in result.masks.items())
+        tried = result.masks
 
     enter("reference", "reference inputs and outputs at the min, opt and max shapes")
     import onnx
 
     graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))  # once: value domains, output sizes
-    domains = state.domains = _value_domains(model, graph, notes)
+    domains = enter.domains = _value_domains(model, graph, notes, tried)
+    enter.made_up = True  # from here on the model runs on the cases' inputs, made up where no sample fits
     from generator.reference import make_reference_cases, write_reference
 
     cases, case_notes = make_reference_cases(
@@ -333,7 +395,7 @@ def _build_stages(
     notes.extend(case_notes)
     if module is not None:
         # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
-        enter("check", "onnxruntime against torch")
+        enter("check", "onnxruntime against torch", made_up=True)
         results = check_onnx(onnx_path, model.inputs, model.outputs, cases, compare=model.compare)
         padding = model.compare.padding
         left_out = sum(r.left_out for r in results)
@@ -493,20 +555,32 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     return None
 
 
-def _value_domains(model: ModelPlan, graph: Any, notes: list[str]) -> dict[str, Any]:
-    """Value domains found in the graph (index inputs) for inputs the manifest says nothing about.
+def _value_domains(model: ModelPlan, graph: Any, notes: list[str],
+                   tried: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Value domains found in the graph (index inputs, masks) for inputs the manifest says nothing about.
 
     A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
+    A mask's polarity comes from the graph (:mod:`generator.export.onnx_masks`), else from the export's example
+    (``tried``: masks that had to be flipped for forward to run).
     """
     import numpy as np
 
+    from generator.dtypes import normalize_dtype
     from generator.export.onnx_indices import index_domains
+    from generator.export.onnx_masks import mask_domains
 
     found = index_domains(graph, [t.name for t in model.inputs])
+    undeclared = [t for t in model.inputs if t.values is None and t.name not in found]
+    masks = {**(tried or {}), **mask_domains(graph, [(t.name, normalize_dtype(t.dtype)) for t in undeclared])}
+    for tensor in undeclared:
+        if tensor.name in masks:
+            found[tensor.name] = masks[tensor.name]
+            notes.append(f"input {tensor.name!r} is {masks[tensor.name].source}; synthetic data keeps every position "
+                         f"(all {str(masks[tensor.name].mask_keep).lower()})")
     problems = []
     for tensor in model.inputs:
         domain = found.get(tensor.name)
-        if domain is None:
+        if domain is None or domain.mask_keep is not None:
             continue
         if tensor.values is None:
             notes.append(f"input {tensor.name!r} takes {domain.describe()}: {domain.source}")

@@ -2,10 +2,11 @@
 
 Pure data (no torch, no tritonclient; numpy only to read a numpy dtype), so the client library, lint and validate
 can use it. One :class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when
-some target can build a model with tensors of it (:attr:`DType.targets`): the onnx and python targets export
-through ONNX and run in onnxruntime, which serves every numeric type torch exports (float64 and the unsigned types
-included); TensorRT has no float64, int16 or uint16/32/64 tensors. ``TYPE_STRING`` has no torch dtype, so no target
-serves it.
+some target can build a model with tensors of it (:attr:`DType.targets`), decided by :data:`TARGET_RUNTIMES` and
+:data:`RUNTIME_GAPS`: every target's build checks the exported model in onnxruntime's CPU kernels, which run every
+numeric type torch exports (float16, float64 and the unsigned types included) except bfloat16; the tensorrt target
+then serves a TensorRT plan, and TensorRT has no float64, int16 or uint16/32/64 tensors. ``TYPE_STRING`` has no
+torch dtype, so no target serves it. :func:`unservable_reason` says why a target cannot serve a dtype.
 """
 
 from __future__ import annotations
@@ -26,10 +27,52 @@ __all__ = [
     "by_triton",
     "normalize_dtype",
     "servable_torch_dtypes",
+    "RUNTIME_GAPS",
+    "TARGET_RUNTIMES",
+    "UNSERVED_ADVICE",
+    "unservable_reason",
 ]
 
-_ONNX_TARGETS = frozenset({"onnx", "python"})
-_ALL_TARGETS = frozenset({"tensorrt", "onnx", "python"})
+#: The runtimes a model of each target runs in, to be built and to be served. Every build checks the exported ONNX
+#: model in onnxruntime's CPU kernels against torch (and keeps the reference data in numpy arrays); the onnx and
+#: python targets are served by onnxruntime (the python target on the CPU), the tensorrt target by a TensorRT plan.
+TARGET_RUNTIMES: dict[str, tuple[str, ...]] = {
+    "tensorrt": ("onnxruntime-cpu", "tensorrt"),
+    "onnx": ("onnxruntime-cpu",),
+    "python": ("onnxruntime-cpu",),
+}
+
+#: What each runtime cannot execute: torch dtype -> why, as measured (docs/manifest.md). onnxruntime's CPU kernels
+#: run float16 models (Gemm, Conv, attention and LSTM were checked against torch) but no bfloat16 ones.
+RUNTIME_GAPS: dict[str, dict[str, str]] = {
+    "onnxruntime-cpu": {
+        "torch.bfloat16": "onnxruntime's CPU kernels have no bfloat16 (a bfloat16 Gemm or MatMul fails to load: "
+                          "NOT_IMPLEMENTED), and numpy, which holds the build's reference data, has no bfloat16",
+    },
+    "tensorrt": {
+        name: f"TensorRT has no {name.removeprefix('torch.')} tensors"
+        for name in ("torch.float64", "torch.int16", "torch.uint16", "torch.uint32", "torch.uint64")
+    },
+}
+
+
+#: What to do with a dtype no target serves (torch dtype -> advice), for the refusal's message.
+UNSERVED_ADVICE: dict[str, str] = {
+    "torch.bfloat16": "record and serve the model in float16 (model.half(): onnxruntime's CPU kernels run it) or "
+                      "float32",
+}
+
+
+def unservable_reason(torch_dtype: str, target: str) -> str | None:
+    """Why ``target`` cannot build and serve tensors of ``torch_dtype`` (AITune's string form); None when it can."""
+    reasons = [RUNTIME_GAPS.get(runtime, {}).get(torch_dtype) for runtime in TARGET_RUNTIMES[target]]
+    return "; ".join(r for r in reasons if r) or None
+
+
+def _targets(torch_dtype: str | None) -> frozenset[str]:
+    if torch_dtype is None:
+        return frozenset()
+    return frozenset(t for t in TARGET_RUNTIMES if unservable_reason(torch_dtype, t) is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,20 +110,20 @@ class DType:
 
 #: Every Triton data type gen-repo handles, in Triton's DataType enum order (messages list them in this order).
 DTYPES: tuple[DType, ...] = (
-    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, 1, _ALL_TARGETS),
-    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, 1, _ALL_TARGETS),
-    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, 2, _ONNX_TARGETS),
-    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, 4, _ONNX_TARGETS),
-    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, 8, _ONNX_TARGETS),
-    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, 1, _ALL_TARGETS),
-    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, 2, _ONNX_TARGETS),
-    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, 4, _ALL_TARGETS),
-    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, 8, _ALL_TARGETS),
-    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, 2, _ALL_TARGETS),
-    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, 4, _ALL_TARGETS),
-    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, 8, _ONNX_TARGETS),
-    DType("TYPE_STRING", "BYTES", None, "object", 8, None, frozenset()),
-    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, 2, _ALL_TARGETS),
+    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, 1, _targets("torch.bool")),
+    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, 1, _targets("torch.uint8")),
+    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, 2, _targets("torch.uint16")),
+    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, 4, _targets("torch.uint32")),
+    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, 8, _targets("torch.uint64")),
+    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, 1, _targets("torch.int8")),
+    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, 2, _targets("torch.int16")),
+    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, 4, _targets("torch.int32")),
+    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, 8, _targets("torch.int64")),
+    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, 2, _targets("torch.float16")),
+    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, 4, _targets("torch.float32")),
+    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, 8, _targets("torch.float64")),
+    DType("TYPE_STRING", "BYTES", None, "object", 8, None, _targets(None)),
+    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, 2, _targets("torch.bfloat16")),
 )
 
 _BY_TRITON = {d.triton: d for d in DTYPES}

@@ -94,7 +94,8 @@ def auto_target(model: ManifestModel, tensorrt_builds: bool) -> tuple[str, str |
     for kind, meta in (("input", graph.input_spec), ("output", graph.output_spec)):
         for locator, spec in meta.tensor_data:
             entry = by_torch(spec.dtype)
-            if entry is not None and "tensorrt" not in entry.targets:
+            # Only where onnx serves it: a dtype no target serves (bfloat16) is refused by the plan, with why.
+            if entry is not None and "tensorrt" not in entry.targets and "onnx" in entry.targets:
                 return "onnx", (f"target auto -> onnx for model {model.name!r}: its {kind} {locator.display_path!r} is "
                                 f"{spec.dtype}, which TensorRT does not carry")
     return "tensorrt", None

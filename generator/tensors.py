@@ -32,7 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.dtypes import TORCH_DTYPES, TORCH_TO_TRITON, by_torch, servable_torch_dtypes
+from generator.dtypes import (
+    TARGET_RUNTIMES,
+    TORCH_DTYPES,
+    TORCH_TO_TRITON,
+    UNSERVED_ADVICE,
+    by_torch,
+    servable_torch_dtypes,
+    unservable_reason,
+)
 from generator.errors import Problem
 from generator.manifest import ManifestModel
 from generator.naming import SemanticPath, format_tensor_name
@@ -46,6 +54,7 @@ __all__ = [
     "INT32_MAX",
     "TensorPlan",
     "TensorsPlan",
+    "input_changes",
     "plan_tensors",
     "servability",
     "signature_order",
@@ -139,6 +148,13 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str
     decisions.extend(model.graph_fixes)
     graph = model.graph
     spec_file = str(model.spec_file)
+    changes = input_changes(graph)
+    if changes:
+        decisions.append(
+            "the call changes its inputs (post_input_spec): " + "; ".join(changes) + "; Triton serves the model "
+            "statelessly, so the change is lost: a request's inputs are dropped after the call (return what the "
+            "next call needs as an output and send it back as an input)"
+        )
 
     names, name_problems = _tensor_names(model, file)
     problems.extend(name_problems)
@@ -187,6 +203,48 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str
         problems.append(Problem(spec_file, model.spec_pointer + "/output_spec", "the graph has no output tensors"))
     return TensorsPlan(tuple(inputs), tuple(outputs), decision.batching, decision.max_batch_size, decision.opt_batch,
                        tuple(decisions), tuple(problems))
+
+
+def input_changes(graph: GraphSpec) -> list[str]:
+    """How forward changes its inputs, as AITune main records it (``post_input_spec``: the inputs after the call).
+
+    One phrase per input path whose recorded metadata differs before and after the call (leaf order aside, as AITune
+    compares them): a tensor's dtype or shape range, a tensor that appears or disappears, a non-tensor value. Empty
+    without a ``post_input_spec`` or when nothing changed; values changed in place keep their metadata and do not
+    show here.
+    """
+    post = graph.post_input_spec
+    if post is None:
+        return []
+    before = {locator.path: spec for locator, spec in graph.input_spec.tensor_data}
+    after = {locator.path: spec for locator, spec in post.tensor_data}
+    others_before = {locator.path: value for locator, value in graph.input_spec.other_data}
+    others_after = {locator.path: value for locator, value in post.other_data}
+    locators = {locator.path: locator for meta in (graph.input_spec, post)
+                for locator, _ in (*meta.tensor_data, *meta.other_data)}
+    changes = []
+    for path, locator in locators.items():
+        old = _tensor_text(before[path]) if path in before else repr(others_before.get(path, _MISSING))
+        new = _tensor_text(after[path]) if path in after else repr(others_after.get(path, _MISSING))
+        if old != new:
+            changes.append(f"{locator.display_path!r} {old} -> {new}")
+    return changes
+
+
+class _Missing:
+    """A leaf recorded on one side of the call only."""
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_MISSING = _Missing()
+
+
+def _tensor_text(spec: TensorSpec) -> str:
+    """``a torch.float32 [1..4, 8] tensor``: dtype and the recorded range per axis."""
+    axes = [str(lo) if lo == hi else f"{lo}..{hi}" for lo, hi in zip(spec.min_shape, spec.max_shape, strict=True)]
+    return f"a {spec.dtype} [{', '.join(axes)}] tensor"
 
 
 def _tensor_keys(graph: GraphSpec) -> dict[tuple[str, int], set[str]]:
@@ -529,16 +587,27 @@ def _tensor_plan(
 
 
 def _dtype_refusal(dtype: str | None, target: str | None) -> str:
-    """Why a tensor of ``dtype`` cannot be served (by ``target``, or by any target when None), naming what can."""
+    """Why a tensor of ``dtype`` cannot be served (by ``target``, or by any target when None), naming what can.
+
+    The reasons come from the one table of what each target's runtimes execute (:mod:`generator.dtypes`).
+    """
     servable = ", ".join(servable_torch_dtypes())
     if isinstance(dtype, str) and dtype not in TORCH_DTYPES:
         return f"dtype {dtype!r} is no torch dtype; gen-repo serves {servable}"
     entry = by_torch(dtype)
-    if entry is None or not entry.targets or target is None:
+    if entry is None or entry.torch is None:
         return f"dtype {dtype!r} has no Triton data type here (supported: {servable})"
-    others = " or ".join(sorted(entry.targets))
-    return (f"dtype {dtype!r} cannot be served by target {target} (it serves {', '.join(servable_torch_dtypes(target))}"
-            f"); target {others} serves it")
+    if entry.targets:
+        assert target is not None  # a dtype some target serves is refused only for another target
+        others = " or ".join(sorted(entry.targets))
+        return (f"dtype {dtype!r} cannot be served by target {target} (it serves "
+                f"{', '.join(servable_torch_dtypes(target))}): {unservable_reason(entry.torch, target)}; target "
+                f"{others} serves it")
+    reasons = list(dict.fromkeys(r for t in TARGET_RUNTIMES if (r := unservable_reason(entry.torch, t))))
+    shown = f"target {target}, nor by any other target" if target is not None else "any target"
+    advice = UNSERVED_ADVICE.get(entry.torch)
+    return (f"dtype {dtype!r} cannot be served by {shown} gen-repo builds: {'; '.join(reasons)}"
+            + (f"; {advice}" if advice else ""))
 
 
 def servability(loaded: LoadedGraph) -> TensorsPlan:

@@ -5,8 +5,11 @@ A :class:`ValueDomain` is a closed range or a set of values. It comes from the m
 a constant table: ``0..rows-1``, see :mod:`generator.export.onnx_indices`). The contract carries it, so reference
 data, the smoke test's requests, ``ModelContract.example_inputs`` and ``check-request`` all respect it.
 
-Without a domain, :func:`draw` makes data that is valid for most models: floats standard normal, integers small and
-non-negative, and mask-like inputs (a name containing ``mask``) all ones, so no row is fully masked.
+A mask's domain may also say which value keeps a position (``mask_keep``, found in the exported graph by
+:mod:`generator.export.onnx_masks`: ``False`` for a PyTorch key-padding mask, where ``True`` marks padding); synthetic
+data fills the mask with it. Without a domain, :func:`draw` makes data that is valid for most models: floats standard
+normal, integers small and non-negative, and mask-like inputs (a name containing ``mask``) all ones, so no row is
+fully masked.
 
 numpy only, imported lazily: :mod:`generator.plan` uses the data type and must stay light.
 """
@@ -34,12 +37,16 @@ def is_mask_like(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ValueDomain:
-    """The values one input takes: ``low..high`` (inclusive) or exactly ``values``; ``source`` says who said so."""
+    """The values one input takes: ``low..high`` (inclusive) or exactly ``values``; ``source`` says who said so.
+
+    ``mask_keep``: for a mask, the value that keeps a position (what synthetic data fills it with); None otherwise.
+    """
 
     low: float | None = None
     high: float | None = None
     values: tuple[Any, ...] | None = None
     source: str = ""
+    mask_keep: bool | int | None = None
 
     def describe(self) -> str:
         """``0..1`` or ``one of [1, 500, 999]``."""
@@ -52,6 +59,8 @@ class ValueDomain:
         body: dict[str, Any] = (
             {"values": list(self.values)} if self.values is not None else {"value_range": [self.low, self.high]}
         )
+        if self.mask_keep is not None:
+            body["mask_keep"] = self.mask_keep
         if self.source:
             body["source"] = self.source
         return body
@@ -59,10 +68,13 @@ class ValueDomain:
     @staticmethod
     def from_json(data: Mapping[str, Any], source: str = "") -> ValueDomain:
         """Inverse of :meth:`to_json` (also reads the manifest's ``{value_range}``/``{values}``)."""
+        keep = data.get("mask_keep")
+        # A contract is read from anywhere: false/true or 0/1 only (anything else says nothing).
+        keep = keep if isinstance(keep, bool) or (type(keep) is int and keep in (0, 1)) else None
         if "values" in data:
-            return ValueDomain(values=tuple(data["values"]), source=str(data.get("source", source)))
+            return ValueDomain(values=tuple(data["values"]), source=str(data.get("source", source)), mask_keep=keep)
         low, high = data["value_range"]
-        return ValueDomain(low, high, source=str(data.get("source", source)))
+        return ValueDomain(low, high, source=str(data.get("source", source)), mask_keep=keep)
 
     def dtype_problem(self, dtype: str) -> str | None:
         """Why this domain cannot hold values of numpy ``dtype`` (None when it can)."""
@@ -116,6 +128,8 @@ def draw(
 
     shape = tuple(int(s) for s in shape)
     kind = np.dtype(dtype).kind
+    if domain is not None and domain.mask_keep is not None:
+        return np.full(shape, domain.mask_keep, dtype=dtype)  # a mask: every position kept
     if domain is not None and domain.values is not None:
         choices = np.asarray(domain.values).astype(dtype)
         return choices[rng.integers(0, len(choices), size=shape)]

@@ -6,6 +6,8 @@ reference stage), built without ``--keep-going``: every error line names the man
 model and the stage; no line names a file that is gone or a placeholder (``<gen-repo>: /``); the exported ONNX of a
 model that failed after its export is kept for inspection; an index error names the value domains and the axis
 ranges, located where the range was declared.
+
+Made-up data: a failure that involves made-up inputs names each of them and the manifest line to fix it.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
-from build_helpers import record
+from build_helpers import load_module, record
 from click.testing import CliRunner
 
+from generator.build import BuildFailed, BuildOptions, build_repository
 from generator.cli import main as cli_main
 from generator.manifest import load_manifest
 from generator.plan import axis_origin, plan_repository
@@ -132,8 +136,11 @@ def test_the_onnx_of_a_model_that_failed_its_check_is_kept_for_inspection(failed
     manifest, cache, result = failed_build
     noisy = [e for e in _errors(result.stderr) if "'noisy'" in e]
     kept = cache / "failed" / "noisy" / "model.onnx"
-    assert noisy and all(e.startswith(f"{manifest}: /models/1: model 'noisy', stage check: ") for e in noisy)
-    assert all(f"model.onnx is kept for inspection: {kept}" in e for e in noisy), noisy
+    assert noisy and all(e.startswith((f"{manifest}: /models/1: model 'noisy', stage check: ",
+                                       f"{manifest}: /models/1/inputs: model 'noisy', stage check: ")) for e in noisy)
+    # The check ran on made-up inputs: one more line names them (tests of made-up data below); the others keep the ONNX.
+    checked = [e for e in noisy if "ran the model on made-up inputs" not in e]
+    assert checked and all(f"model.onnx is kept for inspection: {kept}" in e for e in checked), "\n".join(noisy)
     assert "onnxruntime differs from torch" in noisy[0] and "compared elements out of tolerance" in noisy[0]
     onnx.checker.check_model(onnx.load(str(kept)))
     assert not list(cache.glob(".build-*"))  # the work folder itself is gone
@@ -141,7 +148,7 @@ def test_the_onnx_of_a_model_that_failed_its_check_is_kept_for_inspection(failed
 
 def test_an_index_error_names_values_and_axes_located_where_the_range_was_declared(failed_build) -> None:
     manifest, _, result = failed_build
-    (roberta,) = [e for e in _errors(result.stderr) if "'roberta'" in e]
+    (roberta,) = [e for e in _errors(result.stderr) if "'roberta'" in e and "ran the model on made-up inputs" not in e]
     # Located at the manifest's own declaration of the sequence axis, not at the spec.
     assert roberta.startswith(f"{manifest}: /models/2/dynamic_shapes/0/shape/1: model 'roberta', stage reference: "
                               "failed on reference case 'max' (input_input_ids [4, 64], input_attention_mask [4, 64])"
@@ -233,3 +240,53 @@ def test_output_ranges_follow_what_the_model_produces_not_the_recording(tmp_path
     assert list(parse_config((tmp_path / "repo" / "filter" / "config.pbtxt").read_text()).output[0].dims) == [-1, 8]
     assert data_dependent_axes(onnx.load(str(version / "model.onnx"))) == {"output": {0}}
     assert any(n.startswith("output 'output': shapes [") for n in report.models[0].notes)
+
+
+SPECTRUM_MODELS = '''\
+"""A model that takes a power spectrum: negative values are invalid, as real spectra have none."""
+import torch
+
+
+class Spectrum(torch.nn.Module):
+    def forward(self, power, padding_mask):
+        if bool((power < 0).any()):
+            raise ValueError("power must be non-negative")
+        return torch.log1p(power).masked_fill(padding_mask[..., None], 0.0).sum(dim=1)
+
+
+def make():
+    return Spectrum().eval()
+'''
+
+
+def test_a_failure_on_made_up_inputs_names_each_and_the_manifest_line_that_replaces_it(tmp_path: Path) -> None:
+    (tmp_path / "spectrum_models.py").write_text(SPECTRUM_MODELS)
+    module = load_module(tmp_path / "spectrum_models.py", "_recording_spectrum_models")
+    calls = [(b, {"power": torch.rand(b, s, 4), "padding_mask": torch.zeros(b, s, dtype=torch.bool)})
+             for b, s in ((1, 3), (2, 5), (4, 7))]
+    (tmp_path / "spectrum.graphspec.json").write_text(json.dumps(record("spectrum", module.make(),
+                                                                        ["power", "padding_mask"], calls)))
+    manifest = tmp_path / "gen-repo.yaml"
+    manifest.write_text(yaml.safe_dump({"models": [{"name": "spectrum", "spec": "spectrum.graphspec.json",
+                                                    "source": {"factory": "spectrum_models:make"},
+                                                    "target": "python"}]}))
+    options = BuildOptions(allow_code=True, cache_dir=tmp_path / "cache", code_path=(str(tmp_path),))
+    with pytest.raises(BuildFailed) as info:
+        build_repository(manifest, options, tmp_path / "repo")
+    (result,) = info.value.report.models
+    assert result.stage == "export"
+    *export, made_up = result.problems
+    assert "the model's forward fails on the example inputs: ValueError: power must be non-negative" in \
+        export[0].message
+    assert (made_up.file, made_up.pointer) == (str(manifest), "/models/0/inputs")
+    assert made_up.message == (
+        "model 'spectrum', stage export: this stage ran the model on made-up inputs; give each the values it really "
+        "takes in the manifest "
+        "(or real calls under samples:): 'input_power' was standard normal (a guess): "
+        "`inputs: {power: {value_range: [LOW, HIGH]}}`; 'input_padding_mask' was all true (a guess: a mask that "
+        "keeps every position); if false keeps a position: `inputs: {padding_mask: {values: [false]}}`")
+    # The line it names works: with the values the model takes, the build goes through.
+    document = yaml.safe_load(manifest.read_text())
+    document["models"][0]["inputs"] = {"power": {"value_range": [0, 10]}, "padding_mask": {"values": [False]}}
+    manifest.write_text(yaml.safe_dump(document))
+    assert build_repository(manifest, options, tmp_path / "repo").ok

@@ -173,3 +173,33 @@ def test_warmup_reads_build_data_but_config_alone_warms_up_with_zeros_and_random
     (entry,) = config.model_warmup[0].inputs.values()
     assert entry.random_data and not entry.input_data_file
     assert not (out / "s" / "warmup").exists()
+
+
+STREAMING = Path(__file__).resolve().parent / "data" / "post_input" / "streaming.graphspec.json"
+
+
+def test_validate_and_plan_say_that_an_input_changed_by_the_call_is_lost(tmp_path):
+    """AITune main's post_input_spec (tests/data/post_input, recorded as AITune main records it): the call grows
+    state["history"] and counts state["chunks"]; Triton serves statelessly, and both commands say so. The input
+    overwritten in place with the same shape (state["last"]) leaves no trace in the metadata and is not named."""
+    said = ("the call changes its inputs (post_input_spec): 'state[\"history\"]' a torch.float32 [1..4, 5..9, 8] "
+            "tensor -> a torch.float32 [1..4, 8..15, 8] tensor; 'state[\"chunks\"]' 0 -> 1; Triton serves the model "
+            "statelessly, so the change is lost: a request's inputs are dropped after the call (return what the "
+            "next call needs as an output and send it back as an input)")
+    validated = _run("validate", "--json", str(STREAMING))
+    assert validated.exit_code == 0, validated.output
+    (graph,) = json.loads(validated.output)["graphs"]
+    assert said in graph["triton"]["decisions"]
+    shutil.copy(STREAMING, tmp_path / "streaming.graphspec.json")
+    manifest = write_manifest(tmp_path, {"models": [{"name": "s", "spec": "streaming.graphspec.json"}]})
+    planned = _run("plan", "--json", str(manifest))
+    assert planned.exit_code == 0, planned.output
+    (model,) = json.loads(planned.output)["models"]
+    assert said in model["decisions"]
+    assert not any("state[\\\"last\\\"]" in d or "'state[\"last\"]'" in d for d in model["decisions"])
+    # The same recording without a change after the call: nothing said.
+    document = json.loads(STREAMING.read_text(encoding="utf-8"))
+    document["graph"]["post_input_spec"] = document["graph"]["input_spec"]
+    (tmp_path / "streaming.graphspec.json").write_text(json.dumps(document), encoding="utf-8")
+    planned = _run("plan", "--json", str(manifest))
+    assert not any("post_input_spec" in d for d in json.loads(planned.output)["models"][0]["decisions"])

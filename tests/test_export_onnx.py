@@ -6,6 +6,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -350,7 +351,7 @@ def test_legacy_fallback_is_used_and_reported(tmp_path: Path) -> None:
     outputs = [TensorIO("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
     result = export_onnx(DataDependent(), tmp_path / "model.onnx", inputs, outputs)
     assert result.exporter == "legacy"
-    assert len(result.notes) == 1 and "dynamo=True) failed (GuardOnDataDependentSymNode" in result.notes[0]
+    assert len(result.notes) == 1 and "dynamo=True): failed (GuardOnDataDependentSymNode" in result.notes[0]
     cases, _ = make_reference_cases(DataDependent(), inputs, outputs, model_name="dd", max_batch_size=8)
     check_onnx(result.path, inputs, outputs, cases)
     with pytest.raises(ExportError, match="dynamo=True"):
@@ -393,3 +394,99 @@ def test_zero_d_inputs_and_outputs_travel_as_one(tmp_path: Path) -> None:
                                    .sum(), rtol=1e-5)
     results = check_onnx(path, inputs, outputs, cases)
     assert len(results) == 6 and all(r.ok for r in results)
+
+
+class Tagger(nn.Module):
+    """Embedding -> bidirectional 2-layer LSTM or GRU -> tags; the initial state is optional (None, h0, (h0, c0))."""
+
+    def __init__(self, rnn: str) -> None:
+        super().__init__()
+        torch.manual_seed(6)
+        self.embed = nn.Embedding(30, 8)
+        self.rnn = (nn.LSTM if rnn == "lstm" else nn.GRU)(8, 6, num_layers=2, bidirectional=True, batch_first=True)
+        self.out = nn.Linear(12, 3)
+
+    def forward(self, ids: torch.Tensor, state: Any = None) -> torch.Tensor:
+        return self.out(self.rnn(self.embed(ids), state)[0])
+
+
+def _tagger_io(rnn: str, with_state: bool) -> tuple[list[TensorIO], list[TensorIO]]:
+    """ids [b, s] (s dynamic 2..24) and, with a state, h0 (and c0) [4, b, 6]: the batch on axis 1, no batching."""
+    inputs = [TensorIO("input_ids", "ids", "int64", (1, 2), (3, 10), (4, 24), 0)]
+    if with_state:
+        paths: list[Any] = [("state", 0), ("state", 1)] if rnn == "lstm" else ["state"]
+        inputs += [TensorIO(f"input_state_{i}", path, "float32", (4, 1, 6), (4, 3, 6), (4, 4, 6))
+                   for i, path in enumerate(paths)]
+    return inputs, [TensorIO("output", (), "float32", (1, 2, 3), (4, 24, 3), (4, 24, 3), 0)]
+
+
+@pytest.mark.parametrize(("rnn", "with_state"), [("lstm", True), ("gru", False), ("gru", True)])
+def test_rnns_export_with_their_dynamic_sequence_axis_and_match_torch_at_other_lengths(tmp_path, rnn, with_state):
+    """torch.export specialises an RNN's sequence axis (a constraint violation, or a graph whose output fixes it);
+    the TorchScript-based exporter keeps it dynamic. Both reasons are kept; onnxruntime matches torch at lengths
+    the export never saw. (The zoo's LSTM tagger without a state: tests/test_zoo.py.)"""
+    module = Tagger(rnn).eval()
+    inputs, outputs = _tagger_io(rnn, with_state)
+    result = export_onnx(module, tmp_path / "model.onnx", inputs, outputs)
+    assert result.exporter == "legacy"
+    (note,) = result.notes
+    assert note.startswith("torch.onnx.export(dynamo=True): ") and note.endswith("; tried the next exporter")
+    assert "the model does not allow the plan's dynamic axes" in note or "its graph does not fit the plan" in note
+    graph_inputs = onnx.load(str(result.path)).graph.input
+    assert all(isinstance(_dims(i)[1], str) for i in graph_inputs)  # the sequence (ids) and batch (state) axes vary
+    session = _session(result.path)
+    generator = torch.Generator().manual_seed(0)
+    for batch, seq in ((1, 3), (2, 17), (4, 24)):
+        ids = torch.randint(0, 30, (batch, seq), generator=generator)
+        state = [torch.randn(4, batch, 6, generator=generator) for _ in inputs[1:]]
+        with torch.no_grad():
+            want = module(ids, None if not state else tuple(state) if rnn == "lstm" else state[0]).numpy()
+        feed = {"input_ids": ids.numpy(), **{f"input_state_{i}": s.numpy() for i, s in enumerate(state)}}
+        np.testing.assert_allclose(session.run(None, feed)[0], want, rtol=1e-5, atol=1e-6)
+
+
+class PaddingEncoder(nn.Module):
+    """``nn.TransformerEncoder`` with a PyTorch key-padding mask: ``True`` marks padding, all ``True`` raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(7)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1)
+
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(x, src_key_padding_mask=padding_mask)
+
+
+PADDING_INPUTS = [TensorIO("input_x", "x", "float32", (1, 2, 8), (2, 5, 8), (4, 9, 8), 0),
+                  TensorIO("input_padding_mask", "padding_mask", "bool", (1, 2), (2, 5), (4, 9), 0)]
+PADDING_OUTPUTS = [TensorIO("output", (), "float32", (1, 2, 8), (4, 9, 8), (4, 9, 8), 0)]
+
+
+def test_a_made_up_mask_is_tried_both_ways(tmp_path):
+    """The synthetic example's mask is all true first (a Hugging Face mask keeps every position so); a PyTorch
+    key-padding mask then pads every position and forward raises, so all false is tried, and the result says so."""
+    result = export_onnx(PaddingEncoder().eval(), tmp_path / "model.onnx", PADDING_INPUTS, PADDING_OUTPUTS)
+    mask = result.masks["input_padding_mask"]
+    assert mask.mask_keep is False and (mask.low, mask.high) == (0, 1)
+    assert mask.source.startswith("a mask: forward fails with it all true (RuntimeError: to_padded_tensor")
+    assert mask.source.endswith("and runs with it all false")
+
+
+class NoPaddingAllowed(nn.Module):
+    """A mask that must mark some positions but not all: neither made-up fill works."""
+
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        if bool(padding_mask.all()) or not bool(padding_mask.any()):
+            raise ValueError("padding_mask must pad some positions, not all")
+        return x.masked_fill(padding_mask.unsqueeze(-1), 0.0)
+
+
+def test_a_mask_that_fails_both_ways_says_both(tmp_path):
+    with pytest.raises(ExportError) as info:
+        export_onnx(NoPaddingAllowed(), tmp_path / "model.onnx", PADDING_INPUTS, PADDING_OUTPUTS)
+    first, second = (p.message for p in info.value.problems)
+    assert first == ("the model's forward fails on the example inputs: ValueError: padding_mask must pad some "
+                     "positions, not all")
+    assert second == "with 'input_padding_mask' all false (0) instead: " + first
+    assert not (tmp_path / "model.onnx").exists()

@@ -22,10 +22,10 @@ from generator.model_files import config_files
 from generator.parallel_plan import PlannedFiles, plan_config_files
 from generator.planning import plan_build
 from generator.workers import fork_pool
-from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, write_manifest
+from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, ZOO_REFUSED_SPECS, write_manifest
 
 ZOO = REPO / "tests" / "zoo"
-ZOO_SPECS = sorted(p.name for p in (ZOO / "specs").glob("*.graphspec.json"))
+ZOO_SPECS = sorted(p.name for p in (ZOO / "specs").glob("*.graphspec.json") if p.name not in ZOO_REFUSED_SPECS)
 ENSEMBLE = {"name": "bert_classifier", "steps": [
     {"model": "bert", "inputs": {"input_input_ids": "input_ids", "input_attention_mask": "attention_mask",
                                  "input_token_type_ids": "token_type_ids"},
@@ -57,7 +57,8 @@ def _models(copies: int) -> list[dict[str, Any]]:
                                     {"name": "head", "spec": "specs/head.graphspec.json"}]
     for copy in range(copies):
         for i, name in enumerate(FIXTURE_FILES + ZOO_SPECS):
-            models.append({"name": f"{name.split('.')[0]}_copy{copy}", "spec": f"specs/{name}",
+            models.append({"name": f"{name.removesuffix('.graphspec.json').replace('.', '_')}_copy{copy}",
+                           "spec": f"specs/{name}",
                            "target": ("onnx", "python", "auto")[(i + copy) % 3]})
     models.append({"spec": {"file": "specs/tune_report.json", "graph": 0}})  # a name derived from the graph
     models += _zoo_entries("zoo")

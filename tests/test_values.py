@@ -48,3 +48,16 @@ def test_array_problems():
     assert ValueDomain(0, 1).array_problem(np.array([-1])) == "value -1 is below 0..1"
     assert ValueDomain(values=(1, 5)).array_problem(np.array([1, 3])) == "value 3 is not one of [1, 5]"
     assert ValueDomain(0, 1).array_problem(np.zeros((0, 4))) is None
+
+
+def test_a_masks_domain_fills_it_with_the_value_that_keeps_positions_and_round_trips():
+    rng = np.random.default_rng(0)
+    padding = ValueDomain(0, 1, mask_keep=False, source="a mask: true drops a position")
+    drawn = draw(rng, "padding_mask", "bool", (4, 6), padding)
+    assert drawn.dtype == np.bool_ and not drawn.any()  # a PyTorch key-padding mask: false keeps a position
+    assert (draw(rng, "keep", "int64", (2, 3), ValueDomain(0, 1, mask_keep=1)) == 1).all()
+    assert padding.to_json() == {"value_range": [0, 1], "mask_keep": False, "source": "a mask: true drops a position"}
+    assert ValueDomain.from_json(padding.to_json()) == padding
+    # A contract comes from anywhere: a mask_keep that is no 0/1 or false/true says nothing.
+    for hostile in ("yes", 2, 0.5, [0], None):
+        assert ValueDomain.from_json({"value_range": [0, 1], "mask_keep": hostile}).mask_keep is None

@@ -3,10 +3,14 @@
 Every model of ``tests/zoo/gen-repo.yaml`` is built once per session for the python target (a BERT encoder with
 token_type_ids and real samples, the same BERT with explicit ranges on only some inputs, GPT-2, ViT, a ResNet, a
 diffusers UNet2DConditionModel called plainly with a per-item timestep, and the same UNet stacked for guidance with
-a 0-d timestep and sample calls from a factory, a Wav2Vec2 CTC model whose declared audio range is wider than its
-recording, and a Llama decoder on real left-padded prompt batches compared with a padding mask). onnxruntime must
-match torch on every stored case, the real Triton must pass every smoke check, every stored reference case of every
-test repository must be a valid request, and every stored output must lie inside its contract's range.
+a 0-d timestep and sample calls from a factory; a Wav2Vec2 CTC model whose declared audio range is wider than
+its recording, a Llama decoder on real left-padded prompt batches compared with a padding mask, a T5
+encoder-decoder, a CLIP model whose text and image towers take batches of their own, a bidirectional LSTM tagger
+without and with an initial state (AITune's two graphs), and an ``nn.TransformerEncoder`` with a bool key-padding
+mask). onnxruntime must match torch on every stored case, the real Triton must pass every smoke check, every
+stored reference case of every test repository must be a valid request, and every stored output must lie inside
+its contract's range. A bfloat16 ViT recording is refused by ``validate`` and ``plan``, before anything is
+exported.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from tests.manifest_helpers import REPO
 
 ZOO = REPO / "tests" / "zoo"
 ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided", "head", "wav2vec2",
-              "llama")
+              "llama", "t5", "clip", "rnn_tagger", "rnn_tagger_state", "padding_mask_encoder")
+#: Every recording in tests/zoo/specs (the RNN tagger's two graphs are rnn_tagger.0 and rnn_tagger.1).
+ZOO_SPECS = sorted(p.name.removesuffix(".graphspec.json") for p in (ZOO / "specs").glob("*.graphspec.json"))
 #: The zoo's ensemble: bert's pooled output into the classification head, one Triton endpoint.
 ZOO_ENSEMBLES = ("bert_classifier",)
 
@@ -59,7 +65,7 @@ def _plans():
     return {m.name: m for m in plan_repository(load_manifest(ZOO / "gen-repo.yaml")).models}
 
 
-@pytest.mark.parametrize("stem", ZOO_MODELS)
+@pytest.mark.parametrize("stem", ZOO_SPECS)
 def test_zoo_specs_are_aitune_recordings_and_keep_aitunes_answers(stem):
     document = json.loads((ZOO / "specs" / f"{stem}.graphspec.json").read_text())
     assert document["aitune_version"] == "0.6.0"
@@ -188,7 +194,8 @@ def test_zoo_passes_every_smoke_check_in_a_real_triton(zoo_repository, triton_se
     assert report.exit_code == 0, explained
     assert sorted(report.models) == sorted([*ZOO_MODELS, *ZOO_ENSEMBLES])
     skipped = {(r.model, r.check) for r in report.results if r.status == "skipped"}
-    assert skipped == {("unet_guided", "reject_batch")}, explained  # the one model that cannot batch
+    # The models that cannot batch: a stacked batch with a 0-d timestep, two towers' own batches, a state [4, b, h].
+    assert skipped == {(name, "reject_batch") for name in ("unet_guided", "clip", "rnn_tagger_state")}, explained
     passed = {(r.model, r.check) for r in report.results if r.status == "passed"}
     assert ("bert", "burst") in passed and ("unet_guided", "reference") in passed
     # The ensemble is checked like any model: through Triton's ensemble scheduler, against the chained reference.
@@ -274,3 +281,115 @@ def test_every_stored_reference_output_lies_inside_its_contract_range(zoo_reposi
     assert (wav2vec2.min_shape, wav2vec2.max_shape) == ((1, 39, 12), (4, 799, 12))
     (llama,) = ModelContract.from_repository(zoo_repository, "llama").outputs
     assert (llama.min_shape, llama.max_shape) == ((1, 2, 99), (4, 48, 99))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Unseen architectures (issue 22)
+# --------------------------------------------------------------------------------------------------------------------
+def _zoo_models_module():
+    import sys
+
+    sys.path.insert(0, str(ZOO))
+    try:
+        import zoo_models
+    finally:
+        sys.path.remove(str(ZOO))
+    return zoo_models
+
+
+def test_what_each_unseen_architecture_needed_is_in_its_build_notes(zoo_build):
+    notes = {m.name: m.notes for m in zoo_build[1].models}
+    # torch.export specialises the LSTM's sequence axis (a constraint violation, or a graph whose output fixes it);
+    # the TorchScript-based exporter keeps it dynamic. Both reasons stay in the notes.
+    for name in ("rnn_tagger", "rnn_tagger_state"):
+        dynamo = next(n for n in notes[name] if n.startswith("torch.onnx.export(dynamo=True): "))
+        assert ("the model does not allow the plan's dynamic axes" in dynamo or
+                "its graph does not fit the plan: output 'output' axis 1 is fixed" in dynamo), notes[name]
+        assert dynamo.endswith("; tried the next exporter"), notes[name]
+        assert any(n.startswith("exported with the TorchScript-based exporter torch.onnx.export(dynamo=False) in ")
+                   for n in notes[name]), notes[name]
+    # The bool key-padding mask: all true pads every position (the forward raises), the graph shows true drops one.
+    assert ("input 'input_padding_mask' is a mask: true drops a position (Where(input_padding_mask, -inf, x) in the "
+            "graph); synthetic data keeps every position (all false)") in notes["padding_mask_encoder"]
+    assert any(n.startswith("export example: input 'input_padding_mask' is a mask: forward fails with it all true "
+                            "(RuntimeError: to_padded_tensor") for n in notes["padding_mask_encoder"])
+
+
+def test_the_rnn_taggers_keep_their_dynamic_sequence_axis_and_match_torch_at_other_lengths(zoo_repository):
+    import onnxruntime as ort
+    import torch
+
+    tagger = _zoo_models_module().make_rnn_tagger()
+    generator = torch.Generator().manual_seed(1)
+    for name, with_state in (("rnn_tagger", False), ("rnn_tagger_state", True)):
+        session = ort.InferenceSession(str(zoo_repository / name / "1" / "model.onnx"),
+                                       providers=["CPUExecutionProvider"])
+        assert isinstance(session.get_inputs()[0].shape[1], str)  # the sequence axis of input_ids is dynamic
+        for batch, seq in ((1, 7), (3, 11), (2, 17)):  # lengths no reference case has
+            ids = torch.randint(0, 99, (batch, seq), generator=generator)
+            state = tuple(torch.randn(4, batch, 12, generator=generator) for _ in range(2)) if with_state else None
+            with torch.no_grad():
+                want = tagger(ids, state).numpy()
+            feed = {"input_input_ids": ids.numpy()}
+            if state is not None:
+                feed.update(input_state_0=state[0].numpy(), input_state_1=state[1].numpy())
+            np.testing.assert_allclose(session.run(None, feed)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_bool_padding_mask_is_filled_with_the_value_that_keeps_every_position(zoo_repository):
+    contract = ModelContract.from_repository(zoo_repository, "padding_mask_encoder")
+    mask = contract.input("input_padding_mask")
+    assert mask.values is not None and mask.values.mask_keep is False
+    assert not contract.example_inputs("max")["input_padding_mask"].any()  # the client's example keeps every position
+    for case in read_reference(zoo_repository / "padding_mask_encoder" / "1" / "gen_repo"):
+        assert not case.inputs["input_padding_mask"].any(), case.name
+    padded = dict(read_reference(zoo_repository / "padding_mask_encoder" / "1" / "gen_repo")[0].inputs)
+    padded["input_padding_mask"][:, -1:] = True  # real padding is a valid request
+    assert contract.validate(padded) == []
+
+
+def test_two_towers_and_two_sequences_vary_independently(zoo_repository):
+    """CLIP's texts and images come in batches of their own (AITune records the texts' batch only), so the model
+    does not batch and each axis has its own range; T5's encoder and decoder lengths differ in its reference cases."""
+    clip = ModelContract.from_repository(zoo_repository, "clip")
+    assert clip.max_batch_size == 0 and clip.input("input_pixel_values").dims == (-1, 3, 32, 32)
+    opt = next(c for c in read_reference(zoo_repository / "clip" / "1" / "gen_repo") if c.name == "opt")
+    assert (opt.inputs["input_input_ids"].shape[0], opt.inputs["input_pixel_values"].shape[0]) == (4, 5)
+    assert opt.outputs["output_logits_per_image"].shape == (5, 4)
+    t5 = {c.name: c for c in read_reference(zoo_repository / "t5" / "1" / "gen_repo")}
+    assert t5["opt"].inputs["input_input_ids"].shape == (4, 16)
+    assert t5["opt"].inputs["input_decoder_input_ids"].shape == (4, 9)
+
+
+def test_a_bfloat16_recording_is_refused_before_any_export(tmp_path):
+    """validate, plan and build refuse AITune's bf16 ViT recording at once, naming why no target serves bfloat16 here
+    and what does; the build imports nothing (the factory is never called)."""
+    import shutil
+
+    from generator.cli import main
+
+    runner = CliRunner()
+    reason = ("dtype 'torch.bfloat16' cannot be served by {who} gen-repo builds: onnxruntime's CPU kernels have no "
+              "bfloat16 (a bfloat16 Gemm or MatMul fails to load: NOT_IMPLEMENTED), and numpy, which holds the "
+              "build's reference data, has no bfloat16; record and serve the model in float16 (model.half(): "
+              "onnxruntime's CPU kernels run it) or float32")
+    spec = ZOO / "specs" / "vit_bf16.graphspec.json"
+    validated = runner.invoke(main, ["validate", str(spec)])
+    assert validated.exit_code == 2
+    assert (f"error: {spec}: /graph/input_spec/tensor_data/0/dtype: " + reason.format(who="any target")
+            in validated.stderr.splitlines())
+    shutil.copy(spec, tmp_path / "vit_bf16.graphspec.json")
+    shutil.copy(ZOO / "zoo_models.py", tmp_path / "zoo_models.py")
+    for target in ("python", "onnx", "tensorrt", "auto"):
+        manifest = tmp_path / "gen-repo.yaml"
+        manifest.write_text(f"models:\n  - name: vit_bf16\n    spec: vit_bf16.graphspec.json\n    target: {target}\n"
+                            "    source: {factory: 'zoo_models:make_vit_bf16'}\n", encoding="utf-8")
+        resolved = "onnx" if target == "auto" else target  # no TensorRT and GPU here
+        located = (f"error: {tmp_path / 'vit_bf16.graphspec.json'}: /graph/input_spec/tensor_data/0/dtype: "
+                   + reason.format(who=f"target {resolved}, nor by any other target"))
+        for command in (["plan", str(manifest)],
+                        ["build", str(manifest), "-o", str(tmp_path / "repo"), "--allow-code"]):
+            result = runner.invoke(main, command)
+            assert result.exit_code == 2, (command, result.output)
+            assert located in result.stderr.splitlines(), (command, result.stderr)
+    assert not (tmp_path / "repo").exists() and not (tmp_path / "__pycache__").exists()

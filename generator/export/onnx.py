@@ -10,8 +10,9 @@ from a bare GraphSpec (:class:`TensorIO`).
   indices) and flattens forward's result by the output plans' paths.
 - Axes whose min and max differ are dynamic (``torch.export.Dim.DYNAMIC`` bounded by min/max, so torch.export
   itself works out which axes are equal, e.g. a shared batch or sequence axis); the others are static.
-- The exporter is ``torch.onnx.export(dynamo=True)``; when it fails, the legacy TorchScript exporter with
-  ``dynamic_axes`` is tried and the result says so (``ExportResult.exporter``/``notes``).
+- The exporter is ``torch.onnx.export(dynamo=True)``; when it fails (constraint violations included) or its graph
+  does not have the plan's dynamic axes, the TorchScript-based exporter with ``dynamic_axes`` is tried, and the
+  result keeps both reasons (``ExportResult.exporter``/``notes``).
 - torch 2.13's dynamo exporter writes weights to ``<file>.data`` by default; here the file is written
   self-contained (``external_data=False``, and re-saved inline if any initializer is still external) and
   :func:`onnx_io_problems` refuses a file that references external data.
@@ -30,7 +31,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +42,7 @@ from generator.compare import DEFAULT_TOLERANCES, CompareSettings, compare_outpu
 from generator.dtypes import by_onnx, normalize_dtype
 from generator.errors import GenRepoError, Problem
 from generator.naming import SemanticPath, format_tensor_name
+from generator.values import ValueDomain, is_mask_like
 
 if TYPE_CHECKING:
     import torch
@@ -51,8 +53,11 @@ __all__ = [
     "CaseLike",
     "CaseResult",
     "DEFAULT_TOLERANCES",
+    "EXPORTERS",
+    "EXPORTER_NAMES",
     "ExportError",
     "ExportResult",
+    "ForwardError",
     "FlatModule",
     "InputPlanLike",
     "OnnxCheckError",
@@ -75,6 +80,14 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+#: The exporters :func:`export_onnx` tries, in order: torch.export-based, then the TorchScript-based one, which keeps
+#: axes dynamic where torch.export specialises them (``nn.LSTM``/``nn.GRU`` sequence axes) and traces through
+#: data-dependent Python control flow.
+EXPORTERS = ("dynamo", "legacy")
+#: How notes and errors name each exporter.
+EXPORTER_NAMES = {"dynamo": "torch.onnx.export(dynamo=True)",
+                  "legacy": "the TorchScript-based exporter torch.onnx.export(dynamo=False)"}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -145,6 +158,8 @@ class ExportResult:
     dynamic_axes: dict[str, list[int]]
     seconds: float
     notes: list[str] = field(default_factory=list)
+    #: Masks whose synthetic fill had to be flipped for forward to run (by input name): which value keeps a position.
+    masks: dict[str, ValueDomain] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +179,10 @@ class CaseResult:
 
 class ExportError(GenRepoError):
     """torch -> ONNX export failed (with both exporters), or the model does not fit its plan."""
+
+
+class ForwardError(ExportError):
+    """The model's forward raises on the example inputs (before any exporter runs)."""
 
 
 class OnnxCheckError(GenRepoError):
@@ -460,62 +479,134 @@ def export_onnx(
 
     ``module`` is an ``nn.Module`` (use :func:`load_pt2` for a ``.pt2`` archive). The graph's inputs are the plans'
     tensors, flat, in plan order; its outputs the output plans' tensors in order. ``example`` overrides the traced
-    inputs (default :func:`example_inputs`). Raises :class:`ExportError` naming the model's problem when neither
-    exporter succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
+    inputs (default :func:`example_inputs`). The exporters of :data:`EXPORTERS` are tried in order (only the first
+    without ``allow_legacy``) until one gives a file with the plans' I/O and dynamic axes; each failure before it is
+    a note. Raises :class:`ExportError` with every exporter's reason when
+    none succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
     """
     onnx_path = Path(onnx_path)
     started = time.monotonic()
     _check_plans(inputs, outputs)
     wrapper = flat_module_for(module, inputs, outputs, forward_signature=forward_signature, constants=constants)
-    tensors = list(example) if example is not None else example_inputs(inputs)
     input_names = [p.name for p in inputs]
     output_names = [p.name for p in outputs]
     dynamic = {p.name: dynamic_axes_of(p) for p in inputs}
-    _check_forward(wrapper, tensors, outputs)
+    masks: dict[str, ValueDomain] = {}
+    if example is not None:
+        tensors = list(example)
+        _check_forward(wrapper, tensors, outputs)
+    else:
+        tensors, masks = _working_example(wrapper, inputs, outputs)
 
     onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    notes: list[str] = []
+    chain = EXPORTERS if allow_legacy else EXPORTERS[:1]
+    failures: list[tuple[str, str]] = []
     workdir = Path(tempfile.mkdtemp(prefix=f".{onnx_path.name}.", dir=onnx_path.parent))
     try:
         # Export under the final file name (in a private folder): external data, if any, is then named after it.
         staged = workdir / onnx_path.name
-        exporter = "dynamo"
-        try:
-            _export_dynamo(wrapper, tensors, staged, inputs, input_names, output_names, opset_version)
-        except GenRepoError:
-            raise
-        except Exception as exc:
-            message = _ANSI.sub("", str(exc))
-            if any(marker in message for marker in _CONSTRAINT_MARKERS):
-                detail = next((ln.strip() for ln in message.splitlines() if "Dim" in ln or "dynamic" in ln), "")
-                raise ExportError([Problem(
-                    str(onnx_path), "", "torch.export: the model does not allow the plan's dynamic axes "
-                    f"{dynamic} within their ranges; {detail or _short(exc)}",
-                )]) from exc
-            if not allow_legacy:
-                raise ExportError(
-                    [Problem(str(onnx_path), "", f"torch.onnx.export(dynamo=True) failed: {_short(exc)}")]
-                ) from exc
-            notes.append(f"torch.onnx.export(dynamo=True) failed ({_short(exc)}); used the legacy exporter")
-            exporter = "legacy"
+        for exporter in chain:
             for leftover in workdir.iterdir():
                 leftover.unlink()
-            try:
-                _export_legacy(wrapper, tensors, staged, input_names, output_names, dynamic, opset_version)
-            except Exception as legacy_exc:
-                raise ExportError(
-                    [
-                        Problem(str(onnx_path), "", f"torch.onnx.export(dynamo=True) failed: {_short(exc)}"),
-                        Problem(str(onnx_path), "", f"the legacy exporter failed too: {_short(legacy_exc)}"),
-                    ]
-                ) from legacy_exc
+            reason = _try_exporter(exporter, wrapper, tensors, staged, inputs, outputs, input_names, output_names,
+                                   dynamic, opset_version)
+            if reason is None:
+                break
+            failures.append((exporter, reason))
+        else:
+            raise ExportError([Problem(str(onnx_path), "", f"{EXPORTER_NAMES[e]}: {why}") for e, why in failures])
         _save_self_contained(staged, staged.with_name(staged.name + ".inline"), strip_stack_traces=True)
         os.replace(staged.with_name(staged.name + ".inline"), onnx_path)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    # Every exporter that failed before the one that worked, with its reason: the build notes keep them all.
+    notes = [f"{EXPORTER_NAMES[e]}: {why}; tried the next exporter" for e, why in failures]
     for note in notes:
         _log.warning("%s: %s", onnx_path.name, note)
-    return ExportResult(onnx_path, exporter, input_names, output_names, dynamic, time.monotonic() - started, notes)
+    return ExportResult(onnx_path, exporter, input_names, output_names, dynamic, time.monotonic() - started, notes,
+                        masks)
+
+
+def _guessed_masks(inputs: Sequence[InputPlanLike]) -> list[InputPlanLike]:
+    """Inputs whose synthetic example is a guess about a mask: bool inputs and mask-like integers, no domain given."""
+    return [p for p in inputs if getattr(p, "values", None) is None and
+            (normalize_dtype(p.dtype) == "bool" or (is_mask_like(p.name) and
+                                                    np.dtype(normalize_dtype(p.dtype)).kind in "iu"))]
+
+
+def _working_example(
+    wrapper: Any, inputs: Sequence[InputPlanLike], outputs: Sequence[TensorPlanLike]
+) -> tuple[list[Any], dict[str, ValueDomain]]:
+    """The synthetic example, tried both ways for its masks: all ones (true) first, then all zeros (false).
+
+    A PyTorch key-padding mask is true where a position is padding: all true pads every position and forward raises
+    (``nn.TransformerEncoder``). When only the flipped masks run, their domains say so (``mask_keep``).
+    """
+    import torch
+
+    tensors = example_inputs(inputs)
+    try:
+        _check_forward(wrapper, tensors, outputs)
+        return tensors, {}
+    except ForwardError as error:
+        first = error
+        guessed = _guessed_masks(inputs)
+        if not guessed:
+            raise
+        flip = {p.name for p in guessed}
+        flipped = [torch.zeros_like(t) if p.name in flip else t for p, t in zip(inputs, tensors, strict=True)]
+        names = ", ".join(repr(p.name) for p in guessed)
+        try:
+            _check_forward(wrapper, flipped, outputs)
+        except ForwardError as second:
+            raise ForwardError([
+                *first.problems,
+                *(replace(problem, message=f"with {names} all false (0) instead: {problem.message}")
+                  for problem in second.problems),
+            ]) from second
+    why = first.problems[0].message.removeprefix("the model's forward fails on the example inputs: ")
+    masks = {p.name: ValueDomain(0, 1, mask_keep=False if normalize_dtype(p.dtype) == "bool" else 0,
+                                 source=f"a mask: forward fails with it all true ({why}) and runs with it all false")
+             for p in guessed}
+    return flipped, masks
+
+
+def _try_exporter(
+    exporter: str,
+    wrapper: Any,
+    tensors: Sequence[Any],
+    staged: Path,
+    inputs: Sequence[InputPlanLike],
+    outputs: Sequence[TensorPlanLike],
+    input_names: list[str],
+    output_names: list[str],
+    dynamic: Mapping[str, list[int]],
+    opset_version: int | None,
+) -> str | None:
+    """Export with one exporter into ``staged``; None when the file has the plan's I/O, else why not.
+
+    A failure of either exporter is a reason to try the next one, constraint violations included: torch.export
+    specialises an axis (``nn.LSTM``'s sequence axis) where the TorchScript-based exporter keeps it dynamic. A file
+    whose graph fixes an axis the plan lets vary fails here too, before any later stage.
+    """
+    try:
+        if exporter == "dynamo":
+            _export_dynamo(wrapper, tensors, staged, inputs, input_names, output_names, opset_version)
+        else:
+            _export_legacy(wrapper, tensors, staged, input_names, output_names, dynamic, opset_version)
+    except GenRepoError:
+        raise
+    except Exception as exc:
+        message = _ANSI.sub("", str(exc))
+        if any(marker in message for marker in _CONSTRAINT_MARKERS):
+            detail = next((ln.strip() for ln in message.splitlines() if "Dim" in ln or "dynamic" in ln), "")
+            return (f"the model does not allow the plan's dynamic axes {dict(dynamic)} within their ranges; "
+                    f"{detail or _short(exc)}")
+        return f"failed ({_short(exc)})"
+    problems = onnx_io_problems(staged, inputs, outputs, allow_external_data=True)
+    if problems:
+        return "its graph does not fit the plan: " + "; ".join(p.message for p in problems)
+    return None
 
 
 def _set_eval(module: Any) -> None:
@@ -525,7 +616,7 @@ def _set_eval(module: Any) -> None:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: torch.export's words for "the model cannot be dynamic where the plan asks it to be" (no fallback helps then).
+#: torch.export's words for "the model cannot be dynamic where the plan asks it to be" (the next exporter may be).
 _CONSTRAINT_MARKERS = ("Constraints violated", "conflicts between user-specified", "specialized it to be a constant")
 
 
@@ -569,7 +660,7 @@ def _check_forward(wrapper: Any, tensors: Sequence[Any], outputs: Sequence[Tenso
     except GenRepoError as exc:
         raise ExportError(exc.problems) from exc
     except Exception as exc:
-        raise ExportError(f"the model's forward fails on the example inputs: {_short(exc)}") from exc
+        raise ForwardError(f"the model's forward fails on the example inputs: {_short(exc)}") from exc
     problems = []
     for index, (plan, value) in enumerate(zip(outputs, result, strict=False)):
         if not isinstance(value, torch.Tensor):

@@ -16,7 +16,7 @@ from typing import Any
 
 from generator.values import ValueDomain
 
-__all__ = ["VALUE_KEEPING", "index_domains"]
+__all__ = ["VALUE_KEEPING", "graph_consumers", "index_domains"]
 
 #: Operators whose output holds (some of) the values of the listed inputs, unchanged.
 VALUE_KEEPING: dict[str, tuple[int, ...]] = {
@@ -36,6 +36,15 @@ def _constant_shapes(graph: Any) -> dict[str, list[int]]:
     return shapes
 
 
+def graph_consumers(graph: Any) -> dict[str, list[tuple[Any, int]]]:
+    """Each tensor name of ``graph`` -> the ``(node, input position)`` pairs that read it."""
+    consumers: dict[str, list[tuple[Any, int]]] = {}
+    for node in graph.node:
+        for position, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, position))
+    return consumers
+
+
 def index_domains(model: Any, input_names: Iterable[str]) -> dict[str, ValueDomain]:
     """The values each of ``input_names`` may take where ``model`` (an ``onnx.ModelProto``) indexes a table with it.
 
@@ -43,10 +52,7 @@ def index_domains(model: Any, input_names: Iterable[str]) -> dict[str, ValueDoma
     """
     graph = model.graph
     constants = _constant_shapes(graph)
-    consumers: dict[str, list[tuple[Any, int]]] = {}
-    for node in graph.node:
-        for position, name in enumerate(node.input):
-            consumers.setdefault(name, []).append((node, position))
+    consumers = graph_consumers(graph)
     domains: dict[str, ValueDomain] = {}
     for input_name in input_names:
         best: tuple[int, str] | None = None

@@ -122,3 +122,59 @@ CASES = {
     # Not served by the zoo manifest: tests/test_artifacts.py declares a sequence beyond its position embeddings.
     "roberta": Case(zoo.make_roberta, _roberta_calls()),
 }
+
+
+# Unseen architectures (issue 22) -------------------------------------------------------------------------------------
+def _seq2seq_calls() -> list:
+    """Encoder and decoder lengths vary independently of each other and of the batch."""
+    generator = torch.Generator().manual_seed(5)
+    calls = []
+    for batch, source, target in ((1, 7, 3), (3, 12, 5), (2, 16, 9), (4, 10, 6)):
+        kwargs = zoo.token_call(batch, source, generator, segments=False)
+        kwargs["decoder_input_ids"] = torch.randint(1, zoo.VOCAB, (batch, target), generator=generator)
+        kwargs["use_cache"] = False  # logits and the encoder's states only, no cache object in the output
+        calls.append((batch, (), kwargs))
+    return calls
+
+
+def _two_tower_calls() -> list:
+    """A batch of texts against a batch of images of another size: AITune's global batch size is the texts'."""
+    generator = torch.Generator().manual_seed(6)
+    calls = []
+    for texts, images, seq in ((1, 3, 7), (3, 1, 12), (2, 5, 16), (4, 2, 10)):
+        kwargs = zoo.token_call(texts, seq, generator, segments=False)
+        kwargs["pixel_values"] = torch.randn(images, 3, zoo.IMAGE, zoo.IMAGE, generator=generator)
+        calls.append((texts, (), kwargs))
+    return calls
+
+
+def _rnn_calls() -> list:
+    """Tagging without an initial state, then with one (h0, c0): AITune keys two graphs."""
+    generator = torch.Generator().manual_seed(7)
+    calls = []
+    for batch, seq in ((1, 5), (3, 14), (2, 21), (4, 9)):
+        calls.append((batch, (torch.randint(0, zoo.VOCAB, (batch, seq), generator=generator),), {}))
+    for batch, seq in ((1, 6), (3, 13), (2, 22), (4, 10)):
+        ids = torch.randint(0, zoo.VOCAB, (batch, seq), generator=generator)
+        state = tuple(torch.randn(zoo.RNN_STATES, batch, zoo.RNN_HIDDEN, generator=generator) for _ in range(2))
+        calls.append((batch, (ids, state), {}))
+    return calls
+
+
+def _padding_mask_calls() -> list:
+    generator = torch.Generator().manual_seed(8)
+    return [(b, zoo.padded_tokens(b, s, generator), {}) for b, s in ((1, 5), (3, 11), (2, 18), (4, 9))]
+
+
+def _bf16_images() -> list:
+    return [(b, (), {"pixel_values": x.to(torch.bfloat16)}) for b, _, x in
+            [(b, a, k["pixel_values"]) for b, a, k in _images([(1, 32, 32), (2, 32, 32), (4, 32, 32)])]]
+
+
+CASES.update({
+    "t5": Case(zoo.make_t5, _seq2seq_calls()),
+    "clip": Case(zoo.make_clip, _two_tower_calls()),
+    "rnn_tagger": Case(zoo.make_rnn_tagger, _rnn_calls()),
+    "padding_mask_encoder": Case(zoo.make_padding_mask_encoder, _padding_mask_calls()),
+    "vit_bf16": Case(zoo.make_vit_bf16, _bf16_images()),
+})

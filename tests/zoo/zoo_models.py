@@ -214,3 +214,93 @@ def llama_left_padded_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """Real left-padded prompt batches for ``samples: {factory: ...}``: padded positions have undefined logits."""
     generator = torch.Generator().manual_seed(11)
     return [left_padded_call(list(lengths), generator) for lengths in LLAMA_SAMPLE_BATCHES]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Unseen architectures (issue 22): encoder-decoder, two towers, an RNN tagger, a bool padding mask, bfloat16
+# --------------------------------------------------------------------------------------------------------------------
+def make_t5() -> torch.nn.Module:
+    """A T5 encoder-decoder with its language-model head: encoder and decoder sequences vary independently."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    _seeded(5)
+    config = T5Config(
+        vocab_size=VOCAB, d_model=HIDDEN, d_kv=8, d_ff=37, num_layers=2, num_decoder_layers=2, num_heads=4,
+        relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0,
+        pad_token_id=0, eos_token_id=1, use_cache=False, attn_implementation="eager",
+    )
+    return T5ForConditionalGeneration(config).eval()
+
+
+def make_clip() -> torch.nn.Module:
+    """A CLIP text tower and vision tower in one forward: texts and images come in batches of their own."""
+    from transformers import CLIPConfig, CLIPModel
+
+    _seeded(6)
+    config = CLIPConfig(
+        text_config={"vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": 37, "num_hidden_layers": 2,
+                     "num_attention_heads": 2, "max_position_embeddings": 32, "bos_token_id": VOCAB - 2,
+                     "eos_token_id": VOCAB - 1, "pad_token_id": 0},
+        vision_config={"image_size": IMAGE, "patch_size": 8, "hidden_size": HIDDEN, "intermediate_size": 37,
+                       "num_hidden_layers": 2, "num_attention_heads": 2},
+        projection_dim=16, attn_implementation="eager",
+    )
+    return CLIPModel(config).eval()
+
+
+#: The RNN tagger's sizes: embedding, hidden (per direction), layers x directions, tags.
+RNN_EMBED, RNN_HIDDEN, RNN_STATES, RNN_TAGS = 16, 12, 4, 5
+
+
+class RnnTagger(torch.nn.Module):
+    """A sequence tagger on a bidirectional 2-layer LSTM; the initial state ``(h0, c0)`` is optional."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, RNN_EMBED)
+        self.lstm = torch.nn.LSTM(RNN_EMBED, RNN_HIDDEN, num_layers=2, bidirectional=True, batch_first=True)
+        self.tags = torch.nn.Linear(2 * RNN_HIDDEN, RNN_TAGS)
+
+    def forward(self, input_ids: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> torch.Tensor:
+        hidden, _ = self.lstm(self.embed(input_ids), state)
+        return self.tags(hidden)
+
+
+def make_rnn_tagger() -> torch.nn.Module:
+    """The RNN tagger (two graphs in AITune: with and without the initial state)."""
+    _seeded(7)
+    return RnnTagger().eval()
+
+
+class PaddingMaskEncoder(torch.nn.Module):
+    """``nn.TransformerEncoder`` over token embeddings with a PyTorch bool key-padding mask (``True`` = padding)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
+        layer = torch.nn.TransformerEncoderLayer(HIDDEN, 2, 37, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, 2)
+
+    def forward(self, input_ids: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.embed(input_ids), src_key_padding_mask=padding_mask)
+
+
+def make_padding_mask_encoder() -> torch.nn.Module:
+    """The bool padding-mask encoder."""
+    _seeded(8)
+    return PaddingMaskEncoder().eval()
+
+
+def make_vit_bf16() -> torch.nn.Module:
+    """The zoo's ViT in bfloat16: bfloat16 pixels in, bfloat16 hidden states out."""
+    return make_vit().to(torch.bfloat16)
+
+
+def padded_tokens(batch: int, seq: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids and a PyTorch key-padding mask (``True`` = padding): each row's tail padded, never a whole row."""
+    ids = torch.randint(1, VOCAB, (batch, seq), generator=generator)
+    lengths = torch.randint(1, seq + 1, (batch,), generator=generator)
+    lengths[0] = seq
+    padding = torch.arange(seq)[None, :] >= lengths[:, None]
+    return ids.masked_fill(padding, 0), padding
