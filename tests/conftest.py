@@ -16,7 +16,7 @@ def triton_server_factory():
     try:
         binary = find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(f"no tritonserver available: {exc}")
+        raise _requirements.missing("tritonserver", f"no tritonserver available: {exc}") from exc
     servers: list[TritonServer] = []
 
     def start(model_repository, *, ready_timeout: float = 120.0, wait: bool = True, **options):
@@ -123,25 +123,88 @@ def built_example_repository(example_repository) -> _Path:
     return example_repository
 
 
-# ---- CI strictness: what CI installs must really run ----------------------------------------------------------------
-#: Skip reasons that mean "a tool the project installs is missing". Locally they skip; with GEN_REPO_STRICT_SKIPS=1
-#: (set by .ci/run) they fail, so a broken install can never turn the real-server tests into silent skips.
-_INSTALLED_TOOL_SKIPS = (
-    "no tritonserver available",
-    "tensorrt_rtx is not installed",
-    "moto[server] and s3fs are needed",
-    "ray is not installed",
-    "the gen-repo console script is not installed",
-)
+# ---- CI strictness: what CI installs must really run (tests/requirements.py) ------------------------------------
+from tests import requirements as _requirements  # noqa: E402
+
+_STRICT = "GEN_REPO_STRICT_SKIPS"
+_SKIPS_SEEN = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def _strict() -> bool:
+    return _os.environ.get(_STRICT) == "1"
+
+
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    """The ``requires`` marker, the skip tally and the hypothesis profile (derandomized in CI)."""
+    config.addinivalue_line(
+        "markers", "requires(*names): skip unless each requirement of tests/requirements.py is present")
+    config.stash[_SKIPS_SEEN] = []
+    from hypothesis import settings
+
+    # CI: a fixed seed (derandomize), so a red run reproduces; bench/fuzz_long.py runs randomized and longer.
+    settings.register_profile("ci", derandomize=True, print_blob=True)
+    settings.register_profile("dev")
+    settings.load_profile("ci" if _strict() or _os.environ.get("CI") == "true" else "dev")
+
+
+def pytest_runtest_setup(item):  # type: ignore[no-untyped-def]
+    """``@pytest.mark.requires(name, ...)``: skip through the registry before the test runs."""
+    for marker in item.iter_markers("requires"):
+        for name in marker.args:
+            _requirements.require(name)
+
+
+def _reason(report) -> str:  # type: ignore[no-untyped-def]
+    return str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+def _judge_skip(requirement, reason: str, where: str, config) -> str | None:  # type: ignore[no-untyped-def]
+    """Tally a skip; under strict mode, the failure text for a skip CI must not have (None when allowed)."""
+    config.stash[_SKIPS_SEEN].append((requirement.name if requirement is not None else "(not routed)", where))
+    if not _strict():
+        return None
+    if requirement is None:
+        return f"{_STRICT}=1: a skip not routed through tests/requirements.py: {reason}"
+    if requirement.ci_has:
+        return f"{_STRICT}=1: skipped for {requirement.name}, which CI installs or has: {reason}"
+    return None
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
-    """Turn skips for missing project-installed tools into failures under GEN_REPO_STRICT_SKIPS=1."""
+    """Under GEN_REPO_STRICT_SKIPS=1, a skip for a requirement CI has (or an unrouted skip) is a failure."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and _os.environ.get("GEN_REPO_STRICT_SKIPS") == "1":
-        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if any(marker in reason for marker in _INSTALLED_TOOL_SKIPS):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        requirement = getattr(call.excinfo.value, "requirement", None) if call.excinfo is not None else None
+        failure = _judge_skip(requirement, _reason(report), item.nodeid, item.config)
+        if failure is not None:
             report.outcome = "failed"
-            report.longrepr = f"skipped in CI, where this tool is installed: {reason}"
+            report.longrepr = failure
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):  # type: ignore[no-untyped-def]
+    """A module skipped at import has no requirement to read: under strict mode it fails (use the marker)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped:
+        failure = _judge_skip(None, _reason(report), collector.nodeid, collector.config)
+        if failure is not None:
+            report.outcome = "failed"
+            report.longrepr = failure
+
+
+def pytest_terminal_summary(terminalreporter, config):  # type: ignore[no-untyped-def]
+    """List the skips by requirement with counts (in CI only the GPU ones may remain)."""
+    seen = config.stash[_SKIPS_SEEN]
+    if not seen:
+        return
+    counts: dict[str, int] = {}
+    for name, _ in seen:
+        counts[name] = counts.get(name, 0) + 1
+    terminalreporter.section("skips by requirement (tests/requirements.py)")
+    for name, count in sorted(counts.items()):
+        requirement = _requirements.REQUIREMENTS.get(name)
+        kind = "allowed in CI" if requirement is not None and not requirement.ci_has else f"fails under {_STRICT}=1"
+        terminalreporter.write_line(f"{name}: {count} ({kind})")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from generator.distributed import TaskDemand, _feasible, _loopback_host, cc_resource, engine_demand, export_demand
+from tests.requirements import missing, require
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "examples" / "gen-repo.yaml"
@@ -88,7 +88,7 @@ class LoopbackNamespace:
         if self.holder.poll() is not None or _net_ns(self.holder.pid) == _net_ns("self"):
             error = self.holder.stderr.read().decode() if self.holder.stderr else ""
             self.close()
-            pytest.skip(f"cannot create a loopback-only network namespace (unshare --user --net): {error.strip()}")
+            raise missing("user_namespaces", f"cannot create a loopback-only network namespace: {error.strip()}")
         self.inode = _net_ns(self.holder.pid)
         self.run(["ip", "link", "set", "lo", "up"], check=True)
 
@@ -175,10 +175,8 @@ def _tree_hashes(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[tuple[LoopbackNamespace, str]]:
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is not installed (pip install 'gen-repo[ray]')")
-    if not shutil.which("unshare") or not shutil.which("nsenter"):
-        pytest.skip("unshare/nsenter (util-linux) are needed for a loopback-only network namespace")
+    require("ray")
+    require("user_namespaces")
     namespace = LoopbackNamespace()
     temp_dir = tempfile.mkdtemp(prefix="gr-ray-")  # short: Ray's socket paths must stay under 107 bytes
     address = f"127.0.0.1:{HEAD_PORT}"

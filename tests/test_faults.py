@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from generator.repository import LOCK_FILE_NAME, verify_repository
+from tests.requirements import missing
 from tests.test_safety import copy_project, gen_repo, isolated_env, tree_state
 
 pytestmark = pytest.mark.slow
@@ -205,7 +206,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
                              capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
+        raise missing("root", f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
     try:
         yield mount_point
     finally:

@@ -28,6 +28,7 @@ from generator.publish import (
     published_config,
     verify_url,
 )
+from tests.requirements import missing
 
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 BUCKET = "models"
@@ -76,7 +77,7 @@ def _free_port() -> int:
 def s3_endpoint() -> Iterator[str]:
     moto = Path(sys.executable).parent / "moto_server"
     if not moto.is_file() or importlib.util.find_spec("s3fs") is None:
-        pytest.skip("moto[server] and s3fs are needed (pip install -e '.[dev]')")
+        raise missing("moto_s3", f"{moto} and the s3fs module are needed")
     port = _free_port()
     process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)

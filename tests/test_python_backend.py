@@ -18,6 +18,7 @@ from generator.resources import resource_dir
 from generator.server import TritonNotFoundError, find_tritonserver, launch
 from generator.smoke import quiet_statistics, settled_statistics
 from generator.spec import GraphSpec
+from tests.requirements import missing
 
 pytestmark = pytest.mark.triton
 
@@ -125,7 +126,7 @@ def server(tmp_path_factory):
     try:
         find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(str(exc))
+        raise missing("tritonserver", str(exc)) from exc
     repo = tmp_path_factory.mktemp("python_backend") / "repo"
     _add_model(repo, "mlp", MLP_CONFIG, make_mlp(), ROOT / "examples/specs/mlp.graphspec.json", 32)
     _add_model(repo, "text", TEXT_CONFIG, make_text(), ROOT / "examples/specs/text.graphspec.json", 16)

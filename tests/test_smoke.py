@@ -28,6 +28,7 @@ from generator.smoke import (
     run_smoke,
     tolerance_for,
 )
+from tests.requirements import missing
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Helpers and fixtures
@@ -82,7 +83,7 @@ def _binary():
     try:
         return find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(f"no tritonserver available: {exc}")
+        raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
 
 
 def _start(repo: Path, **options) -> TritonServer:
