@@ -35,9 +35,11 @@ def bad_specs(tmp_path: Path, aitune_fixture_dir: Path) -> list[Path]:
     return [first, second]
 
 
-def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fixture_dir: Path) -> None:
-    files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES]
-    files.append(str(aitune_fixture_dir / "tune_report.json"))
+def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fixture_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Relative paths: the tables' titles (and where rich wraps them) must not depend on where the checkout lives.
+    monkeypatch.chdir(aitune_fixture_dir)
+    files = [f"{name}.graphspec.json" for name in FIXTURES] + ["tune_report.json"]
     result = runner.invoke(main, ["validate", "--verbose", *files])  # 9 files: tables only when asked
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
