@@ -139,6 +139,9 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
     config.addinivalue_line(
         "markers", "requires(*names): skip unless each requirement of tests/requirements.py is present")
     config.stash[_SKIPS_SEEN] = []
+    # Same results whatever the terminal: rich (and the CLIs run as children) must not see a forced terminal or width.
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE", "COLUMNS", "LINES"):
+        _os.environ.pop(name, None)
     from hypothesis import settings
 
     # CI: a fixed seed (derandomize), so a red run reproduces; bench/fuzz_long.py runs randomized and longer.

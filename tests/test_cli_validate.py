@@ -252,3 +252,20 @@ def test_validate_says_how_triton_serves_a_real_recording(runner: CliRunner) -> 
     assert graph["triton"]["max_batch_size"] == 0
     assert any("0-d tensors ['input_timestep'] travel as [1]" in d for d in graph["triton"]["decisions"])
     assert any("narrowest batch range 2..8" in a for a in graph["assumptions"])
+
+
+def test_table_test_holds_whatever_the_terminal() -> None:
+    # The suite's own terminal (forced colour, a narrow width) must not reach the CLI output the tests read.
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "40"}
+    env.pop("GEN_REPO_STRICT_SKIPS", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--color=no",
+         "tests/test_cli_validate.py::test_valid_specs_exit_0_with_a_table_per_graph"],
+        cwd=root, env=env, capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout
