@@ -67,12 +67,39 @@ def examples_dir() -> _Path:
 
 
 # ---- example_repository (generator/smoke.py) --------------------------------------------------
+def _read_only(folder: _Path):  # type: ignore[no-untyped-def]
+    """Yield ``folder`` made read-only for the session, then check that nothing in it changed.
+
+    As root (CI) it is bind-mounted read-only onto itself, so even a server's ``__pycache__`` cannot land in it;
+    elsewhere the teardown check alone catches a test (or a server it started) that wrote into it.
+    """
+    import subprocess
+
+    from tests.build_helpers import tree_digest
+
+    before = tree_digest(folder)
+    mounted = _os.geteuid() == 0 and subprocess.run(
+        ["mount", "--bind", str(folder), str(folder)], capture_output=True, check=False).returncode == 0
+    if mounted:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True, check=True)
+    try:
+        yield folder
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], capture_output=True, check=True)
+    after = tree_digest(folder)
+    if not mounted:  # without root a served copy's python backend writes bytecode here; nothing else may change
+        after = {path: digest for path, digest in after.items() if "__pycache__/" not in path}
+    assert after == before, f"a test wrote into the read-only session fixture {folder}"
+
+
 @pytest.fixture(scope="session")
-def example_repository(tmp_path_factory) -> _Path:
+def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example manifest (``examples/gen-repo.yaml``: mlp and text) built for the python target, once per session.
 
     Built with ``generator.build.build_repository`` into a session folder with its own build cache (no stale
-    artifacts from earlier sessions). Tests must not modify it: copy it (``shutil.copytree``) to edit.
+    artifacts from earlier sessions). Read-only (a read-only bind mount as root; checked unchanged at the end):
+    copy it (``shutil.copytree``) to edit.
     """
     from generator.build import BuildOptions, build_repository
 
@@ -84,12 +111,12 @@ def example_repository(tmp_path_factory) -> _Path:
         output_dir=output,
     )
     assert report.ok, report.to_dict()
-    return output
+    yield from _read_only(output)
 
 
 # ---- warmup_example_repository (generator/config.py warmup, generator/publish.py) -----------------------------
 @pytest.fixture(scope="session")
-def warmup_example_repository(tmp_path_factory) -> _Path:
+def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example manifest with ``warmup: true`` for every model, built for the python target once per session.
 
     Its configs warm up from the data files the build writes (``<model>/warmup/1/<input>``). Read-only: copy it
@@ -110,7 +137,7 @@ def warmup_example_repository(tmp_path_factory) -> _Path:
         output_dir=output,
     )
     assert report.ok, report.to_dict()
-    return output
+    yield from _read_only(output)
 
 
 # ---- built_example_repository (generator/build.py) ----------------------------------------
