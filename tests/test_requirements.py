@@ -78,3 +78,14 @@ def test_strict_run_allows_and_counts_gpu_skips_and_fails_an_unrouted_skip(tmp_p
     assert "1 failed, 2 skipped" in run.stdout, run.stdout
     assert "a skip not routed through tests/requirements.py: Skipped: some free text" in run.stdout
     assert "gpu_ampere: 1 (allowed in CI)" in run.stdout and "tensorrt_gpu: 1 (allowed in CI)" in run.stdout
+
+
+def test_hypothesis_is_derandomized_in_ci() -> None:
+    # CI (GEN_REPO_STRICT_SKIPS=1 or CI=true) runs a fixed seed; bench/fuzz_long.py is the long randomized run.
+    from hypothesis import settings
+
+    from tests.test_fuzz import SETTINGS
+
+    ci = os.environ.get("GEN_REPO_STRICT_SKIPS") == "1" or os.environ.get("CI") == "true"
+    assert settings.default.derandomize is ci
+    assert SETTINGS.derandomize is ci  # the suite's own settings objects inherit the profile
