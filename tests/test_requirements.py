@@ -89,3 +89,14 @@ def test_hypothesis_is_derandomized_in_ci() -> None:
     ci = os.environ.get("GEN_REPO_STRICT_SKIPS") == "1" or os.environ.get("CI") == "true"
     assert settings.default.derandomize is ci
     assert SETTINGS.derandomize is ci  # the suite's own settings objects inherit the profile
+
+
+def test_no_test_accepts_any_exception() -> None:
+    # A test names the error type (and its message): a case broken for another reason must not pass.
+    broad = re.compile(r"raises\(\(?(Base)?Exception\b")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "tests").glob("*.py")) if path.name != "test_requirements.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if broad.search(line)
+    ]
+    assert offenders == []
