@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from generator.cli import main
 from generator.cli.validate import FEW_FILES
 from generator.validation import PARALLEL_MIN_FILES
+from generator.workers import usable_cpus
 from tests.manifest_helpers import FIXTURES
 
 
@@ -98,8 +99,21 @@ def test_many_files_json_is_the_same_document_one_line_per_graph(runner: CliRunn
 
 
 def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path: Path, aitune_fixture_dir: Path,
-                                                     bad_specs: list[Path]) -> None:
+                                                     bad_specs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """From PARALLEL_MIN_FILES files on, workers check them: one line per file, in the order given, errors in full."""
+    import os
+
+    import generator.validation
+
+    checked_in: set[int] = set()
+    real = generator.validation.validate_files
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        results = real(*args, **kwargs)
+        checked_in.update(r.checked_in for r in results)
+        return results
+
+    monkeypatch.setattr(generator.validation, "validate_files", recording)
     files = []
     for i in range(PARALLEL_MIN_FILES):
         name = ("mlp", "text", "stacked_cfg")[i % 3]
@@ -114,6 +128,8 @@ def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path:
     assert lines[0].endswith("max_batch_size 8: valid") and lines[2].endswith("max_batch_size 0 (no batching): valid")
     assert result.output.count("error: ") == 3
     assert runner.invoke(main, ["validate", "--json", *map(str, files)]).exit_code == 2
+    if usable_cpus() > 1:  # the files were checked in worker processes, not silently in this one
+        assert checked_in and os.getpid() not in checked_in
 
 
 def test_invalid_specs_exit_2_with_every_error_of_every_file(runner: CliRunner, bad_specs: list[Path]) -> None:
