@@ -279,6 +279,15 @@ def test_an_ensemble_of_tensorrt_steps_takes_its_reference_from_the_torch_pipeli
     assert problem.pointer == "/ensembles/1"
     cases = read_reference(zoo.root / "rtx_ensemble_repository" / "pipe" / "1" / "gen_repo")
     assert [(c.name, c.outputs["y"].shape[1:]) for c in cases] == [("min", (4,)), ("opt", (4,)), ("max", (4,))]
+    # The values are the torch pipeline's: recomputed here from the same factory's model on the stored inputs.
+    import torch
+
+    zoo_module = load_module(zoo.root / f"{MODULE}.py", "_check_pipe")
+    model = zoo_module._seeded(zoo_module.MLP, 0)  # what make_mlp returns, without counting a call
+    for case in cases:
+        with torch.no_grad():
+            want = model(torch.from_numpy(case.inputs["x"])).numpy()
+        np.testing.assert_allclose(case.outputs["y"], want, rtol=1e-5, atol=1e-6, err_msg=case.name)
 
 
 def test_verify_catches_a_modified_engine(rtx_build: SimpleNamespace, tmp_path: Path) -> None:
