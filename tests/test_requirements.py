@@ -44,7 +44,7 @@ def test_no_skip_bypasses_the_registry() -> None:
     assert offenders == [], "skip through tests/requirements.py (missing/require/@pytest.mark.requires)"
 
 
-def test_only_gpu_requirements_may_skip_in_ci() -> None:
+def test_only_gpu_and_workplace_requirements_may_skip_in_ci() -> None:
     allowed = sorted(name for name, r in REQUIREMENTS.items() if not r.ci_has)
     assert allowed == ["gpu_ampere", "gpu_two_capabilities", "shared_fixtures", "tensorrt_gpu"]
 
