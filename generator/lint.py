@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
+from generator.bounded import UnreadableFileError, read_bytes, read_text
 from generator.config import WARMUP_FOLDER
 from generator.dtypes import DTYPES, by_triton
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, wiring_problems
@@ -45,6 +46,7 @@ RULES: dict[str, tuple[str, str]] = {
     "repository-empty": (WARNING, "the repository holds no model folders"),
     "config-missing": (WARNING, "model folder without config.pbtxt (loads only with auto-complete)"),
     "config-parse": (ERROR, "config.pbtxt does not parse as ModelConfig (protobuf text format)"),
+    "config-unreadable": (ERROR, "config.pbtxt is not a regular file, or larger than the config_bytes limit"),
     "config-name-mismatch": (ERROR, "config 'name' differs from the model folder name"),
     "platform-missing": (WARNING, "neither 'platform' nor 'backend' set (loads only with auto-complete)"),
     "platform-unknown": (ERROR, "'platform' is not one Triton knows and no custom backend is named"),
@@ -796,7 +798,7 @@ def _check_onnx(cf: _ConfigFile, onnx_path: FsPath, onnx_rel: str) -> None:
         return
 
     try:
-        model = onnx.load(str(onnx_path), load_external_data=False)
+        model = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))
     except Exception as error:  # onnx raises DecodeError, OSError, ValueError...: all mean "not readable"
         cf.add("onnx-load", f"{onnx_rel} cannot be read as ONNX: {type(error).__name__}: {error}", ("name",))
         return
@@ -951,7 +953,7 @@ def _step_model(config: mc.ModelConfig, model_dir: FsPath) -> StepModel:
     versions = sorted((int(p.name), p) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
     if versions:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-            contract = json.loads((versions[-1][1] / "gen_repo" / "contract.json").read_text(encoding="utf-8"))
+            contract = json.loads(read_text(versions[-1][1] / "gen_repo" / "contract.json"))
             shapes = {t["name"]: t for t in (*contract["inputs"], *contract["outputs"])}
     return StepModel(config.name or model_dir.name, config.max_batch_size,
                      tuple(_wiring_io(io, shapes) for io in config.input),
@@ -975,6 +977,16 @@ def _wiring_path(locator: PbtxtLocator, where: Location) -> FieldPath:
     return (*locator.map_entry((*step, str(where[2])), str(where[3])), "key")
 
 
+def _read_config(path: FsPath, rel: str, findings: list[Finding]) -> str | None:
+    """A config's text (undecodable bytes replaced), or None with a finding: not a regular file, or too large."""
+    try:
+        return read_bytes(path, "config_bytes").decode("utf-8", errors="replace")
+    except OSError as error:  # generator.bounded.UnreadableFileError, or an I/O error
+        message = error.problems[0].message if isinstance(error, UnreadableFileError) else str(error)
+        findings.append(Finding(ERROR, rel, None, None, "config-unreadable", message))
+        return None
+
+
 def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed]) -> list[Finding]:
     """One model folder's findings; its parsed config goes into ``parsed`` (the ensemble pass reads it)."""
     name = model_dir.name
@@ -982,7 +994,7 @@ def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed])
     config_path = model_dir / "config.pbtxt"
     config: mc.ModelConfig | None = None
     cf: _ConfigFile | None = None
-    if not config_path.is_file():
+    if not config_path.exists() and not config_path.is_symlink():  # a FIFO or a device is there: unreadable
         findings.append(
             Finding(
                 WARNING,
@@ -995,10 +1007,10 @@ def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed])
         )
     else:
         rel = f"{name}/config.pbtxt"
-        text = config_path.read_text(encoding="utf-8", errors="replace")
-        config, parse_findings = parse_config_text(text, rel)
+        text = _read_config(config_path, rel, findings)
+        config, parse_findings = parse_config_text(text, rel) if text is not None else (None, [])
         findings.extend(parse_findings)
-        if config is not None:
+        if config is not None and text is not None:
             findings.extend(check_config(config, text, rel, name, models))
             cf = _ConfigFile(rel, config, PbtxtLocator(text))
             parsed[name] = (config, cf.locator, model_dir)
@@ -1006,7 +1018,9 @@ def _lint_model(model_dir: FsPath, models: set[str], parsed: dict[str, _Parsed])
     if configs_dir.is_dir():  # --model-config-name alternatives: same rules, same folder name
         for alt in sorted(configs_dir.glob("*.pbtxt")):
             rel = f"{name}/configs/{alt.name}"
-            alt_text = alt.read_text(encoding="utf-8", errors="replace")
+            alt_text = _read_config(alt, rel, findings)
+            if alt_text is None:
+                continue
             alt_config, parse_findings = parse_config_text(alt_text, rel)
             findings.extend(parse_findings)
             if alt_config is not None:
