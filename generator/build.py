@@ -42,6 +42,7 @@ from generator.build_types import (
 )
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
 from generator.config import WARMUP_FOLDER
+from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.ensemble_plan import EnsemblePlan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import ModelSource, SampleSource
@@ -229,7 +230,7 @@ def build_repository(
     previous repository stays untouched; with it, failed models keep their previous build (if any) and the rest is
     swapped in.
     """
-    from generator.repository import RepositoryWriter, build_lock, copy_tree
+    from generator.repository import RepositoryWriter, build_lock
 
     options = options or BuildOptions()
     progress = progress or (lambda event: None)
@@ -239,6 +240,7 @@ def build_repository(
         progress(BuildEvent("*", "note", note))
     options = replace(options, code_path=factory_search_path(plan, options))
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
+    _check_output(plan, options, cache_root, given=output_dir is not None)
     # Refusals come first: a refused build creates nothing, not even the cache folder (a refusal stops at once).
     tensorrt = preflight(plan, options)
     with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
@@ -276,11 +278,12 @@ def build_repository(
                 final.append(result)
                 continue
             model = by_name[result.name]
-            entry = cache.get(result.cache_key)
-            if entry is None:  # evicted or damaged between build and staging
-                raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
             version_dir = writer.model_dir(model.name, model.version)
-            copy_tree(entry, version_dir)
+            # The bytes copied are the bytes checked (against the entry's signed manifest), so nothing swapped in
+            # the cache after the build looked at it reaches the repository.
+            if not cache.copy_entry(result.cache_key, version_dir):
+                raise GenRepoError([Problem(str(cache.entry_path(result.cache_key)), "", f"the cache entry of "
+                                            f"{model.name!r} vanished or changed while the repository was staged")])
             if (version_dir / WARMUP_FOLDER).is_dir():  # warmup data lives beside the config: <model>/warmup/<v>/
                 (version_dir / WARMUP_FOLDER).rename(version_dir.parent / WARMUP_FOLDER)
             (version_dir.parent / CONFIG_FILE).write_text(config_text(model), encoding="utf-8")
@@ -288,6 +291,30 @@ def build_repository(
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
+
+
+def _check_output(plan: RepositoryPlan, options: BuildOptions, cache_root: Path, *, given: bool) -> None:
+    """Refuse an output folder that holds what the build reads, or that gen-repo did not make (nothing touched yet).
+
+    Located at ``-o`` when the output came from the command line, else at the manifest's ``/output``.
+    """
+    from generator.repository import output_refusal
+
+    file, pointer = (OUTPUT_OPTION, "") if given else (str(plan.manifest_file), "/output")
+    reads: list[tuple[str, Path]] = [("the manifest's folder", Path(plan.manifest_file).parent)]
+    for model in plan.models:
+        reads += [(f"the {what} of model {model.name!r}", path) for what, path in (
+            ("spec", model.spec_file), ("source", model.source.path if model.source else None),
+            ("samples", model.samples.path if model.samples else None)) if path is not None]
+    sources = [m.source for m in plan.models] + [m.samples for m in plan.models] + [e.source for e in plan.ensembles]
+    if any(s is not None and s.kind == "factory" for s in sources):  # factories are imported from these folders
+        reads += [("a folder factories are imported from", Path(folder)) for folder in options.code_path]
+    reads.append(("the build cache", cache_root))
+    problems = output_overlap_problems(plan.output_dir, reads, file, pointer)
+    if (why := output_refusal(plan.output_dir)) is not None:
+        problems.append(Problem(file, pointer, f"{os.path.abspath(plan.output_dir)}: {why}"))
+    if problems:
+        raise GenRepoError(problems)
 
 
 def _with_refused(plan: RepositoryPlan, results: list[ModelResult], progress: Progress) -> list[ModelResult]:

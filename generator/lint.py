@@ -26,6 +26,7 @@ from google.protobuf import text_format
 
 from generator.bounded import UnreadableFileError, read_bytes, read_text
 from generator.config import WARMUP_FOLDER
+from generator.confinement import config_path_escapes, relative_path_problem
 from generator.dtypes import DTYPES, by_triton
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, wiring_problems
 
@@ -86,7 +87,7 @@ RULES: dict[str, tuple[str, str]] = {
     "warmup-data-type": (ERROR, "warmup input data_type differs from the input's"),
     "warmup-input-data": (ERROR, "warmup input without zero_data, random_data or input_data_file"),
     "warmup-batch-size": (ERROR, "warmup batch_size above max_batch_size (or above 1 without batching)"),
-    "warmup-data-file": (ERROR, "a warmup input_data_file missing, outside <model>/warmup/, or shorter than its dims"),
+    "warmup-data-file": (ERROR, "a warmup input_data_file missing or shorter than its dims"),
     "warmup-data-file-long": (WARNING, "a warmup input_data_file longer than its dims (Triton reads only the start)"),
     "batch-io": (ERROR, "batch_input/batch_output naming unknown tensors or the wrong number of sources"),
     "ensemble-config": (ERROR, "ensemble structure: platform/scheduling pairing, steps, no instance groups"),
@@ -99,6 +100,7 @@ RULES: dict[str, tuple[str, str]] = {
     "ensemble-batch-size": (ERROR, "ensemble max_batch_size above a batching step model's"),
     "ensemble-flow": (ERROR, "an unused ensemble input or tensor, an output never written, or a step that never runs"),
     "ensemble-shape-range": (ERROR, "a step output's shape range (gen-repo contract) outside its consumer's"),
+    "path-escape": (ERROR, "a file, folder or library named by the config leaves the model's folder (confinement.py)"),
     "onnx-skipped": (WARNING, "the onnx package is not installed, so ONNX graphs were not checked"),
     "onnx-load": (ERROR, "model.onnx cannot be read as an ONNX model"),
     "onnx-io-name": (ERROR, "config and ONNX graph disagree on input/output names"),
@@ -770,6 +772,8 @@ def check_config(
     _check_instance_groups(cf)
     _check_warmup(cf)
     _check_ensemble(cf, models_in_repo)
+    for escape in config_path_escapes(config):
+        cf.add("path-escape", escape.message, escape.locate(cf.locator.map_entry))
     return cf.findings
 
 
@@ -1088,10 +1092,8 @@ def _check_warmup_files(cf: _ConfigFile, model_dir: FsPath) -> None:
                 continue
             where = (*cf.locator.map_entry(("model_warmup", index, "inputs"), name), "value", 0, "input_data_file")
             path = folder / sample.input_data_file
-            if FsPath(sample.input_data_file).is_absolute() or ".." in FsPath(sample.input_data_file).parts:
-                cf.add("warmup-data-file", f"{label} input '{name}': input_data_file '{sample.input_data_file}' "
-                       f"leaves the model's {WARMUP_FOLDER}/ folder", where)
-                continue
+            if relative_path_problem(sample.input_data_file):
+                continue  # path-escape's finding (check_config)
             if not path.is_file():
                 cf.add("warmup-data-file", f"{label} input '{name}': input_data_file "
                        f"'{WARMUP_FOLDER}/{sample.input_data_file}' is missing", where)

@@ -238,3 +238,10 @@ def pytest_terminal_summary(terminalreporter, config):  # type: ignore[no-untype
         requirement = _requirements.REQUIREMENTS.get(name)
         kind = "allowed in CI" if requirement is not None and not requirement.ci_has else f"fails under {_STRICT}=1"
         terminalreporter.write_line(f"{name}: {count} ({kind})")
+
+
+# ---- the build cache's signing secret (generator/cache.py) ---------------------------------------------------------
+#: Tests sign cache entries with one fixed secret, as the jobs of a CI pipeline share one, so that no test (nor a
+#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/test_cache.py covers that file.
+TEST_CACHE_SECRET = "gen-repo-tests-cache-secret-0123456789"
+_os.environ.setdefault("GEN_REPO_CACHE_SECRET", TEST_CACHE_SECRET)

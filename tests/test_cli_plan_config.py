@@ -52,8 +52,8 @@ def test_config_writes_layout_and_is_byte_identical(tmp_path):
     result = _run("config", str(EXAMPLES_MANIFEST), "-o", str(out), "--target", "python")
     assert result.exit_code == 0, result.output
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert files == ["mlp/1/gen_repo/contract.json", "mlp/config.pbtxt", "text/1/gen_repo/contract.json",
-                     "text/config.pbtxt"]
+    assert files == [".gen-repo-output", "mlp/1/gen_repo/contract.json", "mlp/config.pbtxt",
+                     "text/1/gen_repo/contract.json", "text/config.pbtxt"]
     first = {f: (out / f).read_bytes() for f in files}
     golden = Path(__file__).parent / "golden" / "configs" / "examples"
     assert first["mlp/config.pbtxt"] == (golden / "mlp" / "config.pbtxt").read_bytes()

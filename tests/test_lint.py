@@ -219,4 +219,5 @@ def test_warmup_data_file_short_or_outside_the_warmup_folder(tmp_path: Path) -> 
     config = model / "config.pbtxt"
     config.write_text(config.read_text().replace('input_data_file: "ids.bin"', 'input_data_file: "../1/x"'))
     (finding,) = lint_repository(tmp_path)
-    assert finding.rule == "warmup-data-file" and "leaves the model's warmup/ folder" in finding.message
+    assert (finding.rule, finding.line) == ("path-escape", 31), str(finding)
+    assert "input_data_file '../1/x' has a '..' component: Triton joins it to <model>/warmup/" in finding.message
