@@ -12,8 +12,9 @@ same with one process or several.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem
@@ -42,6 +43,8 @@ class ValidatedFile:
     #: Per graph, :func:`generator.schema.graph_summary` plus how Triton serves it, as asked (see :data:`Summaries`).
     summaries: tuple[dict[str, Any], ...] | tuple[str, ...]
     problems: tuple[Problem, ...]
+    #: The process that checked the file (a worker's pid from PARALLEL_MIN_FILES files on); not part of equality.
+    checked_in: int = field(default=0, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -66,7 +69,7 @@ def validate_file(path: str, summaries: Summaries = "none") -> ValidatedFile:
                 described.append(summary if summaries == "data" else json.dumps(summary, sort_keys=True))
     except GenRepoError as error:
         problems.extend(error.problems)
-    return ValidatedFile(path, tuple(sizes), tuple(described), tuple(problems))
+    return ValidatedFile(path, tuple(sizes), tuple(described), tuple(problems), os.getpid())
 
 
 def _validate_chunk(paths: Sequence[str], summaries: Summaries) -> list[ValidatedFile]:

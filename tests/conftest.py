@@ -16,7 +16,7 @@ def triton_server_factory():
     try:
         binary = find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(f"no tritonserver available: {exc}")
+        raise _requirements.missing("tritonserver", f"no tritonserver available: {exc}") from exc
     servers: list[TritonServer] = []
 
     def start(model_repository, *, ready_timeout: float = 120.0, wait: bool = True, **options):
@@ -67,12 +67,39 @@ def examples_dir() -> _Path:
 
 
 # ---- example_repository (generator/smoke.py) --------------------------------------------------
+def _read_only(folder: _Path):  # type: ignore[no-untyped-def]
+    """Yield ``folder`` made read-only for the session, then check that nothing in it changed.
+
+    As root (CI) it is bind-mounted read-only onto itself, so even a server's ``__pycache__`` cannot land in it;
+    elsewhere the teardown check alone catches a test (or a server it started) that wrote into it.
+    """
+    import subprocess
+
+    from tests.build_helpers import tree_digest
+
+    before = tree_digest(folder)
+    mounted = _os.geteuid() == 0 and subprocess.run(
+        ["mount", "--bind", str(folder), str(folder)], capture_output=True, check=False).returncode == 0
+    if mounted:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True, check=True)
+    try:
+        yield folder
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(folder)], capture_output=True, check=True)
+    after = tree_digest(folder)
+    if not mounted:  # without root a served copy's python backend writes bytecode here; nothing else may change
+        after = {path: digest for path, digest in after.items() if "__pycache__/" not in path}
+    assert after == before, f"a test wrote into the read-only session fixture {folder}"
+
+
 @pytest.fixture(scope="session")
-def example_repository(tmp_path_factory) -> _Path:
+def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example manifest (``examples/gen-repo.yaml``: mlp and text) built for the python target, once per session.
 
     Built with ``generator.build.build_repository`` into a session folder with its own build cache (no stale
-    artifacts from earlier sessions). Tests must not modify it: copy it (``shutil.copytree``) to edit.
+    artifacts from earlier sessions). Read-only (a read-only bind mount as root; checked unchanged at the end):
+    copy it (``shutil.copytree``) to edit.
     """
     from generator.build import BuildOptions, build_repository
 
@@ -84,12 +111,12 @@ def example_repository(tmp_path_factory) -> _Path:
         output_dir=output,
     )
     assert report.ok, report.to_dict()
-    return output
+    yield from _read_only(output)
 
 
 # ---- warmup_example_repository (generator/config.py warmup, generator/publish.py) -----------------------------
 @pytest.fixture(scope="session")
-def warmup_example_repository(tmp_path_factory) -> _Path:
+def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example manifest with ``warmup: true`` for every model, built for the python target once per session.
 
     Its configs warm up from the data files the build writes (``<model>/warmup/1/<input>``). Read-only: copy it
@@ -110,7 +137,7 @@ def warmup_example_repository(tmp_path_factory) -> _Path:
         output_dir=output,
     )
     assert report.ok, report.to_dict()
-    return output
+    yield from _read_only(output)
 
 
 # ---- store: S3 and GCS on loopback (generator/storage.py, generator/publish.py) -------------------------------------
@@ -151,29 +178,94 @@ def built_example_repository(example_repository) -> _Path:
     return example_repository
 
 
-# ---- CI strictness: what CI installs must really run ----------------------------------------------------------------
-#: Skip reasons that mean "a tool the project installs is missing". Locally they skip; with GEN_REPO_STRICT_SKIPS=1
-#: (set by .ci/run) they fail, so a broken install can never turn the real-server tests into silent skips.
-_INSTALLED_TOOL_SKIPS = (
-    "no tritonserver available",
-    "tensorrt_rtx is not installed",
-    "moto[server] and s3fs are needed",
-    "gcp-storage-emulator and gcsfs are needed",
-    "ray is not installed",
-    "the gen-repo console script is not installed",
-)
+# ---- CI strictness: what CI installs must really run (tests/requirements.py) ------------------------------------
+from tests import requirements as _requirements  # noqa: E402
+
+_STRICT = "GEN_REPO_STRICT_SKIPS"
+_SKIPS_SEEN = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def _strict() -> bool:
+    return _os.environ.get(_STRICT) == "1"
+
+
+def pytest_configure(config):  # type: ignore[no-untyped-def]
+    """The ``requires`` marker, the skip tally and the hypothesis profile (derandomized in CI)."""
+    config.addinivalue_line(
+        "markers", "requires(*names): skip unless each requirement of tests/requirements.py is present")
+    config.stash[_SKIPS_SEEN] = []
+    # Same results whatever the terminal: rich (and the CLIs run as children) must not see a forced terminal or width.
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE", "COLUMNS", "LINES"):
+        _os.environ.pop(name, None)
+    from hypothesis import settings
+
+    # CI: a fixed seed (derandomize), so a red run reproduces; bench/fuzz_long.py runs randomized and longer.
+    settings.register_profile("ci", derandomize=True, print_blob=True)
+    settings.register_profile("dev")
+    settings.load_profile("ci" if _strict() or _os.environ.get("CI") == "true" else "dev")
+
+
+def pytest_runtest_setup(item):  # type: ignore[no-untyped-def]
+    """``@pytest.mark.requires(name, ...)``: skip through the registry before the test runs."""
+    for marker in item.iter_markers("requires"):
+        for name in marker.args:
+            _requirements.require(name)
+
+
+def _reason(report) -> str:  # type: ignore[no-untyped-def]
+    return str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
+def _judge_skip(requirement, reason: str, where: str, config) -> str | None:  # type: ignore[no-untyped-def]
+    """Tally a skip; under strict mode, the failure text for a skip CI must not have (None when allowed)."""
+    config.stash[_SKIPS_SEEN].append((requirement.name if requirement is not None else "(not routed)", where))
+    if not _strict():
+        return None
+    if requirement is None:
+        return f"{_STRICT}=1: a skip not routed through tests/requirements.py: {reason}"
+    if requirement.ci_has:
+        return f"{_STRICT}=1: skipped for {requirement.name}, which CI installs or has: {reason}"
+    return None
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
-    """Turn skips for missing project-installed tools into failures under GEN_REPO_STRICT_SKIPS=1."""
+    """Under GEN_REPO_STRICT_SKIPS=1, a skip for a requirement CI has (or an unrouted skip) is a failure."""
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and _os.environ.get("GEN_REPO_STRICT_SKIPS") == "1":
-        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if any(marker in reason for marker in _INSTALLED_TOOL_SKIPS):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        requirement = getattr(call.excinfo.value, "requirement", None) if call.excinfo is not None else None
+        failure = _judge_skip(requirement, _reason(report), item.nodeid, item.config)
+        if failure is not None:
             report.outcome = "failed"
-            report.longrepr = f"skipped in CI, where this tool is installed: {reason}"
+            report.longrepr = failure
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):  # type: ignore[no-untyped-def]
+    """A module skipped at import has no requirement to read: under strict mode it fails (use the marker)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped:
+        failure = _judge_skip(None, _reason(report), collector.nodeid, collector.config)
+        if failure is not None:
+            report.outcome = "failed"
+            report.longrepr = failure
+
+
+def pytest_terminal_summary(terminalreporter, config):  # type: ignore[no-untyped-def]
+    """List the skips by requirement with counts (in CI only the GPU ones may remain)."""
+    seen = config.stash[_SKIPS_SEEN]
+    if not seen:
+        return
+    counts: dict[str, int] = {}
+    for name, _ in seen:
+        counts[name] = counts.get(name, 0) + 1
+    terminalreporter.section("skips by requirement (tests/requirements.py)")
+    for name, count in sorted(counts.items()):
+        requirement = _requirements.REQUIREMENTS.get(name)
+        kind = "allowed in CI" if requirement is not None and not requirement.ci_has else f"fails under {_STRICT}=1"
+        terminalreporter.write_line(f"{name}: {count} ({kind})")
 
 
 # ---- the build cache's signing secret (generator/cache.py) ---------------------------------------------------------

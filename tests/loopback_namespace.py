@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
+from tests.requirements import missing
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -53,7 +53,7 @@ class LoopbackNamespace:
         if self.holder.poll() is not None or _net_ns(self.holder.pid) == _net_ns("self"):
             error = self.holder.stderr.read().decode() if self.holder.stderr else ""
             self.close()
-            pytest.skip(f"cannot create a loopback-only network namespace (unshare --user --net): {error.strip()}")
+            raise missing("user_namespaces", f"cannot create a loopback-only network namespace: {error.strip()}")
         self.inode = _net_ns(self.holder.pid)
         self.run(["ip", "link", "set", "lo", "up"], check=True)
         if tripwire:
@@ -72,7 +72,8 @@ class LoopbackNamespace:
             done = self.run(step)
             if done.returncode != 0:
                 self.close()
-                pytest.skip(f"cannot lay the tripwire interface ({' '.join(step)}): {done.stderr.strip()}")
+                raise missing("user_namespaces", f"cannot lay the tripwire interface ({' '.join(step)}): "
+                              f"{done.stderr.strip()}")
 
     def packets_off_loopback(self) -> int:
         """Packets sent through the tripwire interface so far (anything that tried to leave loopback)."""

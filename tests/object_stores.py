@@ -9,7 +9,6 @@ emulator variables for GCS), URLs for a prefix and an fsspec filesystem to inspe
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import socket
 import subprocess
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.requirements import require
 
 BIN = Path(sys.executable).parent
 #: moto accepts any credentials; the AWS SDKs need some to sign with (and never look further, e.g. EC2 metadata).
@@ -134,11 +133,7 @@ def store_command(kind: str, port: int) -> list[str]:
 
 def skip_unless_installed(kind: str) -> None:
     """Skip (a failure under GEN_REPO_STRICT_SKIPS=1) when the store or its client library is missing."""
-    server, client = ("moto_server", "s3fs") if kind == "s3" else ("gcp-storage-emulator", "gcsfs")
-    if not (BIN / server).is_file() or importlib.util.find_spec(client) is None:
-        message = ("moto[server] and s3fs are needed (pip install -e '.[dev]')" if kind == "s3" else
-                   "gcp-storage-emulator and gcsfs are needed (pip install -e '.[all,dev]')")
-        pytest.skip(message)
+    require("moto_s3" if kind == "s3" else "gcs_emulator")
 
 
 @contextlib.contextmanager

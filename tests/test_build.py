@@ -25,6 +25,7 @@ from generator.lint import lint_repository
 from generator.reference import read_reference
 from generator.repository import read_lock, verify_repository
 from generator.targets import preflight, tensorrt_available
+from tests.requirements import missing
 
 MODULE = "zoo_build_models"
 ALL = ("mlp", "two", "nested", "static", "frompt2", "fromonnx")
@@ -199,7 +200,7 @@ def test_factory_refused_without_allow_code_before_anything_runs(zoo: SimpleName
 
 def test_compute_capabilities_need_standard_tensorrt(zoo: SimpleNamespace) -> None:
     if _rtx_missing():
-        pytest.skip(f"tensorrt_rtx is not installed: {_rtx_missing()}")
+        raise missing("tensorrt_rtx", f"tensorrt_rtx is not installed: {_rtx_missing()}")
     manifest = write_manifest(zoo.root, "cc.yaml", [
         {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"onnx": "mlp.onnx"}, "target": "tensorrt",
          "compute_capabilities": ["8.9", "9.0"]},
@@ -217,7 +218,7 @@ def test_compute_capabilities_need_standard_tensorrt(zoo: SimpleNamespace) -> No
 def rtx_build(zoo: SimpleNamespace, cache_dir: Path) -> SimpleNamespace:
     """The MLP (factory) built for the tensorrt target with tensorrt_rtx."""
     if _rtx_missing():
-        pytest.skip(f"tensorrt_rtx is not installed: {_rtx_missing()}")
+        raise missing("tensorrt_rtx", f"tensorrt_rtx is not installed: {_rtx_missing()}")
     manifest = write_manifest(zoo.root, "rtx.yaml", [
         {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"factory": f"{MODULE}:make_mlp"}},
     ])
@@ -280,6 +281,15 @@ def test_an_ensemble_of_tensorrt_steps_takes_its_reference_from_the_torch_pipeli
     assert problem.pointer == "/ensembles/1"
     cases = read_reference(zoo.root / "rtx_ensemble_repository" / "pipe" / "1" / "gen_repo")
     assert [(c.name, c.outputs["y"].shape[1:]) for c in cases] == [("min", (4,)), ("opt", (4,)), ("max", (4,))]
+    # The values are the torch pipeline's: recomputed here from the same factory's model on the stored inputs.
+    import torch
+
+    zoo_module = load_module(zoo.root / f"{MODULE}.py", "_check_pipe")
+    model = zoo_module._seeded(zoo_module.MLP, 0)  # what make_mlp returns, without counting a call
+    for case in cases:
+        with torch.no_grad():
+            want = model(torch.from_numpy(case.inputs["x"])).numpy()
+        np.testing.assert_allclose(case.outputs["y"], want, rtol=1e-5, atol=1e-6, err_msg=case.name)
 
 
 def test_verify_catches_a_modified_engine(rtx_build: SimpleNamespace, tmp_path: Path) -> None:
@@ -310,7 +320,7 @@ def test_tensorrt_plan_on_gpu_records_compute_capability_and_reuses_timing_cache
 ) -> None:
     why = _standard_tensorrt_with_gpu()
     if why:
-        pytest.skip(f"needs standard TensorRT and an NVIDIA GPU: {why}")
+        raise missing("tensorrt_gpu", f"needs standard TensorRT and an NVIDIA GPU: {why}")
     from generator.gpu import current_gpu, detect_gpus
 
     gpu = current_gpu(detect_gpus())
@@ -331,12 +341,12 @@ def test_tensorrt_plan_on_gpu_records_compute_capability_and_reuses_timing_cache
 def test_one_plan_per_compute_capability(zoo: SimpleNamespace, cache_dir: Path) -> None:
     why = _standard_tensorrt_with_gpu()
     if why:
-        pytest.skip(f"needs standard TensorRT and NVIDIA GPUs: {why}")
+        raise missing("tensorrt_gpu", f"needs standard TensorRT and NVIDIA GPUs: {why}")
     from generator.gpu import detect_gpus
 
     capabilities = sorted({g.compute_capability for g in detect_gpus() if g.compute_capability})
     if len(capabilities) < 2:
-        pytest.skip(f"needs GPUs of two compute capabilities; this machine has {capabilities}")
+        raise missing("gpu_two_capabilities", f"this machine has {capabilities}")
     manifest = write_manifest(zoo.root, "multi_cc.yaml", [
         {"name": "mlp", "spec": "specs/mlp.graphspec.json", "source": {"onnx": "mlp.onnx"}, "target": "tensorrt",
          "compute_capabilities": capabilities},

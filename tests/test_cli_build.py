@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from generator.build import BuildEvent
 from generator.cli import main as cli_main
 from generator.targets import tensorrt_available
+from tests.requirements import missing
 
 MODULE = "zoo_cli_models"
 
@@ -112,7 +113,7 @@ def test_unedited_init_output_is_bad_input_exit_2(tmp_path: Path) -> None:
 def test_tensorrt_target_without_tensorrt_stops_at_once(project: SimpleNamespace, tmp_path: Path) -> None:
     trt, why = tensorrt_available("tensorrt")
     if trt is not None:
-        pytest.skip("standard TensorRT and a GPU are present here")
+        raise missing("no_gpu", "standard TensorRT and a GPU are present here")
     calls = factory_calls(project.root)
     run = _run("build", project.manifest, "--allow-code", "--target", "tensorrt", "-o", tmp_path / "out",
                "--cache-dir", tmp_path / "cache")
@@ -126,7 +127,7 @@ def test_tensorrt_target_without_tensorrt_stops_at_once(project: SimpleNamespace
 def test_target_auto_says_what_it_chose(project: SimpleNamespace, cache_dir: Path, tmp_path: Path) -> None:
     trt, why = tensorrt_available("tensorrt")
     if trt is not None:
-        pytest.skip("standard TensorRT and a GPU are present: auto builds plans (covered by gpu tests)")
+        raise missing("no_gpu", "standard TensorRT and a GPU are present: auto builds plans (covered by gpu tests)")
     manifest = write_manifest(project.root, "auto.yaml", [
         {"name": "fromonnx", "spec": "specs/mlp.graphspec.json", "source": {"onnx": "mlp.onnx"}}])
     run = _run("build", manifest, "--target", "auto", "-o", tmp_path / "out", "--cache-dir", cache_dir, "--json")

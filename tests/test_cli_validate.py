@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from generator.cli import main
 from generator.cli.validate import FEW_FILES
 from generator.validation import PARALLEL_MIN_FILES
+from generator.workers import usable_cpus
 from tests.manifest_helpers import FIXTURES
 
 
@@ -35,9 +36,11 @@ def bad_specs(tmp_path: Path, aitune_fixture_dir: Path) -> list[Path]:
     return [first, second]
 
 
-def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fixture_dir: Path) -> None:
-    files = [str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES]
-    files.append(str(aitune_fixture_dir / "tune_report.json"))
+def test_valid_specs_exit_0_with_a_table_per_graph(runner: CliRunner, aitune_fixture_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Relative paths: the tables' titles (and where rich wraps them) must not depend on where the checkout lives.
+    monkeypatch.chdir(aitune_fixture_dir)
+    files = [f"{name}.graphspec.json" for name in FIXTURES] + ["tune_report.json"]
     result = runner.invoke(main, ["validate", "--verbose", *files])  # 9 files: tables only when asked
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
@@ -96,8 +99,21 @@ def test_many_files_json_is_the_same_document_one_line_per_graph(runner: CliRunn
 
 
 def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path: Path, aitune_fixture_dir: Path,
-                                                     bad_specs: list[Path]) -> None:
+                                                     bad_specs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """From PARALLEL_MIN_FILES files on, workers check them: one line per file, in the order given, errors in full."""
+    import os
+
+    import generator.validation
+
+    checked_in: set[int] = set()
+    real = generator.validation.validate_files
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        results = real(*args, **kwargs)
+        checked_in.update(r.checked_in for r in results)
+        return results
+
+    monkeypatch.setattr(generator.validation, "validate_files", recording)
     files = []
     for i in range(PARALLEL_MIN_FILES):
         name = ("mlp", "text", "stacked_cfg")[i % 3]
@@ -115,6 +131,8 @@ def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path:
     assert as_json.exit_code == 2
     payload = json.loads(as_json.stdout)  # the graphs of the valid files beside the errors, one line per graph
     assert payload["ok"] is False and len(payload["errors"]) == 3 and len(payload["graphs"]) == PARALLEL_MIN_FILES
+    if usable_cpus() > 1:  # the files were checked in worker processes, not silently in this one
+        assert checked_in and os.getpid() not in checked_in
 
 
 def test_invalid_specs_exit_2_with_every_error_of_every_file(runner: CliRunner, bad_specs: list[Path]) -> None:
@@ -272,3 +290,20 @@ def test_json_keeps_the_valid_files_graphs_beside_the_errors(runner: CliRunner, 
         assert {(e["file"], e["pointer"]) for e in payload["errors"]} >= {(str(bad_specs[1]), "/graph/name")}
         assert result.stderr == ""
 
+
+
+def test_table_test_holds_whatever_the_terminal() -> None:
+    # The suite's own terminal (forced colour, a narrow width) must not reach the CLI output the tests read.
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "40"}
+    env.pop("GEN_REPO_STRICT_SKIPS", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--color=no",
+         "tests/test_cli_validate.py::test_valid_specs_exit_0_with_a_table_per_graph"],
+        cwd=root, env=env, capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.repository import LOCK_FILE_NAME, RepositoryWriter, build_lock
+from tests.requirements import missing
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_entry_point_subprocess(repo: Path) -> None:
     (repo / "mlp/1/model.onnx").write_bytes(b"tampered")
     script = Path(sys.executable).parent / "gen-repo"
     if not script.exists():
-        pytest.skip("the gen-repo console script is not installed in this environment")
+        raise missing("console_script", f"{script} does not exist")
     result = subprocess.run([str(script), "verify", str(repo)], capture_output=True, text=True, check=False)
     assert result.returncode == 1, result.stderr
     assert "model.onnx" in result.stdout and "Traceback" not in result.stderr

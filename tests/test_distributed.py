@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ import pytest
 
 from generator.distributed import TaskDemand, _feasible, _loopback_host, cc_resource, engine_demand, export_demand
 from tests.loopback_namespace import LoopbackNamespace
+from tests.requirements import require
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "examples" / "gen-repo.yaml"
@@ -104,10 +104,8 @@ def _tree_hashes(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[tuple[LoopbackNamespace, str]]:
-    if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is not installed (pip install 'gen-repo[ray]')")
-    if not shutil.which("unshare") or not shutil.which("nsenter"):
-        pytest.skip("unshare/nsenter (util-linux) are needed for a loopback-only network namespace")
+    require("ray")
+    require("user_namespaces")
     namespace = LoopbackNamespace()
     temp_dir = tempfile.mkdtemp(prefix="gr-ray-")  # short: Ray's socket paths must stay under 107 bytes
     address = f"127.0.0.1:{HEAD_PORT}"

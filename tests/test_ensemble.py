@@ -25,6 +25,28 @@ from tests.manifest_helpers import REPO, graph, plan_for, problems_of, tensor, w
 
 CORPUS = Path(__file__).parent / "ensemble_corpus"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.json").is_file())
+#: What the real Triton (2.51) says when it refuses each planted defect (its reply, or its log for the defects found
+#: while polling the repository): a case broken another way fails the test.
+TRITON_REFUSALS = {
+    "ens_batch_size": "ensemble ens_batch_size allows maximum batch size 64, but it contains model mlp which only "
+                      "allows maximum batch size to be 32",
+    "ens_data_type": "in ensemble ens_data_type, ensemble tensor x: inconsistent data type: TYPE_INT64 is inferred "
+                     "from model ens_data_type while TYPE_FP32 is inferred from model mlp",
+    "ens_dims": "in ensemble ens_dims, ensemble tensor x: inconsistent shape: [-1,8] is inferred from model ens_dims "
+                "while [-1,16] is inferred from model mlp",
+    "ens_input_unmapped": "in ensemble ens_input_unmapped, input input_attention_mask in model text is not mapped to "
+                          "any ensemble tensors",
+    "ens_map_name": "in ensemble ens_map_name, ensemble tensor x is mapping to non-existing input x in model mlp",
+    "ens_model_missing": "ensemble ens_model_missing contains models that are not available or ambiguous: nope",
+    "ens_output_not_written": "Poll failed for model directory 'ens_output_not_written': ensemble output 'w' for "
+                              "ensemble ens_output_not_written' is not used",
+    "ens_two_producers": "Poll failed for model directory 'ens_two_producers': ensemble tensor 'y' can appear in an "
+                         "output map only once for ensemble 'ens_two_producers' step 1",
+    "ens_unused_input": "Poll failed for model directory 'ens_unused_input': ensemble input 'z' for ensemble "
+                        "ens_unused_input' is not used",
+    "ens_unused_tensor": "Poll failed for model directory 'ens_unused_tensor': ensemble tensor 'b' is unused in "
+                         "ensemble 'ens_unused_tensor'",
+}
 EXAMPLES = REPO / "examples"
 
 
@@ -218,14 +240,19 @@ def test_the_real_triton_refuses_every_planted_defect_and_serves_the_good_ensemb
     repo = _repository_with(example_repository, tmp_path, "ens_good", *CASES)
     server = triton_server_factory(repo, model_control="explicit", disable_auto_complete_config=True)
     client = grpcclient.InferenceServerClient(server.grpc_url)
-    loaded = []
+    refusals = {}
     for case in CASES:
+        seen = len(server.log_text())
         try:
             client.load_model(case, client_timeout=60)
-            loaded.append(case)
-        except InferenceServerException:
-            pass
-    assert loaded == []  # every defect lint reports, Triton refuses too
+            refusals[case] = "loaded"
+        except InferenceServerException as refused:
+            # Errors found while polling the repository are in the server's log; the reply only says "failed to poll".
+            refusals[case] = f"{refused.message()}\n{server.log_text()[seen:]}"
+    # Every defect lint reports, Triton refuses too, and for that defect (a case broken another way fails here).
+    assert sorted(TRITON_REFUSALS) == CASES
+    wrong = {case: message for case, message in refusals.items() if TRITON_REFUSALS[case] not in message}
+    assert wrong == {}, wrong
     client.load_model("ens_good", client_timeout=60)
     with np.load(example_repository / "mlp" / "1" / "gen_repo" / "reference.npz") as stored:
         x, y = stored["opt/input/input_x"][:4], stored["opt/output/output"][:4]  # within the ensemble's 8

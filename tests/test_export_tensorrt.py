@@ -29,6 +29,7 @@ from generator.export.tensorrt import (
 )
 from generator.gpu import current_gpu, detect_gpus, import_tensorrt
 from generator.spec import GraphSpec
+from tests.requirements import missing, require_module
 
 EXAMPLES = ("mlp", "text")
 
@@ -38,9 +39,7 @@ EXAMPLES = ("mlp", "text")
 # --------------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trt_rtx() -> Any:
-    return pytest.importorskip(
-        "tensorrt_rtx", reason="TensorRT-RTX not installed (pip install '.[trt-rtx]', i.e. tensorrt-rtx-cu13)"
-    )
+    return require_module("tensorrt_rtx")
 
 
 def _graph(examples_dir: Path, name: str) -> GraphSpec:
@@ -58,7 +57,7 @@ def _dynamic_axes(names: list[str], specs: list[Any]) -> dict[str, dict[int, str
 @pytest.fixture(scope="module")
 def example_onnx(examples_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, GraphSpec]]:
     """``{"mlp": (model.onnx, graph), "text": ...}``: the example models exported with their spec's dynamic axes."""
-    torch = pytest.importorskip("torch", reason="torch not installed (pip install '.[export]')")
+    torch = require_module("torch")
     from examples.models import make_mlp, make_text
 
     folder = tmp_path_factory.mktemp("onnx")
@@ -239,7 +238,7 @@ def test_profile_beyond_static_dim_fails_the_build_with_tensorrt_log(trt_rtx: An
 
 
 def test_parser_errors_are_all_reported(trt_rtx: Any, tmp_path: Path) -> None:
-    onnx = pytest.importorskip("onnx")
+    onnx = require_module("onnx")
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("input_x", TensorProto.FLOAT, ["b", 4])
@@ -366,10 +365,10 @@ def trt_gpu() -> Any:
     try:
         trt = import_tensorrt("tensorrt")
     except ImportError as error:
-        pytest.skip(f"standard TensorRT is not importable here: {error}")
+        raise missing("tensorrt_gpu", f"standard TensorRT is not importable here: {error}") from error
     gpu = current_gpu(detect_gpus())
     if gpu is None:
-        pytest.skip("no NVIDIA GPU found (nvidia-smi, /dev/nvidia*, CUDA_VISIBLE_DEVICES)")
+        raise missing("tensorrt_gpu", "no NVIDIA GPU found (nvidia-smi, /dev/nvidia*, CUDA_VISIBLE_DEVICES)")
     return trt
 
 
@@ -404,7 +403,7 @@ def test_gpu_engine_deserializes_with_the_spec_profile(trt_gpu: Any, example_onn
 def test_gpu_hardware_compatibility_applied(trt_gpu: Any, example_onnx: dict) -> None:
     gpu = current_gpu(detect_gpus())
     if gpu is None or gpu.compute_capability is None or float(gpu.compute_capability) < 8.0:
-        pytest.skip("hardware compatibility ampere_plus needs an Ampere or newer GPU")
+        raise missing("gpu_ampere", "hardware compatibility ampere_plus needs an Ampere or newer GPU")
     path, graph = example_onnx["mlp"]
     result = build_engine(trt_gpu, path, profiles_from_graph(graph), BuildOptions(hardware_compatibility="ampere_plus"))
     assert "hardware_compatibility_level=AMPERE_PLUS" in result.applied_flags

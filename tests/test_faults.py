@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from generator.repository import LOCK_FILE_NAME, OUTPUT_MARKER, verify_repository
+from tests.requirements import missing
 from tests.test_safety import copy_project, gen_repo, isolated_env, tree_state
 
 pytestmark = pytest.mark.slow
@@ -47,6 +48,41 @@ WITH_BROKEN = """models:
     spec: specs/text.graphspec.json
     source: {factory: "examples.models:make_text"}
 """
+# The MLP whose forward blocks while torch.onnx.export (either exporter) traces it: the kill test signals a build
+# known to be inside the export (the marker file exists), not one a sleep guesses to be there.
+GATED_MODEL = """import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from examples.models import make_mlp
+
+
+class Gated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = make_mlp()
+
+    def forward(self, x):
+        frame = sys._getframe()
+        while frame is not None and "torch/onnx/" not in frame.f_code.co_filename:
+            frame = frame.f_back
+        if frame is not None:
+            Path(os.environ["GEN_REPO_TEST_EXPORTING"]).touch()
+            time.sleep(600)  # the test kills or interrupts the build here
+        return self.inner(x)
+
+
+def make_gated():
+    return Gated()
+"""
+GATED = """models:
+  - name: mlp
+    spec: specs/mlp.graphspec.json
+    source: {factory: "examples.gated:make_gated"}
+"""
 
 
 class Project:
@@ -60,6 +96,8 @@ class Project:
         self.output = root / "out" / "repo"
         (self.project / "examples" / "text-only.yaml").write_text(TEXT_ONLY, encoding="utf-8")
         (self.project / "examples" / "with-broken.yaml").write_text(WITH_BROKEN, encoding="utf-8")
+        (self.project / "examples" / "gated.yaml").write_text(GATED, encoding="utf-8")
+        (self.project / "examples" / "gated.py").write_text(GATED_MODEL, encoding="utf-8")
 
     def args(self, manifest: str = "gen-repo.yaml", output: Path | None = None, cache: Path | None = None,
              *extra: str) -> list[str]:
@@ -77,9 +115,10 @@ class Project:
         assert result.returncode == 0, result.stderr[-3000:]
         return tree_state(self.output)
 
-    def start(self, manifest: str = "gen-repo.yaml", cache: Path | None = None) -> subprocess.Popen[str]:
+    def start(self, manifest: str = "gen-repo.yaml", cache: Path | None = None,
+              env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         command = [sys.executable, "-c", "from generator.cli import main; main()", *self.args(manifest, None, cache)]
-        return subprocess.Popen(command, env=self.env, cwd=self.project, stdout=subprocess.DEVNULL,
+        return subprocess.Popen(command, env={**self.env, **(env or {})}, cwd=self.project, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def leftovers(self) -> list[str]:
@@ -128,10 +167,11 @@ SIGNALS = [pytest.param(signal.SIGKILL, id="SIGKILL"), pytest.param(signal.SIGIN
 def test_killed_while_exporting_leaves_previous_repository(project: Project, signum: int) -> None:
     previous = project.previous()
     cold = project.root / f"cold-{signum}"  # an empty cache: the build has to export
-    process = project.start(cache=cold)
-    exporting = _wait_for(process, lambda: cold.is_dir() and any(n.startswith(".build-") for n in os.listdir(cold)))
+    marker = project.root / f"exporting-{signum}"
+    process = project.start("gated.yaml", cache=cold, env={"GEN_REPO_TEST_EXPORTING": str(marker)})
+    exporting = _wait_for(process, marker.exists)
     assert exporting, "the build ended before it started exporting"
-    time.sleep(1.0)  # well inside torch.onnx.export
+    assert any(n.startswith(".build-") for n in os.listdir(cold))  # inside torch.onnx.export, its scratch in place
     _send(process, signum)
     code, stderr = _finish(process)
     assert code == (130 if signum == signal.SIGINT else -signal.SIGKILL), stderr[-2000:]
@@ -205,7 +245,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount_point)],
                              capture_output=True, text=True, check=False)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
+        raise missing("root", f"cannot mount a tmpfs here: {mounted.stderr.strip() or mounted.returncode}")
     try:
         yield mount_point
     finally:

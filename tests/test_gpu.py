@@ -18,6 +18,7 @@ from generator.gpu import (
     parse_nvidia_smi,
     tensorrt_module,
 )
+from tests.requirements import missing, require_module
 
 
 def _fake_nvidia_smi(folder: Path, body: str) -> Path:
@@ -41,7 +42,7 @@ def test_this_machine_without_gpu_returns_empty_list() -> None:
     gpus = detect_gpus()
     assert all(isinstance(gpu, GpuInfo) for gpu in gpus)
     if has_smi or has_nodes:
-        pytest.skip("this machine has nvidia-smi or /dev/nvidia* nodes; the no-GPU case needs a machine without")
+        raise missing("no_gpu", "this machine has nvidia-smi or /dev/nvidia* nodes")
     assert gpus == []
 
 
@@ -132,7 +133,7 @@ def test_tensorrt_module_skips_broken_and_missing_modules(tmp_path: Path, monkey
 
 
 def test_tensorrt_module_finds_tensorrt_rtx() -> None:
-    trt = pytest.importorskip("tensorrt_rtx", reason="tensorrt-rtx-cu13 not installed (pip install '.[trt-rtx]')")
+    trt = require_module("tensorrt_rtx")
     found = tensorrt_module(prefer=("no_such_tensorrt_module_for_test", "tensorrt_rtx"))
     assert found is not None
     assert found == (trt, "tensorrt_rtx")

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor, text_format
-from google.protobuf.internal import api_implementation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
@@ -89,7 +88,7 @@ def test_lean_printer_alone_is_text_format_byte_for_byte(config):
     assert "".join(out) == text_format.MessageToString(config)
 
 
-@pytest.mark.skipif(api_implementation.Type() != "upb", reason="protobuf's C text encoder is the upb backend's")
+@pytest.mark.requires("protobuf_upb")
 def test_c_encoder_is_taken_for_a_typical_config():
     config = parse_config(
         'name: "m" platform: "tensorrt_plan" max_batch_size: 8 version_policy { latest { num_versions: 1 } } '

@@ -25,6 +25,7 @@ from generator.perf import (
 from generator.plan import plan_repository
 from generator.spec import GraphSpec
 from tests.manifest_helpers import AITUNE, EXAMPLES_MANIFEST, fixture_models, write_manifest
+from tests.requirements import missing, require
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -204,8 +205,8 @@ def test_perf_analyzer_detection_refuses_a_broken_binary(tmp_path: Path) -> None
 @pytest.fixture(scope="module")
 def perf_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example repository (python target) built once for this module, with a private cache."""
-    pytest.importorskip("torch")
-    pytest.importorskip("onnxruntime")
+    require("torch")
+    require("onnxruntime")
     from generator.build import BuildOptions, build_repository
 
     base = tmp_path_factory.mktemp("perf")
@@ -238,7 +239,7 @@ def test_perf_launch_http_one_model(perf_repository: Path) -> None:
     try:
         find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(f"no tritonserver available: {exc}")
+        raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
     code, output = _run("perf", "--launch", "--repo", str(perf_repository), "--model", "text", "-i", "http",
                         "--duration", "1", "--concurrency", "2", "--shape", "max", "--json", "-")
     assert code == 0, output

@@ -33,6 +33,7 @@ from generator.repository import (
     render_lock,
     verify_repository,
 )
+from tests.requirements import missing
 
 TOOLS = {"gen-repo": "0.1.0", "onnx": "1.17.0"}
 
@@ -579,12 +580,12 @@ def small_tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+        raise missing("root", "mounting a tmpfs needs root")
     result = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mnt)], capture_output=True, text=True, check=False
     )
     if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+        raise missing("root", f"cannot mount a tmpfs here: {result.stderr.strip()}")
     try:
         yield mnt
     finally:

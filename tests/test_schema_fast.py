@@ -37,7 +37,7 @@ from tests.manifest_helpers import FIXTURES
 SCHEMAS = [GRAPHSPEC_SCHEMA, TUNE_REPORT_SCHEMA, "manifest.schema.json"]
 HYPOTHESIS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-pytestmark = pytest.mark.skipif(documents.FAST_VALIDATOR_MODULE is None, reason="jsonschema_rs is not installed")
+pytestmark = pytest.mark.requires("jsonschema_rs")
 
 Doc = dict[str, Any]
 T = ["graph", "input_spec", "tensor_data"]

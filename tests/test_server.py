@@ -20,6 +20,7 @@ from generator.server import (
     free_port,
     launch,
 )
+from tests.requirements import missing
 
 TRIVIAL_CONFIG = """\
 name: "double"
@@ -80,7 +81,7 @@ def test_find_tritonserver_default_has_python_stub() -> None:
     try:
         binary = find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(str(exc))
+        raise missing("tritonserver", str(exc)) from exc
     assert binary.path.is_file()
     if binary.source == "nvidia-pytriton":
         assert binary.backend_directory is not None
@@ -200,7 +201,7 @@ def test_launch_stops_server_on_keyboard_interrupt(tmp_path: Path) -> None:
     try:
         find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(str(exc))
+        raise missing("tritonserver", str(exc)) from exc
     pids: list[int] = []
     with pytest.raises(KeyboardInterrupt), launch(tmp_path / "repo", ready_timeout=60) as server:
         assert server.pid is not None

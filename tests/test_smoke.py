@@ -31,6 +31,7 @@ from generator.smoke import (
     run_smoke,
     tolerance_for,
 )
+from tests.requirements import missing
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Helpers and fixtures
@@ -85,7 +86,7 @@ def _binary():
     try:
         return find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(f"no tritonserver available: {exc}")
+        raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
 
 
 def _start(repo: Path, **options) -> TritonServer:

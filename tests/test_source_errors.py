@@ -13,6 +13,7 @@ import yaml
 from generator.build import BuildFailed, BuildOptions, build_repository
 from generator.errors import GenRepoError, Problem
 from generator.planning import plan_build
+from tests.requirements import require
 
 
 def _manifest(folder: Path, aitune_fixture_dir: Path, source: dict[str, str]) -> Path:
@@ -52,7 +53,7 @@ def test_a_missing_pt2_file_points_at_the_manifest_entry(tmp_path: Path, aitune_
 ])
 def test_a_broken_source_file_points_at_the_manifest_entry(tmp_path: Path, aitune_fixture_dir: Path, kind: str,
                                                            needs: str, content: bytes, message: str) -> None:
-    pytest.importorskip(needs)
+    require(needs)
     manifest = _manifest(tmp_path, aitune_fixture_dir, {kind: f"broken.{kind}"})
     (tmp_path / f"broken.{kind}").write_bytes(content)
     every = _build_problems(manifest, tmp_path)

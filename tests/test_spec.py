@@ -29,6 +29,7 @@ from generator.spec import (
     path_from_json,
 )
 from tests.manifest_helpers import FIXTURES
+from tests.requirements import missing, require_module
 
 
 def _fixture(directory: Path, name: str) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_fixture_copy_matches_shared(aitune_fixture_dir: Path) -> None:
     shared = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "aitune"
     copy_dir = Path(__file__).resolve().parent / "data" / "aitune"
     if not shared.is_dir():
-        pytest.skip("no ../shared/fixtures/aitune next to this checkout")
+        raise missing("shared_fixtures", f"no {shared} next to this checkout")
     for path in shared.iterdir():
         assert (copy_dir / path.name).read_bytes() == path.read_bytes(), f"tests/data/aitune/{path.name} is stale"
 
@@ -191,7 +192,7 @@ def test_tune_report_graph_without_signature_gets_one_from_inputs(aitune_fixture
 # --------------------------------------------------------------------------------------------------------------------
 def _nested_inputs(lib: str, batch: int) -> dict[str, Any]:
     if lib == "torch":
-        torch = pytest.importorskip("torch")
+        torch = require_module("torch")
         x = torch.arange(batch * 5 * 16, dtype=torch.float32).reshape(batch, 5, 16)
         mask = torch.ones(batch, 5, dtype=torch.bool)
         scale = torch.ones(batch, 1)
@@ -232,7 +233,7 @@ def test_make_batch_resizes_every_batch_axis(aitune_fixture_dir: Path, lib: str,
 def test_make_batch_uses_batch_multipliers(aitune_fixture_dir: Path, lib: str) -> None:
     graph = _graph(aitune_fixture_dir, "stacked_cfg")
     if lib == "torch":
-        torch = pytest.importorskip("torch")
+        torch = require_module("torch")
         latents, timestep = torch.zeros(4, 4, 8, 8), torch.zeros(2)
     else:
         latents, timestep = np.zeros((4, 4, 8, 8), np.float32), np.zeros(2, np.float32)

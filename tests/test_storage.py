@@ -28,6 +28,7 @@ from tests.object_stores import (
     skip_unless_installed,
     store_command,
 )
+from tests.requirements import require
 
 
 def _gen_repo(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -186,8 +187,7 @@ def test_the_cycle_sends_nothing_off_loopback(kind: str, example_repository: Pat
     with an emulator configured gen-repo looks up no credentials itself, and keeps the credential lookup of the
     tritonserver it launches on loopback."""
     skip_unless_installed(kind)
-    if not shutil.which("unshare") or not shutil.which("nsenter"):
-        pytest.skip("unshare/nsenter (util-linux) are needed for a loopback-only network namespace")
+    require("user_namespaces")
     namespace = LoopbackNamespace(tripwire=True)
     try:
         port = 29000  # the namespace is private: any port is free

@@ -11,16 +11,17 @@ import yaml
 import generator.documents as documents
 from generator.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
 from generator.errors import GenRepoError
+from tests.requirements import require
 from tests.strategies import alias_bomb
 
-needs_libyaml = pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML built without libyaml")
+needs_libyaml = pytest.mark.requires("libyaml")
 
 
 @pytest.fixture(params=["libyaml", "python"])
 def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each test runs with the C loader (where present) and with the pure-Python one."""
-    if request.param == "libyaml" and not yaml.__with_libyaml__:
-        pytest.skip("PyYAML built without libyaml")
+    if request.param == "libyaml":
+        require("libyaml")
     monkeypatch.setattr(documents, "PREFER_LIBYAML", request.param == "libyaml")
     return str(request.param)
 

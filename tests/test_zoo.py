@@ -188,10 +188,13 @@ def test_warmup_data_is_the_opt_cases_first_item(zoo_repository):
 @pytest.mark.triton
 def test_zoo_passes_every_smoke_check_in_a_real_triton(zoo_repository, triton_server_factory):
     # Auto-complete off: every generated config (the ensemble's included) is complete as written.
-    server = triton_server_factory(zoo_repository, disable_auto_complete_config=True)
+    # Verbose log: Triton says when an instance runs its warmup sample (the files test_warmup_data_... checks).
+    server = triton_server_factory(zoo_repository, disable_auto_complete_config=True, log_verbose=1)
     report = run_smoke(server.grpc_url, "grpc", zoo_repository, options=SmokeOptions(burst=32, concurrency=8))
     explained = "\n".join(f"{r.model} {r.check} {r.status}: {r.message}" for r in report.results)
     assert report.exit_code == 0, explained
+    log = server.log_text()
+    assert [m for m in ZOO_MODELS if not re.search(rf"model '{m}' instance \S+ is running warmup sample", log)] == []
     assert sorted(report.models) == sorted([*ZOO_MODELS, *ZOO_ENSEMBLES])
     skipped = {(r.model, r.check) for r in report.results if r.status == "skipped"}
     # The models that cannot batch: a stacked batch with a 0-d timestep, two towers' own batches, a state [4, b, h].
