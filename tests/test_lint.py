@@ -6,12 +6,15 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.lint import RULES, Finding, PbtxtLocator, lint_repository, parse_config_text
+from generator.lint import RULES, Environment, Finding, PbtxtLocator, lint, lint_repository, parse_config_text
+from generator.lint.rules import RULE_TABLE, Rule
+from tests.lint_cases import CASES, Case, position, repo_of, write_side
 
 CORPUS = Path(__file__).parent / "lint_corpus"
 GOOD = CORPUS / "good"
@@ -58,16 +61,6 @@ def test_bad_case_reports_exactly_the_planted_defect(case: str) -> None:
     assert RULES[findings[0].rule][0] == findings[0].severity
 
 
-def test_every_rule_has_a_bad_case() -> None:
-    covered = {_expected(case)["rule"] for case in BAD_CASES}
-    # Ensemble wiring has its own corpus over real built models (tests/ensemble_corpus, tests/test_ensemble.py).
-    ensembles = Path(__file__).parent / "ensemble_corpus"
-    covered |= {e["rule"] for p in ensembles.glob("*/expected.json") for e in json.loads(p.read_text())}
-    # Tested below instead of in a corpus: a path that does not exist, an environment without onnx, and shape ranges
-    # (they need gen-repo contracts).
-    assert set(RULES) - covered == {"repository-missing", "onnx-skipped", "ensemble-shape-range"}
-
-
 def test_ensemble_shape_ranges_come_from_the_steps_contracts(tmp_path: Path) -> None:
     """A step output whose contract range exceeds its consumer's: Triton loads it and fails the long requests."""
     def model(name: str, high: int) -> None:
@@ -89,8 +82,8 @@ def test_ensemble_shape_ranges_come_from_the_steps_contracts(tmp_path: Path) -> 
         'input [ { name: "x", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
         'output [ { name: "y", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
         'ensemble_scheduling { step [\n'
-        '  { model_name: "a" input_map { key: "x" value: "x" } output_map { key: "y" value: "t" } },\n'
-        '  { model_name: "b" input_map { key: "x" value: "t" } output_map { key: "y" value: "y" } }\n'
+        '  { model_name: "a" model_version: -1 input_map { key: "x" value: "x" } output_map { key: "y" value: "t" } },\n'
+        '  { model_name: "b" model_version: -1 input_map { key: "x" value: "t" } output_map { key: "y" value: "y" } }\n'
         '] }\n')
     findings = [f for f in lint_repository(tmp_path) if f.rule.startswith("ensemble")]
     assert [(f.rule, f.file, f.line) for f in findings] == [("ensemble-shape-range", "ab/config.pbtxt", 8)]
@@ -200,3 +193,68 @@ def test_warmup_data_file_short_or_outside_the_warmup_folder(tmp_path: Path) -> 
     config.write_text(config.read_text().replace('input_data_file: "ids.bin"', 'input_data_file: "../1/x"'))
     (finding,) = lint_repository(tmp_path)
     assert finding.rule == "warmup-data-file" and "leaves the model's warmup/ folder" in finding.message
+
+
+# ---------------------------------------------------------------------------- the case table (tests/lint_cases.py)
+def _rule_for(case_id: str) -> Rule:
+    (found,) = [r for r in RULE_TABLE if case_id in r.cases or any(c.case == case_id for c in r.checks)]
+    return found
+
+
+def _group(case: Case) -> tuple[Environment | None, tuple[str, ...]]:
+    return case.environment, case.external
+
+
+@pytest.fixture(scope="module")
+def linted(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], list[Finding]]:
+    """Every case's sides written into repositories (one set per environment), linted once per set; the findings
+    of each side's models."""
+    out: dict[tuple[str, str], list[Finding]] = {(c.id, side): [] for c in CASES for side in ("bad", "good")}
+    owner: dict[str, tuple[str, str]] = {}
+    groups: dict[tuple[Environment | None, tuple[str, ...]], list[Case]] = {}
+    for case in CASES:
+        groups.setdefault(_group(case), []).append(case)
+    for index, ((environment, external), cases) in enumerate(groups.items()):
+        roots = [tmp_path_factory.mktemp(f"lint{index}-repo{r}") for r in range(3)]
+        for case in cases:
+            for side in ("bad", "good"):
+                write_side(case, side, roots)
+                owner.update({case.name(side, key): (case.id, side) for key in case.models(side)})
+        report = lint(roots[:2], external_models=external, environment=environment)
+        for finding in report.findings:
+            model = finding.file.split(f"{roots[0]}/", 1)[-1].split(f"{roots[1]}/", 1)[-1].split("/")[0]
+            if model in owner:
+                out[owner[model]].append(finding)
+            else:  # a repository with no model of this set
+                assert finding.rule == "repository-empty", str(finding)
+        _ROOTS[index] = roots
+        for case in cases:
+            _CASE_ROOTS[case.id] = roots
+    return out
+
+
+_ROOTS: dict[int, list[Path]] = {}
+_CASE_ROOTS: dict[str, list[Path]] = {}
+
+
+def _expected_finding(case: Case, key: str, at: str | tuple[str, int] | None, rule: Rule) -> tuple[Any, ...]:
+    roots = _CASE_ROOTS[case.id]
+    root = roots[repo_of(key)]
+    folder = f"{root}/{case.name('bad', key)}"
+    if at is None:
+        return (rule.id, f"{folder}/{case.where}" if case.where and key == next(iter(case.bad)) else folder, None,
+                None, rule.severity)
+    line, column = position((root / case.name("bad", key) / "config.pbtxt").read_text(), at)
+    return (rule.id, f"{folder}/config.pbtxt", line, column, rule.severity)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case_is_flagged_and_its_neighbour_is_not(case: Case, linted: dict[tuple[str, str], list[Finding]]) -> None:
+    """The planted finding at its file:line:col, exactly; the accepted neighbour has no finding at all."""
+    rule = _rule_for(case.id)
+    subject = next(iter(case.bad))
+    expected = sorted([_expected_finding(case, subject, case.at, rule),
+                       *(_expected_finding(case, key, at, rule) for key, at in case.also)], key=str)
+    got = sorted(((f.rule, f.file, f.line, f.column, f.severity) for f in linted[(case.id, "bad")]), key=str)
+    assert got == expected, [str(f) for f in linted[(case.id, "bad")]]
+    assert linted[(case.id, "good")] == []
