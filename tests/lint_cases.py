@@ -104,7 +104,8 @@ def write_side(case: Case, side: str, roots: list[Path]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         if model.config is not None:
             text = (f'name: "{name}"\n' if model.named else "") + model.config
-            text = re.sub(r"<<@(\w[\w.]*)>>", lambda m: str((folder.parent / case.name(side, m.group(1))).absolute()), text)
+            root = folder.parent.absolute()
+            text = re.sub(r"<<@(\w[\w.]*)>>", lambda m, root=root: str(root / case.name(side, m.group(1))), text)
             text = re.sub(r"<<(\w[\w.]*)>>", lambda m: case.name(side, m.group(1)), text)
             (folder / "config.pbtxt").write_text(text)
         for rel, content in model.files.items():
@@ -127,20 +128,22 @@ def position(text: str, at: str | tuple[str, int]) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------- ONNX graphs (lint-only cases)
-def onnx_bytes(inputs: list[tuple[str, str, list[int | str]]], outputs: list[tuple[str, str, list[int | str]]]) -> bytes:
+OnnxTensor = tuple[str, str, list[int | str]]
+
+
+def onnx_bytes(inputs: list[OnnxTensor], outputs: list[OnnxTensor]) -> bytes:
     """A small ONNX graph with these inputs and outputs (names, "FLOAT"/"INT32", shapes; str dims are dynamic)."""
     from onnx import TensorProto
 
     from tests.lint_corpus.make_onnx import build
 
-    def tensors(items: list[tuple[str, str, list[int | str]]]) -> list[tuple[str, int, list[int | str]]]:
+    def tensors(items: list[OnnxTensor]) -> list[tuple[str, int, list[int | str]]]:
         return [(name, getattr(TensorProto, dtype), shape) for name, dtype, shape in items]
 
     return build(tensors(inputs), tensors(outputs)).SerializeToString(deterministic=True)
 
 
-def _onnx(inputs: list[tuple[str, str, list[int | str]]], outputs: list[tuple[str, str, list[int | str]]] | None = None
-          ) -> dict[str, bytes | str | None]:
+def _onnx(inputs: list[OnnxTensor], outputs: list[OnnxTensor] | None = None) -> dict[str, bytes | str | None]:
     return {"1/model.onnx": onnx_bytes(inputs, outputs or [("y", "FLOAT", ["b", 4])])}
 
 
@@ -151,8 +154,8 @@ NO_PLATFORM = "max_batch_size: 4\n"  # neither platform nor backend: Triton infe
 # ---------------------------------------------------------------------------- ensembles
 def ensemble(steps: str, io: str = IO, mbs: int = 4, extra: str = "") -> Model:
     """An ensemble model with these steps (an empty version folder)."""
-    return Model(f'platform: "ensemble"\nmax_batch_size: {mbs}\n{io}{extra}ensemble_scheduling {{ step [ {steps} ] }}\n',
-                 {"1/": None})
+    text = f'platform: "ensemble"\nmax_batch_size: {mbs}\n{io}{extra}ensemble_scheduling {{ step [ {steps} ] }}\n'
+    return Model(text, {"1/": None})
 
 
 def step(model: str = "s", version: str = "model_version: -1 ", maps: str = 'input_map { key: "x" value: "x" } '
@@ -162,7 +165,8 @@ def step(model: str = "s", version: str = "model_version: -1 ", maps: str = 'inp
 
 
 ENS_OK = {"e": ensemble(step()), "s": Model()}
-TWO_INPUTS = B + 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "z" data_type: TYPE_FP32 dims: [ 4 ] } ]\n' + Y
+TWO_INPUTS = (B + 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "z" data_type: TYPE_FP32 dims: '
+              '[ 4 ] } ]\n' + Y)
 
 
 # ---------------------------------------------------------------------------- sequence batching
@@ -212,6 +216,8 @@ TRT = 'platform: "tensorrt_plan"\n'  # with backend python: core allows any plat
 F4, F2 = bytes(16), bytes(8)  # four and two float32 zeros
 BATCH_PATH = 'parameters { key: "TRITON_BATCH_STRATEGY_PATH" value: { string_value: "%s" } }\n'
 PROFILE = 'instance_group [ { kind: KIND_CPU profile: [ "%s" ] } ]\n'
+SCATTER_Y = 'batch_output [ { target_name: [ "y" ] kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n'
+PRIORITY = "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: %d value: "
 
 CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------------------------------------ layout
@@ -367,12 +373,10 @@ CASES: tuple[Case, ...] = (
              '[ "x" ] } ]\n' + IO), at="source_input"),
     Case("batch-output-target-unknown", one(B + 'batch_output [ { target_name: [ "nope" ] kind: '
                                                 'BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n' + IO),
-         one(B + 'batch_output [ { target_name: [ "y" ] kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n'
-             + IO), at="target_name"),
+         one(B + SCATTER_Y + IO), at="target_name"),
     Case("batch-output-target-twice", one(B + 'batch_output [ { target_name: [ "y", "y" ] kind: '
                                               'BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n' + IO),
-         one(B + 'batch_output [ { target_name: [ "y" ] kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n'
-             + IO), at="target_name"),
+         one(B + SCATTER_Y + IO), at="target_name"),
     Case("instance-group-count", one(B + "instance_group [ { count: -1 kind: KIND_CPU } ]\n" + IO),
          one(B + "instance_group [ { count: 1 kind: KIND_CPU } ]\n" + IO), at="count"),
     Case("instance-group-cpu-gpus", one(B + "instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]\n" + IO),
@@ -428,10 +432,8 @@ CASES: tuple[Case, ...] = (
          one(B + "dynamic_batching { priority_levels: 2 default_priority_level: 2 }\n" + IO),
          at="default_priority_level"),
     Case("priority-level-policy",
-         one(B + "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 3 value: "
-             "{ max_queue_size: 4 } } }\n" + IO),
-         one(B + "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 2 value: "
-             "{ max_queue_size: 4 } } }\n" + IO), at="key: 3"),
+         one(B + PRIORITY % 3 + "{ max_queue_size: 4 } } }\n" + IO),
+         one(B + PRIORITY % 2 + "{ max_queue_size: 4 } } }\n" + IO), at="key: 3"),
     Case("preserve-ordering-levels",
          one(B + "dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }\n" + IO),
          one(B + "dynamic_batching { preserve_ordering: true priority_levels: 1 default_priority_level: 1 }\n" + IO),
@@ -452,10 +454,12 @@ CASES: tuple[Case, ...] = (
          one(seq('control_input [ { control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]')),
          one(seq(CONTROLS_OK)), at="{ control ["),
     Case("sequence-control-shared-name",
-         one(seq(f'control_input [ {control("S", "CONTROL_SEQUENCE_START")}, {control("S", "CONTROL_SEQUENCE_END")} ]')),
+         one(seq(f'control_input [ {control("S", "CONTROL_SEQUENCE_START")}, '
+                 f'{control("S", "CONTROL_SEQUENCE_END")} ]')),
          one(seq(CONTROLS_OK)), at=('name: "S"', 2)),
     Case("sequence-control-two-start",
-         one(seq(f'control_input [ {control("S", "CONTROL_SEQUENCE_START")}, {control("T", "CONTROL_SEQUENCE_START")} ]')),
+         one(seq(f'control_input [ {control("S", "CONTROL_SEQUENCE_START")}, '
+                 f'{control("T", "CONTROL_SEQUENCE_START")} ]')),
          one(seq(CONTROLS_OK)), at=("{ kind: CONTROL_SEQUENCE_START", 2)),
     Case("sequence-control-two-end",
          one(seq(f'control_input [ {control("E", "CONTROL_SEQUENCE_END")}, {control("F", "CONTROL_SEQUENCE_END")} ]')),

@@ -9,6 +9,7 @@ load that never finishes) are left out and say why in ``generator/lint/rules.py`
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from generator.lint.rules import RULE_TABLE
-from tests.lint_cases import CASE_IDS, CASES, Case, write_side
+from tests.lint_cases import CASE_IDS, CASES, Case, Model, ensemble, one, step, write_side
 
 pytestmark = pytest.mark.triton
 
@@ -105,12 +106,6 @@ def test_real_triton(case: Case, outcomes: dict[tuple[str, str], Outcome]) -> No
     assert good.loaded, good.text
 
 
-def test_every_case_runs_or_says_why() -> None:
-    """Each case has exactly one expectation in the rule table; the ones not served name a reason."""
-    assert set(EXPECTED) == {c.id for c in CASES}
-    assert len(SERVED) >= 0.8 * len(CASES)
-
-
 def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any, tmp_path: Path) -> None:
     """``warmup-batch-size`` is left out of the shared server: Triton 2.51 does not refuse it, it crashes (or, with
     a model that answers nothing, refuses it with "max allowed is"). Either way the model never serves."""
@@ -125,3 +120,51 @@ def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any,
     with pytest.raises(InferenceServerException):
         client.load_model(case.name("bad", "m"), client_timeout=60)
     assert not server.running or "max allowed is 4" in server.log_text()
+
+
+def test_url_reads_the_missing_backends_and_external_models_load_from_elsewhere(
+        triton_server_factory: Any, tmp_path: Path) -> None:
+    """``--url``: a backend the server refused a model for is absent (the GPU count stays unknown, and is said to
+    be); ``--external-model``: an ensemble whose step lives in a repository lint does not read loads on the server
+    that serves both, and lint accepts it."""
+    import tritonclient.grpc as grpcclient
+    from click.testing import CliRunner
+    from tritonclient.utils import InferenceServerException
+
+    from generator.cli import main
+
+    roots = [tmp_path / f"repo{r}" for r in range(3)]
+    missing = CASE_IDS["environment-backend"]
+    write_side(missing, "bad", roots)
+    split = Case("split", {"e": ensemble(step()), "s@2": Model()}, {})
+    write_side(split, "bad", roots)
+    server = triton_server_factory(roots[0], model_control="explicit", disable_auto_complete_config=True,
+                                   extra_args=[f"--model-repository={roots[2]}"])
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    with pytest.raises(InferenceServerException, match="unable to find backend library for backend 'nosuch'"):
+        client.load_model(missing.name("bad", "m"), client_timeout=60)
+    client.load_model(split.name("bad", "e"), client_timeout=60)  # its step from the other repository
+
+    runner = CliRunner()
+    external = ["--external-model", split.name("bad", "s")]
+    result = runner.invoke(main, ["lint", "--json", "--url", server.grpc_url, *external, str(roots[0])])
+    payload = json.loads(result.stdout)
+    assert [(f["rule"], f["file"]) for f in payload["findings"]] == [
+        ("environment-backend", f"{missing.name('bad', 'm')}/config.pbtxt")]
+    assert f"server {server.grpc_url}" in payload["findings"][0]["message"]
+    assert list(payload["skipped"]) == ["environment-gpus"]
+    without = json.loads(runner.invoke(main, ["lint", "--json", str(roots[0])]).stdout)
+    assert {f["rule"] for f in without["findings"]} == {"ensemble-model-missing"}
+    server.stop()
+    assert runner.invoke(main, ["lint", "--url", server.grpc_url, str(roots[0])]).exit_code == 3
+
+
+def test_a_hidden_folder_stops_triton_in_model_control_none(triton_server_factory: Any, tmp_path: Path) -> None:
+    """``model-folder-hidden``: with model control 'none' Triton loads every sub-folder, '.cache' too, fails on it
+    and does not start (the warning's reason)."""
+    from generator.server import TritonStartError
+
+    write_side(Case("hidden", one(), {}), "bad", [tmp_path, tmp_path / "r1", tmp_path / "r2"])
+    (tmp_path / ".cache").mkdir()
+    with pytest.raises(TritonStartError, match=r"\.cache"):
+        triton_server_factory(tmp_path, ready_timeout=60, exit_timeout_s=1)

@@ -159,8 +159,9 @@ def resolve(config: mc.ModelConfig, folder: FsPath, model_name: str) -> Resolved
 def backend_refused(resolved: Resolved) -> bool:
     """Triton refuses the platform/backend pair itself (so no backend-specific rule applies)."""
     platform, backend = resolved.platform, resolved.backend
-    return bool(resolved.failure) or (not backend and platform != ENSEMBLE) or (bool(backend) and platform == ENSEMBLE) \
-        or (backend in BACKEND_PLATFORM and platform not in BACKEND_PLATFORM[backend])
+    if resolved.failure or (not backend) != (platform == ENSEMBLE):
+        return True  # nothing inferred; a backend-less model that is no ensemble; an ensemble with a backend
+    return backend in BACKEND_PLATFORM and platform not in BACKEND_PLATFORM[backend]
 
 
 def check_platform(cf: ConfigFile, resolved: Resolved) -> None:
@@ -214,7 +215,7 @@ def check_model_files(folder: ModelFolder) -> list[Finding]:
                     f"'{expected}' is missing; only GPUs listed in cc_model_filenames can load this version"))
             else:
                 source = "default_model_filename" if config.default_model_filename else f"backend '{resolved.backend}'"
-                inferred = f" ({resolved.how})" if resolved.how else ""
+                inferred = f"; {resolved.how}" if resolved.how else ""
                 findings.append(folder_finding(
                     "model-file-missing", folder.show(str(version)),
                     f"version {version} has no '{expected}' (expected by {source}{inferred})"))

@@ -9,7 +9,7 @@ states can be wrong.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.locator import FieldPath
@@ -112,7 +112,7 @@ def _check_controls(cf: ConfigFile) -> None:
                                  ("sequence_batching", 0, "control_input", i, "control", k))
 
 
-def _check_control_value(cf: ConfigFile, control: mc.ModelSequenceBatching.Control, kind: str, where: FieldPath) -> None:
+def _check_control_value(cf: ConfigFile, control: Any, kind: str, where: FieldPath) -> None:
     lists = {"int32_false_true": list(control.int32_false_true), "fp32_false_true": list(control.fp32_false_true),
              "bool_false_true": list(control.bool_false_true)}
     given = [name for name, values in lists.items() if values]
@@ -156,8 +156,8 @@ def _check_states(cf: ConfigFile) -> None:
         elif not initial.name:
             cf.add("sequence-state", f"{label} initial_state must set 'name'", where)
         elif state.input_name in with_initial:
-            cf.add("sequence-state", f"{label} has an initial_state, and so has state #{with_initial[state.input_name]} "
-                   "of the same input_name", (*base, "input_name"))
+            cf.add("sequence-state", f"{label} has an initial_state, and so has state "
+                   f"#{with_initial[state.input_name]} of the same input_name", (*base, "input_name"))
         elif len(initial.dims) != len(state.dims):
             cf.add("sequence-state", f"{label} initial_state dims {list(initial.dims)} have another rank than the "
                    f"state's {list(state.dims)}", (*where, "dims"))

@@ -70,8 +70,10 @@ def check_ensemble_config(cf: ConfigFile, resolved: Resolved) -> None:
 
 # ---------------------------------------------------------------------------- across models
 def check_ensembles(models: Mapping[str, ModelFolder], external: frozenset[str] = frozenset()) -> None:
-    """Every ensemble against the models its steps name (in any repository, or ``external``); findings go to the
-    ensemble's config. A name in two repositories is ``model-duplicate``'s finding, not repeated here."""
+    """Every ensemble against the models its steps name (in any repository, or ``external``).
+
+    Findings go to the ensemble's config. A name in two repositories is ``model-duplicate``'s finding, not repeated.
+    """
     ensembles = {name: m for name, m in models.items()
                  if m.cf is not None and m.resolved is not None and m.resolved.platform == ENSEMBLE
                  and m.cf.config.HasField("ensemble_scheduling")}

@@ -59,9 +59,11 @@ class Environment:
 
 
 def environment_from_server(url: str, protocol: str = "grpc", timeout: float = 10.0) -> Environment:
-    """What a running server shows: the backends it refused models for ("unable to find backend library for backend
-    'X'" in its repository index) are absent. Triton's API lists neither its installed backends nor its GPUs, so the
-    rest stays unknown (give --gpus and --backends for those rules)."""
+    """What a running server shows: the backends it refused models for are absent.
+
+    That is a reason "unable to find backend library for backend 'X'" in its repository index. Triton's API lists
+    neither its installed backends nor its GPUs, so the rest stays unknown (give --gpus and --backends for those).
+    """
     from generator.connection import Connection, check_reachable
 
     check_reachable(url, protocol, timeout)

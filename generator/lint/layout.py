@@ -98,7 +98,8 @@ def parse_config_text(text: str, rel: str) -> tuple[mc.ModelConfig | None, list[
     except text_format.ParseError as error:
         message = re.sub(r"^\d+:\d+ : ", "", str(error))
         line, column = error.GetLine(), error.GetColumn()
-        return None, [Finding(ERROR, rel, line or 1, column or 1, "config-parse", f"not a valid ModelConfig: {message}")]
+        finding = Finding(ERROR, rel, line or 1, column or 1, "config-parse", f"not a valid ModelConfig: {message}")
+        return None, [finding]
 
 
 def read_config(folder: ModelFolder, rel: str = "config.pbtxt") -> tuple[ConfigFile | None, str, list[Finding]]:
@@ -342,8 +343,10 @@ def _check_batch_strategy(cf: ConfigFile, folder: ModelFolder) -> None:
 
 
 def _check_runtime(cf: ConfigFile, folder: ModelFolder) -> None:
-    """``runtime``: Triton looks it up in the version folder, the model folder, then ``<backends>/<backend>``, and
-    refuses a library found outside the folder it was found in (or not found at all)."""
+    """``runtime``: looked up in the version folder, the model folder, then ``<backends>/<backend>``.
+
+    Triton refuses a library found outside the folder it was found in (and one not found at all).
+    """
     runtime = cf.config.runtime
     if not runtime or runtime == "model.py":
         return

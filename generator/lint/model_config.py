@@ -275,5 +275,6 @@ def _check_warmup(cf: ConfigFile) -> None:
                 cf.add("warmup-dims", f"{label} input '{name}' dims {dims} do not fit the input's dims "
                        f"{list(io.dims)} (warmup dims leave out the batch axis)", (*where, "value", 0, "dims"))
             if sample.data_type != io.data_type:
-                cf.add("warmup-data-type", f"{label} input '{name}' has data_type {mc.DataType.Name(sample.data_type)}, "
+                cf.add("warmup-data-type", f"{label} input '{name}' has data_type "
+                       f"{mc.DataType.Name(sample.data_type)}, "
                        f"the input is {mc.DataType.Name(io.data_type)}", (*where, "value", 0, "data_type"))

@@ -11,7 +11,7 @@ lint flags them (warnings: loaded, but not as meant); ``tests`` name other tests
 Severity: ``error`` where Triton refuses the model (or, for ONNX agreement and TensorRT files, the backend that
 would load it does), ``warning`` where Triton loads it but probably not as meant; ``ensemble-shape-range`` is the one
 error beyond Triton (gen-repo's contracts say every request past the range fails).
-``docs/lint-rules.md`` is generated from this table (:func:`rules_markdown`).
+``docs/lint-rules.md`` is generated from this table (:func:`rules_markdown`; the file says how).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ WARNING = "warning"
 AREAS = {
     "layout": "Repository layout and the files a config names (layout.py)",
     "backends": "Platform and backend inference, model files, runtimes, ONNX agreement (backends.py)",
-    "model_config": "Model configuration: inputs, outputs, batch I/O, instance groups, warmup, metrics (model_config.py)",
+    "model_config": "Model configuration: inputs and outputs, batch I/O, instance groups, warmup, metrics "
+                    "(model_config.py)",
     "batching": "Dynamic and sequence batching (batching.py)",
     "ensembles": "Ensembles: scheduling, steps across repositories, versions, dependencies, wiring (ensembles.py)",
     "environment": "What the target machine has: GPUs and installed backends (environment.py)",
@@ -43,7 +44,8 @@ SEQUENCE = "src/sequence_batch_scheduler/sequence_batch_scheduler.cc"
 PYTHON_STUB = "python_backend: src/pb_stub.cc"
 NO_TENSORRT = "the CPU server has no TensorRT backend"
 NO_ONNXRUNTIME = "the CPU server has no onnxruntime backend"
-METRICS_252 = "model_metrics is newer than Triton 2.51 (2.52+); 2.51 refuses the field itself ('failed to read text proto')"
+METRICS_252 = ("model_metrics is newer than Triton 2.51 (2.52+); 2.51 refuses the field itself "
+               "('failed to read text proto')")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +88,8 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "model-duplicate"),)),
     Rule("model-folder-hidden", WARNING, "layout",
          "a hidden folder (.name) in a repository: Triton's model-control none/poll modes load it as a model",
-         tests=("tests/test_lint.py::test_hidden_folders_are_models_to_triton",)),
+         tests=("tests/test_lint.py::test_hidden_folders_are_models_to_triton",
+                "tests/test_lint_triton.py::test_a_hidden_folder_stops_triton_in_model_control_none")),
     Rule("config-missing", WARNING, "layout",
          "model folder without config.pbtxt (loads only where a backend auto-completes the config)",
          checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo",
@@ -121,7 +124,8 @@ RULE_TABLE: tuple[Rule, ...] = (
                  _c(INSTANCE, "TritonModelInstance::GenerateWarmupData", "warmup setting expects 16 bytes",
                     "warmup-data-file-short"))),
     Rule("warmup-data-file-long", WARNING, "layout",
-         "a warmup input_data_file longer than its dims (Triton reads only the start)", cases=("warmup-data-file-long",)),
+         "a warmup input_data_file longer than its dims (Triton reads only the start)",
+         cases=("warmup-data-file-long",)),
     Rule("initial-state-file", ERROR, "layout",
          "a sequence state's initial_state data_file missing from <model>/initial_state/ or shorter than its dims",
          checks=(_c(SEQUENCE, "SequenceBatchScheduler::GenerateInitialStateData", "failed to open text file for read",
@@ -137,7 +141,8 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "TRITON_BATCH_STRATEGY_PATH cannot be specified with sequence batcher", "batch-strategy-sequence"),
                  _c(BACKEND_MODEL, "TritonModel::Create", "Batching library path not found",
                     "batch-strategy-relative"),
-                 _c(BACKEND_MODEL, "TritonModel::Create", "Batching library path not found", "batch-strategy-missing"))),
+                 _c(BACKEND_MODEL, "TritonModel::Create", "Batching library path not found",
+                    "batch-strategy-missing"))),
     Rule("runtime-path", ERROR, "layout", "a 'runtime' library path that climbs out of the folder it is found in",
          checks=(_c(BACKEND_MODEL, "TritonModel::GetBackendLibraryProperties", "escapes backend directory",
                     "runtime-escape"),)),
@@ -211,7 +216,8 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("dims-invalid", ERROR, "model_config", "a dim (or reshape dim) that is neither -1 nor >= 1",
          checks=(_c(MCU, "ValidateIOShape", "dimension must be integer >= 1, or -1", "dims-invalid"),
                  _c(MCU, "ValidateIOShape", "reshape dimensions must be integer >= 1, or -1", "dims-invalid-reshape"))),
-    Rule("dims-int32", WARNING, "model_config", "a dim above the int32 range (TensorRT and most backends cannot serve it)",
+    Rule("dims-int32", WARNING, "model_config",
+         "a dim above the int32 range (TensorRT and most backends cannot serve it)",
          cases=("dims-int32",)),
     Rule("reshape-size", ERROR, "model_config", "reshape has a different element count than dims",
          checks=(_c(MCU, "ValidateIOShape", "has different size for dims and reshape", "reshape-size"),
@@ -292,7 +298,8 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("warmup-input-data", ERROR, "model_config", "warmup input without zero_data, random_data or input_data_file",
          checks=(_c(INSTANCE, "TritonModelInstance::GenerateWarmupData", "to have input_data_type set",
                     "warmup-input-data"),)),
-    Rule("warmup-batch-size", ERROR, "model_config", "warmup batch_size above max_batch_size (or above 1 without batching)",
+    Rule("warmup-batch-size", ERROR, "model_config",
+         "warmup batch_size above max_batch_size (or above 1 without batching)",
          checks=(_c(INSTANCE, "TritonModelInstance::WarmUp (the warmup request)", "max allowed is 4",
                     "warmup-batch-size", server="tritonserver 2.51 crashes (SIGSEGV) loading it; "
                     "tests/test_lint_triton.py::test_an_oversized_warmup_batch_takes_triton_down"),)),
@@ -309,7 +316,8 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "preferred-batch-size-sequence-zero"),
                  _c(MCU, "ValidateModelConfig", "sequence batching preferred batch size must be <= max batch size",
                     "preferred-batch-size-sequence"))),
-    Rule("priority-level", ERROR, "batching", "default_priority_level or a queue policy level outside 1..priority_levels",
+    Rule("priority-level", ERROR, "batching",
+         "default_priority_level or a queue policy level outside 1..priority_levels",
          checks=(_c(MCU, "ValidateModelConfig", "default priority level must be in range [1, 2]", "priority-level"),
                  _c(MCU, "ValidateModelConfig", "priority queue policy must have priority level in range [1, 2]",
                     "priority-level-policy"))),
@@ -328,11 +336,13 @@ RULE_TABLE: tuple[Rule, ...] = (
                  _c(MCU, "GetBooleanSequenceControlProperties", "is specified for multiple control kinds",
                     "sequence-control-shared-name"),
                  _c(MCU, "GetBooleanSequenceControlProperties",
-                    "sequence batching specifies multiple CONTROL_SEQUENCE_START tensors", "sequence-control-two-start"),
+                    "sequence batching specifies multiple CONTROL_SEQUENCE_START tensors",
+                    "sequence-control-two-start"),
                  _c(MCU, "GetBooleanSequenceControlProperties",
                     "sequence batching specifies multiple CONTROL_SEQUENCE_END tensors", "sequence-control-two-end"),
                  _c(MCU, "GetBooleanSequenceControlProperties", "must specify either 'int32_false_true', "
-                    "'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_READY", "sequence-control-ready-value"),
+                    "'fp32_false_true' or 'bool_false_true' for CONTROL_SEQUENCE_READY",
+                    "sequence-control-ready-value"),
                  _c(MCU, "GetBooleanSequenceControlProperties", "specifies more than one from 'int32_false_true', "
                     "'fp32_false_true' and 'bool_false_true'", "sequence-control-two-values"),
                  _c(MCU, "GetBooleanSequenceControlProperties", "'fp32_false_true' must have exactly 2 entries",
@@ -395,7 +405,8 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "ensemble-cycle"),
                  _c(MRM, "DependencyGraph::CircularDependencyCheck", "circular dependency between ensembles",
                     "ensemble-self"))),
-    Rule("ensemble-map-name", ERROR, "ensembles", "an ensemble map names an input or output its step model does not have",
+    Rule("ensemble-map-name", ERROR, "ensembles",
+         "an ensemble map names an input or output its step model does not have",
          checks=(_c(ENSEMBLE_UTILS, "ValidateTensorMapping", "is mapping to non-existing input",
                     "ensemble-map-input"),
                  _c(ENSEMBLE_UTILS, "ValidateTensorMapping", "is mapped from non-existing output",
@@ -419,7 +430,7 @@ RULE_TABLE: tuple[Rule, ...] = (
                  _c(MCU, "ValidateEnsembleSchedulingConfig", "is not written", "ensemble-output-not-written"),
                  _c(MCU, "ValidateEnsembleSchedulingConfig", "is unused in ensemble", "ensemble-tensor-unused"))),
     Rule("ensemble-decoupled", ERROR, "ensembles",
-         "a step fed by tensors that come from different decoupled models (or from a decoupled model and anything else)",
+         "a step fed by tensors from different decoupled models (or from a decoupled model and anything else)",
          checks=(_c(ENSEMBLE_UTILS, "ValidateEnsembleConfig",
                     "receives inputs originated from different decoupled models", "ensemble-decoupled"),)),
     Rule("ensemble-step-batching", WARNING, "ensembles",
@@ -460,7 +471,8 @@ def rules_markdown() -> str:
     lines = [
         "# `gen-repo lint` rules and the Triton checks they port",
         "",
-        "Generated from `generator/lint/rules.py` (`python -m generator.lint.rules > docs/lint-rules.md`);",
+        "Generated from `generator/lint/rules.py`: `python -c 'from generator.lint.rules import rules_markdown;",
+        "print(rules_markdown(), end=\"\")' > docs/lint-rules.md`;",
         "`tests/test_lint_rules.py` fails when this file and the table differ.",
         "",
         "Each Triton check names its source in [triton-inference-server/core](https://github.com/triton-inference-server/core)",
@@ -486,6 +498,3 @@ def rules_markdown() -> str:
         lines.append("")
     return "\n".join(lines)
 
-
-if __name__ == "__main__":  # python -m generator.lint.rules > docs/lint-rules.md
-    print(rules_markdown(), end="")
