@@ -363,6 +363,10 @@ CASES: tuple[Case, ...] = (
                                         'TYPE_INT32 source_input: [ "x", "x" ] } ]\n' + IO),
          one(B + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "c" data_type: TYPE_INT32 source_input: '
              '[ "x" ] } ]\n' + IO), at="source_input"),
+    Case("batch-input-kind", one(B + 'batch_input [ { kind: 99 target_name: "c" data_type: TYPE_INT32 source_input: '
+                                     '[ "x" ] } ]\n' + IO),
+         one(B + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "c" data_type: TYPE_INT32 source_input: '
+             '[ "x" ] } ]\n' + IO), at="kind"),
     Case("batch-input-data-type", one(B + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "c" data_type: '
                                           'TYPE_INT64 source_input: [ "x" ] } ]\n' + IO),
          one(B + 'batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "c" data_type: TYPE_INT32 source_input: '

@@ -148,8 +148,11 @@ def _check_batch_io(cf: ConfigFile) -> None:
     config = cf.config
     inputs = {io.name for io in config.input}
     outputs = {io.name for io in config.output}
+    kinds = {"batch_input": mc.BatchInput.Kind, "batch_output": mc.BatchOutput.Kind}
     for kind in ("batch_input", "batch_output"):
         for index, entry in enumerate(getattr(config, kind)):
+            if entry.kind not in kinds[kind].values():
+                cf.add("batch-io", f"{kind} #{index} kind {entry.kind} is not a kind Triton knows", (kind, index, "kind"))
             if len(entry.source_input) != 1:
                 cf.add("batch-io", f"{kind} #{index} expects 1 source_input, got {len(entry.source_input)}",
                        (kind, index, "source_input") if entry.source_input else (kind, index))

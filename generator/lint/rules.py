@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AREAS", "ERROR", "RULES", "RULE_TABLE", "WARNING", "Rule", "TritonCheck", "rule", "rules_markdown"]
+__all__ = ["AREAS", "ERROR", "NOT_PORTED", "RULES", "RULE_TABLE", "WARNING", "Rule", "TritonCheck", "rule", "rules_markdown"]
 
 ERROR = "error"
 WARNING = "warning"
@@ -244,7 +244,8 @@ RULE_TABLE: tuple[Rule, ...] = (
          "optional input on a batching scheduler (requests with and without it are never batched together)",
          cases=("optional-input-batching",)),
     Rule("batch-io", ERROR, "model_config", "batch_input/batch_output naming unknown tensors, wrong sources or types",
-         checks=(_c(MCU, "ValidateBatchIO", "expects 1 source input, got 2", "batch-input-sources"),
+         checks=(_c(MCU, "ValidateBatchIO", "unknown batch input kind", "batch-input-kind"),
+                 _c(MCU, "ValidateBatchIO", "expects 1 source input, got 2", "batch-input-sources"),
                  _c(MCU, "ValidateBatchIO", "batch input data type must be TYPE_INT32 or TYPE_FP32",
                     "batch-input-data-type"),
                  _c(MCU, "ValidateBatchIO", "unknown source input name 'nope'", "batch-input-source-unknown"),
@@ -453,6 +454,25 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "unable to find backend library for backend 'identity'", "environment-backend-from-name"))),
 )
 
+#: Triton's refusals lint does not port: (source, check, why not). docs/lint-rules.md lists them.
+NOT_PORTED: tuple[tuple[str, str, str], ...] = (
+    (MCU, "ValidateModelConfig: 'must specify name', 'must specify version policy'",
+     "unreachable from a repository: Triton fills both in first (the folder name, the latest version)"),
+    (MCU, "ValidateInstanceGroup: KIND_GPU on a server built without GPU support",
+     "a fact of the server build, not of the machine's GPUs (--gpus covers those)"),
+    ("src/rate_limiter.cc", "ResourceManager::ValidateMaxResources, ParseAndValidateExplicitResources",
+     "reached only with the server option --rate-limit=execution_count and its --rate-limit-resource list"),
+    (MRM, "CreateAgentModelListWithLoadAction (model_repository_agents)",
+     "a repository agent is a library installed on the server: an environment fact lint is not told"),
+    (BACKEND_MODEL, "TritonModel::SetBatchingStrategy", "whether a TRITON_BATCH_STRATEGY_PATH library defines the "
+     "five batching functions needs the library loaded"),
+    (MRM, "ValidateModelName", "checks the names of load requests; a model folder's name holds no '/'"),
+    (MCU, "GetElementCount (overflow)", "newer cores refuse dims whose product overflows int64; 2.51 loads them"),
+    ("backends", "each backend's own auto-complete and model checks beyond its model file and ONNX I/O",
+     "they read the model with the backend's runtime (TensorRT, ONNX Runtime, PyTorch, TensorFlow, OpenVINO)"),
+    ("python_backend", "EXECUTION_ENV_PATH archive contents", "needs the archive unpacked and its Python run"),
+)
+
 #: Every rule: id -> (severity, what it checks). ``gen-repo lint --help`` and docs/lint-rules.md list these.
 RULES: dict[str, tuple[str, str]] = {r.id: (r.severity, r.summary) for r in RULE_TABLE}
 _BY_ID = {r.id: r for r in RULE_TABLE}
@@ -497,5 +517,8 @@ def rules_markdown() -> str:
             for test in r.tests:
                 lines.append(f"| `{r.id}` | {r.severity} | | {_cell(r.summary)} | `{test}` | |")
         lines.append("")
+    lines += ["## Triton checks not ported, and why", "", "| Triton source | check | why not |", "| --- | --- | --- |"]
+    lines += [f"| `{source}` | {_cell(check)} | {_cell(why)} |" for source, check, why in NOT_PORTED]
+    lines.append("")
     return "\n".join(lines)
 
