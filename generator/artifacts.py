@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from generator.bounded import read_bytes
 from generator.build_types import BuildEvent, BuildOptions, ModelArtifacts, Progress
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
@@ -250,7 +251,7 @@ def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) ->
 
 def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> list[Any]:
     """The manifest's samples that fit the plan (model-side), with a note for each call skipped."""
-    from generator.samples import arrays_from_calls, read_sample_file, usable_samples
+    from generator.samples import arrays_from_calls, read_samples, usable_samples
 
     source = model.samples
     if source is None:
@@ -262,7 +263,8 @@ def _read_samples(model: ModelPlan, options: BuildOptions, notes: list[str]) -> 
         file = str(source.factory)
     else:
         assert source.path is not None
-        calls, skipped, file = read_sample_file(source.path, source.kind), [], str(source.path)
+        calls, skipped = read_samples(source.path, source.kind, model.inputs)
+        file = str(source.path)
     samples, unfit = usable_samples(calls, model.inputs, model.max_batch_size, file)
     notes.extend(skipped + unfit)
     notes.append(f"{len(samples)} of {len(calls) + len(skipped)} sample calls fit the plan")
@@ -296,7 +298,8 @@ def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[
 
     from generator.export.onnx_indices import index_domains
 
-    found = index_domains(onnx.load(str(onnx_path), load_external_data=False), [t.name for t in model.inputs])
+    graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))
+    found = index_domains(graph, [t.name for t in model.inputs])
     problems = []
     for tensor in model.inputs:
         domain = found.get(tensor.name)

@@ -29,6 +29,8 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from generator.array_files import ArrayHeader, open_array_file
+from generator.bounded import read_text
 from generator.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
@@ -214,7 +216,7 @@ class ModelContract:
     @classmethod
     def from_contract_json(cls, path: str | Path, config: model_config_pb2.ModelConfig | None = None) -> ModelContract:
         """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag."""
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(read_text(path, "document_bytes"))
         return cls.from_contract_dict(doc, source=str(path), config=config)
 
     @classmethod
@@ -263,7 +265,7 @@ class ModelContract:
         text = str(path_or_text)
         if isinstance(path_or_text, Path) or ("\n" not in text and text.endswith(".pbtxt") and Path(text).is_file()):
             path = Path(path_or_text)
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path, "config_bytes")
             source = str(path)
             name = name or path.parent.name
         config = text_format.Parse(text, model_config_pb2.ModelConfig())
@@ -288,7 +290,7 @@ class ModelContract:
             raise FileNotFoundError(f"{model_dir}: no such model folder")
         config_path = model_dir / "config.pbtxt"
         config = (
-            text_format.Parse(config_path.read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
+            text_format.Parse(read_text(config_path, "config_bytes"), model_config_pb2.ModelConfig())
             if config_path.is_file()
             else None
         )
@@ -361,7 +363,8 @@ class ModelContract:
         Checks names (missing required, unknown), dtype, rank, the batch axis (``1..max_batch_size``, one batch size
         for all inputs), each axis against its range and, where the contract gives an input's values (an index into
         a table, or the manifest's ``inputs:``), the values. ``raise_on_error`` raises
-        :class:`RequestValidationError`.
+        :class:`RequestValidationError`. An :class:`~generator.array_files.ArrayHeader` may stand for an array that
+        was not read (see :meth:`refuses_header`): its dtype and shape are checked, its values cannot be.
         """
         problems: list[RequestProblem] = []
         known = {t.name for t in self.inputs}
@@ -388,7 +391,9 @@ class ModelContract:
                         )
                     )
                 continue
-            problems.extend(self._check_tensor(tensor, np.asarray(inputs[tensor.name]), batch_sizes))
+            given = inputs[tensor.name]
+            value = given if isinstance(given, ArrayHeader) else np.asarray(given)
+            problems.extend(self._check_tensor(tensor, value, batch_sizes))
         if len(set(batch_sizes.values())) > 1:
             listed = ", ".join(f"'{n}' has {b}" for n, b in sorted(batch_sizes.items()))
             first = sorted(batch_sizes)[0]
@@ -405,8 +410,17 @@ class ModelContract:
             raise RequestValidationError(self.name, problems)
         return problems
 
+    def refuses_header(self, name: str, header: ArrayHeader) -> bool:
+        """Whether an array declared as ``header`` (dtype and shape, not read yet) for input ``name`` is refused.
+
+        True for a name that is not an input, or a dtype or shape outside the contract: :meth:`validate` then
+        reports it from the header alone, so an array far beyond what the model takes is never allocated.
+        """
+        tensor = next((t for t in self.inputs if t.name == name), None)
+        return tensor is None or bool(self._check_tensor(tensor, header, {}))
+
     def _check_tensor(
-        self, tensor: TensorContract, value: np.ndarray[Any, Any], batch_sizes: dict[str, int]
+        self, tensor: TensorContract, value: np.ndarray[Any, Any] | ArrayHeader, batch_sizes: dict[str, int]
     ) -> list[RequestProblem]:
         problems: list[RequestProblem] = []
         name = tensor.name
@@ -419,7 +433,7 @@ class ModelContract:
                     f"input '{name}' has dtype {value.dtype}, expected {expected} ({tensor.data_type})",
                 )
             )
-        if tensor.values is not None and not problems:
+        if tensor.values is not None and not problems and isinstance(value, np.ndarray):
             outside = tensor.values.array_problem(value)
             if outside is not None:
                 source = f" ({tensor.values.source})" if tensor.values.source else ""
@@ -635,11 +649,12 @@ def check_request_file(
     """Check the requests in ``npz_file`` against ``model``'s contract from ``repo`` or a live server at ``url``.
 
     Returns ``{"ok", "model", "source", "cases": [{"case", "ok", "problems"}]}``: a gen-repo reference.npz is
-    checked case by case (see :func:`generator.reference.load_requests`). Raises GenRepoError when the contract
-    cannot be had (exit 2) and :class:`~generator.connection.ServerUnreachableError` when the server does not
-    answer within ``timeout`` (exit 3).
+    checked case by case (see :func:`generator.reference.request_members`). Raises GenRepoError when the contract
+    cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
+    :class:`~generator.connection.ServerUnreachableError` when the server does not answer within ``timeout``
+    (exit 3). Arrays are read only when their headers fit the contract (:meth:`ModelContract.refuses_header`).
     """
-    from generator.reference import load_requests
+    from generator.reference import request_members
 
     if repo is not None:
         try:
@@ -658,7 +673,12 @@ def check_request_file(
         except Exception as error:  # the server answered: unknown model or version
             raise GenRepoError([Problem(url, "", f"get_model_config({model!r}) failed: {error}")]) from error
     cases: list[dict[str, Any]] = []
-    for name, inputs in load_requests(npz_file, case).items():
-        problems = contract.validate(inputs)
-        cases.append({"case": name, "ok": not problems, "problems": [p.to_dict() for p in problems]})
+    with open_array_file(npz_file, "npz") as arrays:
+        for name, members in request_members(list(arrays.headers), case, str(npz_file)).items():
+            inputs: dict[str, Any] = {}
+            for tensor, member in members.items():
+                header = arrays.headers[member]
+                inputs[tensor] = header if contract.refuses_header(tensor, header) else arrays.read(member)
+            problems = contract.validate(inputs)
+            cases.append({"case": name, "ok": not problems, "problems": [p.to_dict() for p in problems]})
     return {"ok": all(c["ok"] for c in cases), "model": contract.name, "source": contract.source, "cases": cases}

@@ -14,14 +14,21 @@ only to say "valid":
   surrogates, non-string keys) -> ``jsonschema`` runs and its errors are the Problems, exactly as before.
 
 Why not report jsonschema_rs's own errors: invalid documents are rare, so re-running the reference on them costs
-nothing that matters, and it keeps every message identical; it also absorbs the places where the two disagree and
-the Rust side is the stricter one (ECMA-262 ``$`` does not match before a trailing newline, Python's ``re`` does).
-The one place where the Rust side is more lenient is a Python ``tuple`` standing in for a JSON array (jsonschema
-only accepts ``list``): JSON never produces one, YAML's ``!!pairs``/``!!omap`` and Python callers can, so "valid"
-is trusted only after a check that no tuple stands where the schema expects an array (a full scan by default; a
-caller that knows the document's shape passes a cheaper targeted check, as :mod:`generator.schema` does). Schemas
-with ``$ref`` cycles never take the fast path: jsonschema_rs recurses natively and a deeply nested document would
-overflow its stack. ``tests/test_schema_fast.py`` checks that both paths agree on every test document.
+nothing that matters, and it keeps every message identical. Patterns are read as JSON Schema says, in ECMA-262's
+dialect, by both: ``$`` matches at the very end only (Python's ``re`` also matches it before a final newline, so
+``mlp`` and a newline would pass ``^[a-z]+$``); the reference validator's ``pattern`` keyword reads each ``$`` as
+Python's end-of-string anchor (:func:`ecma_pattern`). The one place where the Rust side is more lenient is a Python
+``tuple`` standing in for a JSON array (jsonschema only accepts ``list``): JSON never produces one, YAML's
+``!!pairs``/``!!omap`` and Python callers can, so "valid" is trusted only after a check that no tuple stands where
+the schema expects an array (a full scan by default; a caller that knows the document's shape passes a cheaper
+targeted check, as :mod:`generator.schema` does). Schemas with ``$ref`` cycles never take the fast path:
+jsonschema_rs recurses natively and a deeply nested document would overflow its stack. ``tests/test_schema_fast.py``
+checks that both paths agree on every test document.
+
+Integers are integers where a caller asks (``strict_integers``, the manifest: every integer there becomes a config
+field or a folder name): JSON Schema's ``integer`` admits ``4.0``, so the reference validator is given a type
+checker that does not, and the fast path, which cannot be told so, vouches only for documents without a float of
+integral value (any other float is refused or allowed by both alike).
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from generator.bounded import LIMITS, limit, read_bytes
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.resources import resource_dir
 
@@ -47,15 +56,15 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
     from referencing import Registry
 
-#: Spec and manifest files larger than this are refused before parsing (a GraphSpec is a few KB).
-MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
-#: YAML aliases allowed per document; "billion laughs" documents use thousands.
-MAX_YAML_ALIASES = 100
-#: Containers nested deeper than this are refused (a GraphSpec nests about 8 levels).
-MAX_NESTING = 64
-#: Values (containers and scalars, counted as often as YAML aliases repeat them) above this are refused: a few
-#: nested aliases expand exponentially without tripping MAX_YAML_ALIASES. A GraphSpec has a few hundred.
-MAX_DOCUMENT_VALUES = 1_000_000
+#: The defaults of the limits in :data:`generator.bounded.LIMITS` (the one table; environment variables change them
+#: per run, see :func:`generator.bounded.limit`): spec and manifest bytes (a GraphSpec is a few KB), YAML aliases per
+#: document ("billion laughs" documents use thousands), nesting (a GraphSpec nests about 8 levels) and values,
+#: counted as often as YAML aliases repeat them (a few nested aliases expand exponentially without tripping the
+#: alias limit; a GraphSpec has a few hundred).
+MAX_DOCUMENT_BYTES = LIMITS["document_bytes"].default
+MAX_YAML_ALIASES = LIMITS["yaml_aliases"].default
+MAX_NESTING = LIMITS["nesting"].default
+MAX_DOCUMENT_VALUES = LIMITS["document_values"].default
 
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 #: torch.save() writes a zip archive of pickles (AITune checkpoints); refused like a bare pickle.
@@ -81,13 +90,14 @@ def _python_yaml_loader() -> type:
         def __init__(self, stream: Any) -> None:
             super().__init__(stream)
             self._aliases = 0
+            self._max_aliases = limit("yaml_aliases")
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             """Count aliases while composing; refuse past the budget."""
             if self.check_event(yaml.events.AliasEvent):
                 self._aliases += 1
-                if self._aliases > MAX_YAML_ALIASES:
-                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} YAML aliases (alias bomb?)")
+                if self._aliases > self._max_aliases:
+                    raise yaml.YAMLError(f"more than {self._max_aliases} YAML aliases (alias bomb?)")
             return super().compose_node(parent, index)
 
     return AliasCountingLoader
@@ -108,7 +118,7 @@ def yaml_loader() -> type:
 
 
 def _count_aliases(root: Any) -> None:
-    """Raise YAMLError when the composed node graph holds more than MAX_YAML_ALIASES aliases.
+    """Raise YAMLError when the composed node graph holds more than the ``yaml_aliases`` limit of aliases.
 
     A composed node appears once in its parent unless an alias repeats it (a merge key ``<<: *x`` included), so every
     reference to a node already seen is one alias, exactly what the Python loader counts. Each node is entered once:
@@ -119,6 +129,7 @@ def _count_aliases(root: Any) -> None:
     seen = {id(root)}
     stack = [root]
     aliases = 0
+    max_aliases = limit("yaml_aliases")
     while stack:
         node = stack.pop()
         if isinstance(node, yaml.MappingNode):
@@ -130,8 +141,8 @@ def _count_aliases(root: Any) -> None:
         for child in children:
             if id(child) in seen:
                 aliases += 1
-                if aliases > MAX_YAML_ALIASES:
-                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} YAML aliases (alias bomb?)")
+                if aliases > max_aliases:
+                    raise yaml.YAMLError(f"more than {max_aliases} YAML aliases (alias bomb?)")
             else:
                 seen.add(id(child))
                 stack.append(child)
@@ -202,21 +213,21 @@ def _depth(value: Any, limit: int) -> bool:
     return False
 
 
-def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
+def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
     """Parse a JSON or YAML file into plain data; raise GenRepoError naming the file and what is wrong.
 
     YAML is chosen by the ``.yaml``/``.yml`` suffix; everything else is parsed as JSON (NaN and Infinity refused).
-    AITune's pickled binary form is recognised and refused with a pointer to the JSON form.
+    AITune's pickled binary form is recognised and refused with a pointer to the JSON form. The file is read by
+    :func:`generator.bounded.read_bytes`: regular files only, at most the ``document_bytes`` limit (``max_bytes``
+    lowers it for one call).
     """
     name = str(path)
     try:
-        with open(name, "rb") as handle:  # one open + fstat: specs come by the thousand
-            size = os.fstat(handle.fileno()).st_size
-            if size > max_bytes:
-                raise GenRepoError([Problem(name, "", f"file is {size} bytes; at most {max_bytes} are accepted")])
-            raw = handle.read()
-    except OSError as error:
-        raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror or error}")]) from None
+        raw = read_bytes(name, "document_bytes")
+    except FileNotFoundError as error:
+        raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror}")]) from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise GenRepoError([Problem(name, "", f"file is {len(raw)} bytes; at most {max_bytes} are accepted")])
     if raw.startswith(_PICKLE_MAGIC) or raw.startswith(_TORCH_SAVE_MAGIC):
         raise GenRepoError(
             [
@@ -232,7 +243,8 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
-    too_deep = Problem(name, "", f"document nests deeper than {MAX_NESTING} levels")
+    max_nesting, max_values = limit("nesting"), limit("document_values")
+    too_deep = Problem(name, "", f"document nests deeper than {max_nesting} levels")
     non_finite = Problem(name, "", "document contains NaN or Infinity, which are not valid here")
     is_yaml = os.path.splitext(name)[1].lower() in {".yaml", ".yml"}
     try:
@@ -262,11 +274,11 @@ def load_document(path: Path | str, max_bytes: int = MAX_DOCUMENT_BYTES) -> Any:
     # JSON cannot alias, and every JSON value takes at least one character, so a short text cannot hold too many
     # values; brackets nested no deeper than the limit bound the value's nesting. Only YAML (or an unusually large
     # or deep JSON text) is walked.
-    if (is_yaml or len(text) > MAX_DOCUMENT_VALUES) and _too_many_values(data, MAX_DOCUMENT_VALUES):
+    if (is_yaml or len(text) > max_values) and _too_many_values(data, max_values):
         raise GenRepoError(
-            [Problem(name, "", f"document expands to more than {MAX_DOCUMENT_VALUES} values (YAML alias bomb?)")]
+            [Problem(name, "", f"document expands to more than {max_values} values (YAML alias bomb?)")]
         )
-    if (is_yaml or _json_may_nest_deeper(raw, MAX_NESTING)) and _depth(data, MAX_NESTING):
+    if (is_yaml or _json_may_nest_deeper(raw, max_nesting)) and _depth(data, max_nesting):
         raise GenRepoError([too_deep])
     if is_yaml and _has_non_finite(data):  # JSON: refused while parsing (parse_constant, parse_float)
         raise GenRepoError([non_finite])
@@ -323,14 +335,68 @@ def schema_registry() -> Registry:
     return registry.crawl()
 
 
+@functools.lru_cache(maxsize=256)
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    r"""``pattern`` compiled to match as ECMA-262 (JSON Schema's dialect) does: ``$`` only at the very end.
+
+    Python's ``$`` also matches before a final newline; every ``$`` outside a character class, not escaped, becomes
+    ``\Z``. The other constructs of the schemas' patterns mean the same in both dialects.
+    """
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index:index + 2])
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        out.append(char)
+        index += 1
+    return re.compile("".join(out))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """The ``pattern`` keyword with ECMA-262's ``$`` (jsonschema's own uses ``re.search`` as it is)."""
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not ecma_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _is_strict_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @functools.cache
-def schema_validator(schema_file: str) -> Draft202012Validator:
-    """The Draft 2020-12 validator for ``schemas/<schema_file>`` (parsed once per process)."""
+def _validator_class(strict_integers: bool) -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER
+    if strict_integers:
+        checker = checker.redefine("integer", _is_strict_integer)
+    return validators.extend(Draft202012Validator, validators={"pattern": _pattern}, type_checker=checker)
+
+
+@functools.cache
+def schema_validator(schema_file: str, strict_integers: bool = False) -> Draft202012Validator:
+    """The Draft 2020-12 validator for ``schemas/<schema_file>`` (parsed once per process).
+
+    Patterns match as ECMA-262 (:func:`ecma_pattern`). ``strict_integers``: ``integer`` admits Python ints only,
+    not floats of integral value (``4.0``).
+    """
     from jsonschema import Draft202012Validator
 
     schema = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=schema_registry())
+    validator: Draft202012Validator = _validator_class(strict_integers)(schema, registry=schema_registry())
+    return validator
 
 
 def _import_fast_module() -> ModuleType | None:
@@ -458,10 +524,30 @@ def contains_tuple(value: Any) -> bool:
     return False
 
 
-def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = contains_tuple) -> bool:
+def contains_integral_float(value: Any) -> bool:
+    """Tell whether a float of integral value (``4.0``) stands anywhere in ``value``.
+
+    The fast path takes it for an integer; the strict reference does not.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if item.is_integer():
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = contains_tuple,
+                      strict_integers: bool = False) -> bool:
     """True only when the fast path can vouch that ``document`` is valid; False means "ask the reference".
 
     ``has_tuple`` must find every tuple standing where the schema expects an array; the default scans everything.
+    ``strict_integers``: see the module docstring.
     """
     validator = fast_validator(schema_file)
     if validator is None:
@@ -470,7 +556,7 @@ def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any]
         valid = bool(validator.is_valid(document))
     except (ValueError, TypeError, OverflowError):
         return False  # not plain JSON data (date, set, bytes, int keys, lone surrogates...): the reference judges
-    return valid and not has_tuple(document)
+    return valid and not has_tuple(document) and not (strict_integers and contains_integral_float(document))
 
 
 def schema_problems(
@@ -479,23 +565,24 @@ def schema_problems(
     file: str,
     base: tuple[str | int, ...] = (),
     has_tuple: Callable[[Any], bool] = contains_tuple,
+    strict_integers: bool = False,
 ) -> list[Problem]:
     """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
 
     The fast path answers for valid documents; the problems of an invalid one always come from the reference
-    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple``: see
-    :func:`fast_schema_valid`.
+    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple`` and
+    ``strict_integers``: see :func:`fast_schema_valid`.
     """
-    if fast_schema_valid(document, schema_file, has_tuple):
+    if fast_schema_valid(document, schema_file, has_tuple, strict_integers):
         return []
-    return reference_schema_problems(document, schema_file, file, base)
+    return reference_schema_problems(document, schema_file, file, base, strict_integers)
 
 
 def reference_schema_problems(
-    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = ()
+    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = (), strict_integers: bool = False
 ) -> list[Problem]:
     """:func:`schema_problems` by the reference validator (``jsonschema``) alone."""
-    validator = schema_validator(schema_file)
+    validator = schema_validator(schema_file, strict_integers)
     problems = [
         Problem(file, json_pointer((*base, *error.absolute_path)), _message(error))
         for error in validator.iter_errors(document)
@@ -504,8 +591,16 @@ def reference_schema_problems(
 
 
 def _message(error: ValidationError) -> str:
-    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary."""
+    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary.
+
+    The best is jsonschema's ``best_match`` (the branch whose type the value has, and within it the deepest error):
+    ``preferred_batch_size: [4.0]`` is closest to "4.0 is not of type 'integer'", not to "not a boolean".
+    """
+    from jsonschema.exceptions import best_match
+
     if error.validator in {"oneOf", "anyOf"} and error.context:
-        best = min(error.context, key=lambda e: (len(e.absolute_path), e.message))
+        best = best_match([error])  # descends into the context; itself when no sub-error stands out
+        if best is error:
+            best = min(error.context, key=lambda e: (len(e.absolute_path), e.message))
         return f"{error.message[:200]} (closest: {best.message[:200]})"
     return error.message if len(error.message) <= 300 else error.message[:297] + "..."

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from generator.artifacts import StageFailed, import_factory
+from generator.bounded import read_text
 from generator.build_types import BuildOptions
 from generator.compare import compare_arrays, tolerance_for
 from generator.contract import to_model, to_request
@@ -93,7 +94,7 @@ def _step_domains(ensemble: EnsemblePlan, step_folders: Mapping[str, Path]) -> d
     """Value domains of the ensemble's inputs: what the consuming step's contract says (the build found them)."""
     domains: dict[str, ValueDomain] = {}
     for step in (ensemble.steps[j] for j in ensemble.step_order):
-        contract = json.loads((step_folders[step.model_name] / CONTRACT_FILE).read_text(encoding="utf-8"))
+        contract = json.loads(read_text(step_folders[step.model_name] / CONTRACT_FILE))
         by_name = {t["name"]: t for t in contract["inputs"]}
         for key, tensor in step.input_map.items():
             entry = by_name.get(key)

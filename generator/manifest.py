@@ -40,6 +40,7 @@ from generator.ensemble import Step
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import case_collisions, model_name_from_graph, model_name_problems
 from generator.overrides import OVERRIDE_KEYS, apply_overrides
+from generator.proto_ranges import MAX_BATCH_SIZE_FIELD, VERSION_FIELD, number_problems, option_number_problems
 from generator.schema import load_graphspecs, validate_document
 from generator.spec import GraphSpec
 
@@ -259,7 +260,7 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
     path = Path(path)
     file = str(path)
     document = load_document(path)
-    problems = schema_problems(document, MANIFEST_SCHEMA, file)
+    problems = schema_problems(document, MANIFEST_SCHEMA, file, strict_integers=True)
     if problems:
         raise GenRepoError(problems)
     base_dir = path.resolve().parent
@@ -277,6 +278,10 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
         elif not folder.is_dir():
             problems.append(Problem(file, f"/code_path/{index}", f"code_path folder {raw!r} not found"))
         code_path.append(folder)
+    for index, ensemble in enumerate(document.get("ensembles") or []):
+        for key, field_descriptor in (("version", VERSION_FIELD), ("max_batch_size", MAX_BATCH_SIZE_FIELD)):
+            if key in ensemble:
+                problems += number_problems(ensemble[key], field_descriptor, file, ("ensembles", index, key))
     return ManifestDocument(path, base_dir, output_dir, dict(document.get("defaults") or {}), tuple(code_path),
                             tuple(document["models"]), _load_ensembles(document.get("ensembles") or []),
                             allow_outside, tuple(problems))
@@ -629,6 +634,9 @@ def _option_problems(
         return json_pointer(("models", index, key, *rest) if key in own else ("defaults", key, *rest))
 
     problems: list[Problem] = []
+    for name, value in options.items():  # numbers a config field cannot hold (protobuf would raise)
+        at: tuple[str | int, ...] = ("models", index, name) if name in own else ("defaults", name)
+        problems += option_number_problems(name, value, file, at)
     batching = options.get("batching", "auto")
     dyn = options.get("dynamic_batching")
     if batching == "none":

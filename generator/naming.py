@@ -9,9 +9,15 @@ from typing import Literal
 SemanticPath = str | int | tuple[str | int, ...]
 
 _NON_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]+")
-#: Triton uses the model name as a folder name and in URLs; keep to a portable, unambiguous alphabet.
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: Triton uses the model name as a folder name and in URLs; keep to a portable, unambiguous alphabet (matched whole:
+#: ``fullmatch``, since ``$`` would also match before a final newline).
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_MODEL_NAME_LENGTH = 128
+#: Names gen-repo itself uses beside the model folders of a repository (compared case-insensitively): the lock file,
+#: the staging marker, the publish lock object and the metadata folder of every version (``gen_repo/``). A model of
+#: such a name would clash with, or be mistaken for, gen-repo's own file. tests/test_naming.py keeps this set equal
+#: to the constants the writers use.
+RESERVED_NAMES = frozenset({"gen-repo.lock.json", ".gen-repo-staging.json", ".gen-repo-publish.lock", "gen_repo"})
 
 
 def format_tensor_name(path: SemanticPath, prefix: Literal["input", "output"]) -> str:
@@ -42,8 +48,10 @@ def model_name_problems(name: object) -> list[str]:
         problems.append(f"model name {name!r} contains a path separator, NUL or is '.'/'..'")
     elif name.startswith("."):
         problems.append(f"model name {name!r} starts with '.', which Triton skips as a hidden folder")
-    elif not _MODEL_NAME.match(name):
+    elif not _MODEL_NAME.fullmatch(name):
         problems.append(f"model name {name!r} may only use letters, digits, '_', '-' and '.' (not first)")
+    elif name.casefold() in {reserved.casefold() for reserved in RESERVED_NAMES}:
+        problems.append(f"model name {name!r} is reserved: gen-repo writes a file or folder of that name")
     return problems
 
 

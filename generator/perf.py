@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.bounded import read_text
 from generator.connection import Connection, check_reachable, is_transport_error, unreachable_error
 from generator.dtypes import by_triton
 from generator.errors import GenRepoError, Problem
@@ -224,12 +225,12 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
             )
             continue
         try:
-            config = text_format.Parse((folder / "config.pbtxt").read_text(encoding="utf-8"), pb.ModelConfig())
+            config = text_format.Parse(read_text(folder / "config.pbtxt", "config_bytes"), pb.ModelConfig())
         except text_format.ParseError as error:
             problems.append(Problem(str(folder / "config.pbtxt"), "", f"does not parse: {error}"))
             continue
         try:
-            doc = json.loads(contract.read_text(encoding="utf-8"))
+            doc = json.loads(read_text(contract))
             models.append(_model_from_contract(doc, config, str(contract)))
         except json.JSONDecodeError as error:
             problems.append(Problem(str(contract), "", f"not JSON: {error}"))
@@ -577,7 +578,7 @@ def run_perf_analyzer(
         if done.returncode != 0 or not report.is_file():
             tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip().splitlines()[-5:]
             raise GenRepoError([Problem(binary, "", f"perf_analyzer failed ({done.returncode}): {' | '.join(tail)}")])
-        rows = list(csv.DictReader(io.StringIO(report.read_text(encoding="utf-8"))))
+        rows = list(csv.DictReader(io.StringIO(read_text(report))))
     return [
         {
             "concurrency": float(row["Concurrency"]),

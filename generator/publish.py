@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.bounded import read_text
 from generator.config import WARMUP_FOLDER
 from generator.contract import render_contract
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
@@ -452,7 +453,7 @@ def _publish_locked(
     for model, entry in sorted(lock["models"].items()):
         local_version = int(entry["version"])
         files = _version_files(local, lock, model, local_version)
-        config_text = (local / model / "config.pbtxt").read_text(encoding="utf-8")
+        config_text = read_text(local / model / "config.pbtxt", "config_bytes")
         current = remote_models.get(model, {}).get("version")
         if not force and isinstance(current, int) and _unchanged(files, config_text, local_version, current,
                                                                  remote_artifacts, model):

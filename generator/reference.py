@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.array_files import open_array_file, read_arrays
+from generator.bounded import read_text
 from generator.contract import to_request
 from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError, Problem
@@ -53,6 +55,7 @@ __all__ = [
     "reference_inputs",
     "read_npz",
     "reference_key",
+    "request_members",
     "torch_outputs",
     "write_npz",
     "write_reference",
@@ -243,9 +246,8 @@ def write_npz(path: Path | str, arrays: Mapping[str, np.ndarray]) -> Path:
 
 
 def read_npz(path: Path | str) -> dict[str, np.ndarray]:
-    """All arrays of an ``.npz`` (pickles refused)."""
-    with np.load(path, allow_pickle=False) as data:
-        return {key: data[key] for key in data.files}
+    """All arrays of an ``.npz``, read within the limits of :mod:`generator.array_files` (pickles refused)."""
+    return read_arrays(path, "npz")
 
 
 def reference_index(cases: Sequence[ReferenceCase]) -> dict[str, Any]:
@@ -278,15 +280,18 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     folder = Path(folder)
     index_path, npz_path = folder / "reference.json", folder / "reference.npz"
     try:
-        index = json.loads(index_path.read_text())
+        index = json.loads(read_text(index_path))
     except (OSError, ValueError) as exc:
         raise ReferenceDataError([Problem(str(index_path), "", f"cannot read reference index: {exc}")]) from exc
     if not isinstance(index, dict) or index.get("format") != REFERENCE_FORMAT:
         raise ReferenceDataError([Problem(str(index_path), "/format", f"expected {REFERENCE_FORMAT!r}")])
     try:
         arrays = read_npz(npz_path)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except FileNotFoundError as exc:
         raise ReferenceDataError([Problem(str(npz_path), "", f"cannot read reference arrays: {exc}")]) from exc
+    except GenRepoError as exc:
+        raise ReferenceDataError([Problem(p.file, p.pointer, f"cannot read reference arrays: {p.message}")
+                                  for p in exc.problems]) from exc
     cases, problems = [], []
     for i, entry in enumerate(index.get("cases", [])):
         tensors: dict[str, dict[str, np.ndarray]] = {"input": {}, "output": {}}
@@ -315,26 +320,33 @@ def reference_key(case: str, role: str, tensor: str) -> str:
     return f"{case}/{role}/{tensor}"
 
 
-def load_requests(path: Path, case: str | None) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
-    """Read the requests in an .npz: one per case for a gen-repo reference.npz, else the whole file as one request."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:  # no pickles: an .npz from elsewhere must not run code
-            arrays = {name: npz[name] for name in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise GenRepoError([Problem(str(path), "", f"cannot read as .npz: {error}")]) from error
-    matches = {name: _CASE_KEY.match(name) for name in arrays}
-    if arrays and all(matches.values()):
-        requests: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+def request_members(names: Sequence[str], case: str | None, file: str) -> dict[str, dict[str, str]]:
+    """The requests an .npz with arrays ``names`` holds: ``{case: {input tensor: array name}}``.
+
+    One per case for a gen-repo reference.npz (arrays ``<case>/input/<tensor>``; its outputs are not requests),
+    else the whole file as one request named ``request``. ``case`` picks one case; GenRepoError (at ``file``) when
+    there is no such case or the file is not a reference.
+    """
+    matches = {name: _CASE_KEY.match(name) for name in names}
+    if names and all(matches.values()):
+        requests: dict[str, dict[str, str]] = {}
         for name, match in sorted(matches.items()):
             assert match is not None
             requests.setdefault(match["case"], {})
             if match["role"] == "input":
-                requests[match["case"]][match["tensor"]] = arrays[name]
+                requests[match["case"]][match["tensor"]] = name
         if case is not None:
             if case not in requests:
-                raise GenRepoError([Problem(str(path), "", f"no case {case!r}; cases are {', '.join(requests)}")])
+                raise GenRepoError([Problem(file, "", f"no case {case!r}; cases are {', '.join(requests)}")])
             return {case: requests[case]}
         return requests
     if case is not None:
-        raise GenRepoError([Problem(str(path), "", "--case needs arrays named <case>/input/<tensor>")])
-    return {"request": arrays}
+        raise GenRepoError([Problem(file, "", "--case needs arrays named <case>/input/<tensor>")])
+    return {"request": {name: name for name in names}}
+
+
+def load_requests(path: Path, case: str | None) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
+    """Read the requests in an .npz (see :func:`request_members`), within the limits of :mod:`generator.array_files`."""
+    with open_array_file(path, "npz") as arrays:
+        return {name: {tensor: arrays.read(member) for tensor, member in members.items()}
+                for name, members in request_members(list(arrays.headers), case, str(path)).items()}

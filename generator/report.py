@@ -1,24 +1,38 @@
-"""Smoke reports as files: JUnit XML for CI systems and JSON for machines.
+r"""Smoke reports as files: JUnit XML for CI systems and JSON for machines.
 
 JUnit XML follows the common shape CI systems and readers such as ``junitparser`` understand: a ``<testsuites>``
 root, one ``<testsuite>`` per model, one ``<testcase classname="<model>" name="<check>" time="...">`` per check, with
 a ``<failure>``, ``<error>`` or ``<skipped>`` child where the check did not pass. The failure text carries the
 check's details as JSON so the reason is visible in the CI's test view.
+
+XML 1.0 cannot carry every string: control characters other than tab, newline and carriage return, lone
+surrogates (a folder name that is not UTF-8 reaches Python as those) and U+FFFE/U+FFFF are not characters of any XML
+document, escaped or not. Each becomes its visible Python escape (``\x01``, ``\udc80``), so a model folder named
+with control characters still gets a well-formed report that names it recognisably.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from generator.smoke import CheckResult, SmokeReport
 
-__all__ = ["json_report", "junit_xml", "write_json", "write_junit_xml"]
+__all__ = ["json_report", "junit_xml", "write_json", "write_junit_xml", "xml_safe"]
 
 #: The element a non-passing status becomes.
 _ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped"}
+#: What XML 1.0 cannot carry (its Char production, inverted): most C0 controls, surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    r"""``text`` with every character XML 1.0 cannot carry replaced by its Python escape (``\x1b``)."""
+    return _NOT_XML.sub(lambda match: match.group().encode("unicode_escape", "backslashreplace").decode("ascii"),
+                        text)
 
 
 def _seconds(value: float) -> str:
@@ -57,6 +71,10 @@ def junit_xml(report: SmokeReport, suite_name: str = "gen-repo smoke") -> str:
             if element != "skipped":
                 child.set("type", result.status)
                 child.text = _failure_text(result)
+    for node in root.iter():  # every name, message and detail, wherever it came from
+        node.attrib = {key: xml_safe(value) for key, value in node.attrib.items()}
+        if node.text:
+            node.text = xml_safe(node.text)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from generator.bounded import read_text
 from generator.cache import fsync_dir, hash_file, process_alive
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import model_name_problems
@@ -369,7 +370,7 @@ def read_lock(repo_dir: Path) -> dict:
     lock_path = Path(repo_dir) / LOCK_FILE_NAME
     lock_file = str(lock_path)
     try:
-        text = lock_path.read_text(encoding="utf-8")
+        text = read_text(lock_path, "lock_bytes")
     except FileNotFoundError as error:
         raise GenRepoError([Problem(lock_file, "", "missing: not a repository written by gen-repo")]) from error
     except (OSError, UnicodeDecodeError) as error:
@@ -548,9 +549,7 @@ class RepositoryWriter:
     # -- building --------------------------------------------------------------------------------------------------
 
     def _check_model_name(self, name: str) -> None:
-        problems = model_name_problems(name)
-        if not problems and name.casefold() == LOCK_FILE_NAME.casefold():
-            problems = [f"model name {name!r} is the lock file's name"]
+        problems = model_name_problems(name)  # the lock file's name and gen-repo's other names included
         if not problems:
             other = self._models.get(name.casefold())
             if other is not None and other != name:
@@ -741,7 +740,7 @@ class RepositoryWriter:
             return False
         marker: dict[str, Any] = {}
         with contextlib.suppress(OSError, ValueError):
-            loaded = json.loads((path / STAGING_MARKER).read_text(encoding="utf-8"))
+            loaded = json.loads(read_text(path / STAGING_MARKER))
             if isinstance(loaded, dict):
                 marker = loaded
         if marker.get("host") not in (None, _host()):

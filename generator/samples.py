@@ -14,6 +14,7 @@ resizing its batch axes only (AITune's ``make_batch``: slice, or repeat the firs
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.array_files import open_array_file
 from generator.contract import to_model
 from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from generator.spec import GraphSpec
     from generator.tensors import TensorPlan
 
-__all__ = ["Sample", "arrays_from_calls", "fit_to_shapes", "read_sample_file", "usable_samples"]
+__all__ = ["Sample", "arrays_from_calls", "fit_to_shapes", "read_sample_file", "read_samples", "usable_samples"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,25 +44,50 @@ class Sample:
 
 
 def read_sample_file(path: Path, kind: str) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
-    """Calls in a sample file: ``{call: {tensor: array}}`` (one call named ``0`` when names have no ``/``)."""
-    try:
-        if kind == "safetensors":
-            from safetensors.numpy import load_file
+    """Calls in a sample file: ``{call: {tensor: array}}`` (one call named ``0`` when names have no ``/``).
 
-            arrays = dict(load_file(str(path)))
-        else:
-            with np.load(path, allow_pickle=False) as npz:  # never pickles: a sample file cannot run code
-                arrays = {name: npz[name] for name in npz.files}
-    except Exception as error:  # any unreadable file is the user's problem, named here
-        raise GenRepoError([Problem(str(path), "", f"cannot read samples ({kind}): {type(error).__name__}: "
-                                                   f"{error}")]) from error
-    calls: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
-    for key in sorted(arrays):
-        call, _, tensor = key.rpartition("/")
-        calls.setdefault(call or "0", {})[tensor] = arrays[key]
-    if not calls:
-        raise GenRepoError([Problem(str(path), "", "the samples file holds no arrays")])
+    Read within the limits of :mod:`generator.array_files`; :func:`read_samples` also skips, unread, the arrays
+    larger than a plan's inputs take.
+    """
+    calls, _ = read_samples(path, kind)
     return calls
+
+
+def read_samples(
+    path: Path, kind: str, inputs: Sequence[TensorPlan] = ()
+) -> tuple[dict[str, dict[str, np.ndarray[Any, Any]]], list[str]]:
+    """Calls in a sample file (see :func:`read_sample_file`), and a note for each call skipped unread.
+
+    With ``inputs`` (the plan's), a call is skipped before any of its arrays is read when one of them declares more
+    elements than its input's max shape holds: it could never fit the plan (see :func:`usable_samples`), and a
+    hostile header must not make gen-repo allocate what it declares.
+    """
+    most = {plan.name: math.prod(plan.max_shape) for plan in inputs}
+    try:
+        with open_array_file(path, kind) as arrays:
+            members: dict[str, dict[str, str]] = {}
+            for key in sorted(arrays.headers):
+                call, _, tensor = key.rpartition("/")
+                members.setdefault(call or "0", {})[tensor] = key
+            if not members:
+                raise GenRepoError([Problem(str(path), "", "the samples file holds no arrays")])
+            calls: dict[str, dict[str, np.ndarray[Any, Any]]] = {}
+            notes = []
+            for call, tensors in members.items():
+                over = [(tensor, arrays.headers[key]) for tensor, key in tensors.items()
+                        if tensor in most and arrays.headers[key].size > most[tensor]]
+                if over:
+                    tensor, header = over[0]
+                    notes.append(f"sample {call!r} skipped unread: {tensor!r} declares {header.describe()}, more than "
+                                 f"the {most[tensor]} elements its input takes at most")
+                    continue
+                calls[call] = {tensor: arrays.read(key) for tensor, key in tensors.items()}
+    except FileNotFoundError as error:
+        raise GenRepoError([Problem(str(path), "", f"cannot read samples ({kind}): {error.strerror}")]) from None
+    except GenRepoError as error:
+        raise GenRepoError([Problem(p.file, p.pointer, f"cannot read samples ({kind}): {p.message}")
+                            for p in error.problems]) from None
+    return calls, notes
 
 
 def arrays_from_calls(

@@ -48,6 +48,7 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
+from generator.bounded import read_text
 from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
 from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
 from generator.connection import Connection, is_transport_error
@@ -404,7 +405,7 @@ def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
     config_path = model_dir / "config.pbtxt"
     if config_path.is_file():
         try:
-            side.config = text_format.Parse(config_path.read_text(encoding="utf-8"), model_config_pb2.ModelConfig())
+            side.config = text_format.Parse(read_text(config_path, "config_bytes"), model_config_pb2.ModelConfig())
             side.config_path = str(config_path)
         except (text_format.ParseError, OSError) as exc:
             side.problems.append(f"{config_path}: cannot parse: {exc}")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -62,6 +65,30 @@ def test_unreachable_server_exits_3_with_reports(tmp_path: Path) -> None:
 
     cases = [case for suite in JUnitXml.fromfile(str(out / "smoke.xml")) for case in suite]
     assert [(c.classname, c.name, [type(r) for r in c.result]) for c in cases] == [("mlp", "ready", [Error])]
+
+
+@pytest.mark.timeout(60)
+def test_junit_xml_carries_model_folders_named_with_control_characters(tmp_path: Path) -> None:
+    """Folder names XML cannot carry (control characters, bytes that are not UTF-8) used to give invalid XML or a
+    UnicodeEncodeError traceback; now each such character is written as its escape and the report parses."""
+    from junitparser import JUnitXml
+
+    repo = tmp_path / "repo"
+    good = Path(__file__).parent / "lint_corpus" / "good" / "mlp_python"
+    names = ["ml\x01p\x1b[31m", "tab\tand\x7fdel"]
+    for name in names:
+        shutil.copytree(good, repo / name)
+    shutil.copytree(good, os.fsdecode(os.fsencode(str(repo)) + b"/not\xffutf8"))
+    xml_path = tmp_path / "smoke.xml"
+    result = subprocess.run([GEN_REPO, "smoke", "--url", f"127.0.0.1:{free_port()}", "--repo", str(repo), "--timeout",
+                             "5", "--junit-xml", str(xml_path)], capture_output=True, text=True, errors="replace",
+                            timeout=60)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    root = ET.parse(xml_path).getroot()  # well-formed: the parser refuses raw control characters
+    suites = sorted(suite.get("name") for suite in root.iter("testsuite"))
+    assert suites == ["ml\\x01p\\x1b[31m", "not\\udcffutf8", "tab\tand\x7fdel"]
+    assert sorted(suite.name for suite in JUnitXml.fromfile(str(xml_path))) == suites
 
 
 @pytest.mark.triton

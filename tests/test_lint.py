@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -89,6 +90,25 @@ def test_ensemble_shape_ranges_come_from_the_steps_contracts(tmp_path: Path) -> 
     findings = [f for f in lint_repository(tmp_path) if f.rule.startswith("ensemble")]
     assert [(f.rule, f.file, f.line) for f in findings] == [("ensemble-shape-range", "ab/config.pbtxt", 9)]
     assert "axis 1: 4..64 produced, 4..32 accepted" in findings[0].message
+
+
+def test_a_huge_or_special_config_is_unreadable_not_parsed(tmp_path: Path) -> None:
+    """A 40 MB config.pbtxt used to be parsed (about 1 s and 5 MB of memory per MB); a FIFO hung lint."""
+    shutil.copytree(GOOD / "mlp_python", tmp_path / "huge")
+    with open(tmp_path / "huge" / "config.pbtxt", "r+b") as stream:
+        stream.truncate(40 << 20)  # sparse: no disk used, and st_size says 40 MB
+    shutil.copytree(GOOD / "mlp_python", tmp_path / "fifo")
+    (tmp_path / "fifo" / "config.pbtxt").unlink()
+    os.mkfifo(tmp_path / "fifo" / "config.pbtxt")
+    findings = lint_repository(tmp_path)
+    assert [(f.rule, f.file, f.severity, f.message) for f in findings] == [
+        ("config-unreadable", "fifo/config.pbtxt", "error",
+         "a FIFO (named pipe), not a regular file; gen-repo reads regular files only"),
+        ("config-unreadable", "huge/config.pbtxt", "error",
+         "file is 41943040 bytes; at most 4194304 are accepted (limit config_bytes; GEN_REPO_MAX_CONFIG_BYTES changes "
+         "it)"),
+    ]
+    assert CliRunner().invoke(main, ["lint", str(tmp_path)]).exit_code == 1
 
 
 def test_missing_repository_is_one_error(tmp_path: Path) -> None:

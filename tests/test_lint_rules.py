@@ -42,15 +42,16 @@ def test_every_rule_is_held_by_a_case_or_a_test_that_exists() -> None:
 
 def test_severity_follows_triton() -> None:
     """Errors are what Triton refuses; warnings what it loads. config-missing is refused only with auto-complete
-    off (with it, a backend may fill the config in), so it stays a warning; ensemble-shape-range and the ONNX and
-    TensorRT file rules are errors beyond core (gen-repo's contracts, the backend that loads the model)."""
+    off (with it, a backend may fill the config in), so it stays a warning; ensemble-shape-range, config-unreadable
+    and the ONNX and TensorRT file rules are errors beyond core (gen-repo's contracts and read limits, the backend
+    that loads the model)."""
     for rule in RULE_TABLE:
         if rule.cases:
             assert rule.severity == WARNING, rule.id
         if rule.checks and rule.id != "config-missing":
             assert rule.severity == ERROR, rule.id
     assert {r.id for r in RULE_TABLE if r.severity == ERROR and not r.checks} == {
-        "repository-missing", "ensemble-shape-range"}
+        "repository-missing", "ensemble-shape-range", "config-unreadable"}
 
 
 def _literals(path: Path) -> tuple[set[str], set[str]]:

@@ -419,13 +419,46 @@ def test_yaml_pairs_make_tuples_and_agree(tmp_path: Path, load: Callable[[str], 
     assert assert_paths_agree(parsed)[0] == "invalid"
 
 
-def test_trailing_newline_pattern_difference_is_absorbed(load: Callable[[str], Doc]) -> None:
-    # Python's re lets "$" match before a final newline; ECMA-262 (jsonschema_rs) does not. The reference decides.
+def test_a_final_newline_fails_a_pattern_in_both_validators(load: Callable[[str], Doc]) -> None:
+    # Python's re lets "$" match before a final newline; ECMA-262 (JSON Schema's dialect, jsonschema_rs) does not.
+    # The reference reads patterns as ECMA-262 too: "torch.float32" and a newline is no dtype for either.
     document = load("mlp")
     document["graph"]["input_spec"]["tensor_data"][0]["dtype"] = "torch.float32\n"
     assert not documents.fast_validator(GRAPHSPEC_SCHEMA).is_valid(document)
-    assert documents.schema_validator(GRAPHSPEC_SCHEMA).is_valid(document)
-    assert assert_paths_agree(document)[0] == "valid"
+    assert not documents.schema_validator(GRAPHSPEC_SCHEMA).is_valid(document)
+    assert assert_paths_agree(document)[0] == "invalid"
+
+
+def _patterns(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            yield node["pattern"]
+        for value in node.values():
+            yield from _patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _patterns(value)
+
+
+SCHEMA_PATTERNS = sorted({p for name in SCHEMAS for p in _patterns(json.loads(
+    (Path(documents.__file__).resolve().parents[1] / "schemas" / name).read_text()))})
+
+
+@pytest.mark.parametrize("pattern", SCHEMA_PATTERNS)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_every_schema_pattern_means_the_same_to_both_validators(pattern: str, data: st.DataObject) -> None:
+    """Strings the pattern accepts, with a final newline or a control character around them: one verdict."""
+    import jsonschema_rs
+
+    schema = {"type": "string", "pattern": pattern}
+    fast = jsonschema_rs.Draft202012Validator(schema)
+    reference = documents._validator_class(False)(schema)
+    text = data.draw(st.from_regex(documents.ecma_pattern(pattern), fullmatch=True))
+    suffix = data.draw(st.sampled_from(["", "\n", "\r", "\x00", " ", "\n\n"]))
+    for candidate in (text, text + suffix, suffix + text):
+        assert fast.is_valid(candidate) == reference.is_valid(candidate), repr(candidate)
+    assert reference.is_valid(text) and not reference.is_valid(text + "\n")
 
 
 def test_deep_nesting_in_free_fields_is_safe(load: Callable[[str], Doc]) -> None:

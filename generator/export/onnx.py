@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from generator.bounded import read_bytes
 from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
 from generator.dtypes import by_onnx, normalize_dtype
 from generator.errors import GenRepoError, Problem
@@ -677,7 +678,8 @@ def _save_self_contained(source: Path, target: Path, *, strip_stack_traces: bool
     """Write ``source`` (and any external data next to it) as one inline ONNX file ``target``."""
     import onnx
 
-    model = onnx.load(str(source), load_external_data=True)
+    model = onnx.load_model_from_string(read_bytes(source, "onnx_bytes"))
+    onnx.load_external_data_for_model(model, str(source.parent))  # what onnx.load(load_external_data=True) does
     if strip_stack_traces:
         _strip_stack_traces(model)
     if model.ByteSize() >= 2**31 - 1:
@@ -759,7 +761,7 @@ def onnx_io_problems(
     if isinstance(onnx_model, (str, Path)):
         file = str(onnx_model)
         try:
-            model = onnx.load(file, load_external_data=False)
+            model = onnx.load_model_from_string(read_bytes(file, "onnx_bytes"))
         except Exception as exc:
             return [Problem(file, "", f"not a readable ONNX file: {_short(exc)}")]
     else:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
+from generator.bounded import read_bytes
 from generator.dtypes import DTYPES
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Resolved
@@ -258,7 +259,7 @@ def _check_onnx(cf: ConfigFile, onnx_path: FsPath, onnx_rel: str) -> None:
         return
 
     try:
-        model = onnx.load(str(onnx_path), load_external_data=False)
+        model = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))
     except Exception as error:  # onnx raises DecodeError, OSError, ValueError...: all mean "not readable"
         cf.add("onnx-load", f"{onnx_rel} cannot be read as ONNX: {type(error).__name__}: {error}", ("name",))
         return

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from generator.bounded import read_text
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, dims_compatible, wiring_problems
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder, Resolved
@@ -168,7 +169,7 @@ def _step_model(folder: ModelFolder) -> StepModel:
     if folder.loaded:
         with contextlib.suppress(OSError, ValueError, TypeError, AttributeError, KeyError):
             path = folder.path / str(folder.loaded[-1]) / "gen_repo" / "contract.json"
-            contract = json.loads(path.read_text(encoding="utf-8"))
+            contract = json.loads(read_text(path))
             shapes = {t["name"]: t for t in (*contract["inputs"], *contract["outputs"])}
     return StepModel(config.name or folder.name, config.max_batch_size,
                      tuple(_wiring_io(io, shapes) for io in config.input),

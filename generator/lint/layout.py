@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
+from generator.bounded import UnreadableFileError, read_bytes
 from generator.config import WARMUP_FOLDER
 from generator.dtypes import by_triton
 from generator.lint.findings import ConfigFile, Finding, folder_finding
@@ -103,9 +104,16 @@ def parse_config_text(text: str, rel: str) -> tuple[mc.ModelConfig | None, list[
 
 
 def read_config(folder: ModelFolder, rel: str = "config.pbtxt") -> tuple[ConfigFile | None, str, list[Finding]]:
-    """Read and parse one config file of ``folder``: the located config (None when unparsable), its text, findings."""
-    path = folder.path / rel
-    text = path.read_text(encoding="utf-8", errors="replace")
+    """Read and parse one config file of ``folder``: the located config (None when unparsable), its text, findings.
+
+    The read is bounded (generator.bounded: a regular file within the config_bytes limit); undecodable bytes are
+    replaced, so protobuf's parser reports them where they stand.
+    """
+    try:
+        text = read_bytes(folder.path / rel, "config_bytes").decode("utf-8", errors="replace")
+    except OSError as error:  # generator.bounded.UnreadableFileError, or an I/O error
+        message = error.problems[0].message if isinstance(error, UnreadableFileError) else str(error)
+        return None, "", [folder_finding("config-unreadable", folder.show(rel), message)]
     config, findings = parse_config_text(text, folder.show(rel))
     if config is None:
         return None, text, findings
@@ -118,7 +126,8 @@ def read_config(folder: ModelFolder, rel: str = "config.pbtxt") -> tuple[ConfigF
 
 def load_config(folder: ModelFolder) -> list[Finding]:
     """Set ``folder.cf`` from its config.pbtxt; findings for a missing or unparsable one."""
-    if not (folder.path / "config.pbtxt").is_file():
+    path = folder.path / "config.pbtxt"
+    if not path.exists() and not path.is_symlink():  # a FIFO or a device there is config-unreadable
         return [folder_finding("config-missing", folder.show(),
                                f"model '{folder.name}' has no config.pbtxt; only a server with auto-complete can load "
                                "it (and only for backends that fill in a config)")]

@@ -10,7 +10,8 @@ lint flags them (warnings: loaded, but not as meant); ``tests`` name other tests
 
 Severity: ``error`` where Triton refuses the model (or, for ONNX agreement and TensorRT files, the backend that
 would load it does), ``warning`` where Triton loads it but probably not as meant; ``ensemble-shape-range`` is the one
-error beyond Triton (gen-repo's contracts say every request past the range fails).
+error beyond Triton (gen-repo's contracts say every request past the range fails), and ``config-unreadable`` gen-repo's
+own bound on what it reads (docs/security.md).
 ``docs/lint-rules.md`` is generated from this table (:func:`rules_markdown`; the file says how).
 """
 
@@ -97,6 +98,9 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("config-parse", ERROR, "layout", "config.pbtxt does not parse as ModelConfig (protobuf text format)",
          checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo (ReadTextProto)",
                     "failed to read text proto from", "config-parse"),)),
+    Rule("config-unreadable", ERROR, "layout",
+         "beyond Triton: config.pbtxt is not a regular file, or larger than gen-repo's config_bytes limit",
+         tests=("tests/test_lint.py::test_a_huge_or_special_config_is_unreadable_not_parsed",)),
     Rule("config-name-mismatch", ERROR, "layout", "config 'name' differs from the model folder name",
          checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo", "directory name must equal model name",
                     "config-name-mismatch"),)),
