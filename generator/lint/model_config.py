@@ -152,7 +152,8 @@ def _check_batch_io(cf: ConfigFile) -> None:
     for kind in ("batch_input", "batch_output"):
         for index, entry in enumerate(getattr(config, kind)):
             if entry.kind not in kinds[kind].values():
-                cf.add("batch-io", f"{kind} #{index} kind {entry.kind} is not a kind Triton knows", (kind, index, "kind"))
+                cf.add("batch-io", f"{kind} #{index} kind {entry.kind} is not a kind Triton knows",
+                       (kind, index, "kind"))
             if len(entry.source_input) != 1:
                 cf.add("batch-io", f"{kind} #{index} expects 1 source_input, got {len(entry.source_input)}",
                        (kind, index, "source_input") if entry.source_input else (kind, index))

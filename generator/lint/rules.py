@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AREAS", "ERROR", "NOT_PORTED", "RULES", "RULE_TABLE", "WARNING", "Rule", "TritonCheck", "rule", "rules_markdown"]
+__all__ = [
+    "AREAS", "ERROR", "NOT_PORTED", "RULES", "RULE_TABLE", "WARNING", "Rule", "TritonCheck", "rule", "rules_markdown",
+]
 
 ERROR = "error"
 WARNING = "warning"
