@@ -594,6 +594,8 @@ CASES: tuple[Case, ...] = (
          one(B + "instance_group [ { kind: KIND_AUTO } ]\n" + IO), at="kind", environment=CPU_SERVER),
     Case("environment-gpu-id", one(B + "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n" + IO),
          one(B + "instance_group [ { kind: KIND_CPU } ]\n" + IO), at="0 ]", environment=CPU_SERVER),
+    Case("environment-auto-gpus", one(B + "instance_group [ { kind: KIND_AUTO gpus: [ 0 ] } ]\n" + IO),
+         one(B + "instance_group [ { kind: KIND_AUTO } ]\n" + IO), at="gpus", environment=CPU_SERVER),
     Case("environment-backend", one('backend: "nosuch"\nmax_batch_size: 4\n' + IO, {"1/model.bin": "b"}), one(),
          at="backend", environment=CPU_SERVER),
     Case("environment-backend-from-name", {"c.identity": Model(NO_PLATFORM + IO, {"1/": None})},

@@ -97,6 +97,11 @@ def check_environment(folder: ModelFolder, environment: Environment) -> None:
     for index, group in enumerate(config.instance_group):
         base = ("instance_group", index)
         label = f"instance_group #{index}" + (f" '{group.name}'" if group.name else "")
+        if group.kind == mc.ModelInstanceGroup.KIND_AUTO and group.gpus \
+                and (environment.gpus == 0 or max(group.gpus) >= environment.gpus):
+            cf.add("environment-gpus", f"{label} has kind KIND_AUTO and lists gpus {list(group.gpus)}; on a machine "
+                   f"with {_gpus_text(environment.gpus)} ({environment.source}) Triton turns it into KIND_CPU, which "
+                   "refuses listed gpus", (*base, "gpus"))
         if group.kind != mc.ModelInstanceGroup.KIND_GPU:
             continue
         if not group.gpus and environment.gpus == 0:
