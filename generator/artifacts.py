@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import multiprocessing
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,11 +25,19 @@ from generator.build_types import BuildEvent, BuildOptions, ModelArtifacts, Prog
 from generator.cache import BuildCache
 from generator.errors import GenRepoError, Problem
 from generator.model_files import CONTRACT_FILE, contract_text
-from generator.plan import ModelPlan
+from generator.plan import ModelPlan, OutputRange, with_output_ranges
 from generator.resources import resource_dir
 from generator.targets import TensorRTTarget, engine_targets, tensorrt_available
 
-__all__ = ["StageFailed", "build_model_artifacts", "factory_import_path", "import_factory"]
+__all__ = [
+    "StageFailed",
+    "build_model_artifacts",
+    "data_dependent_axes",
+    "derive_output_ranges",
+    "factory_import_path",
+    "import_factory",
+    "locate_build_problems",
+]
 
 
 @contextlib.contextmanager
@@ -90,13 +99,61 @@ class StageFailed(GenRepoError):  # noqa: N818 (a failed stage, like BuildFailed
     """One stage of one model failed; every problem message starts with the stage (``export: ...``).
 
     ``raw`` is the exception when it was not a GenRepoError (user code, a library, the node's disk or memory).
+    :func:`build_model_artifacts` raises it with every problem located by :func:`locate_build_problems`.
     """
 
-    def __init__(self, stage: str, problems: list[Problem], raw: BaseException | None = None) -> None:
+    def __init__(self, stage: str, problems: list[Problem], raw: BaseException | None = None, *,
+                 located: bool = False) -> None:
         self.stage = stage
         self.raw = raw
-        super().__init__([replace(p, message=p.message if p.message.startswith(f"{stage}") else
-                                  f"{stage}: {p.message}") for p in problems])
+        super().__init__(problems if located else [
+            replace(p, message=p.message if p.message.startswith(f"{stage}") else f"{stage}: {p.message}")
+            for p in problems])
+
+
+#: Where a problem has no file of its own (a string error, a plan-level check): located at the manifest entry.
+_NO_FILE = ("", "<gen-repo>", "<plan>", "<onnx>")
+
+
+def locate_build_problems(
+    problems: Sequence[Problem],
+    *,
+    name: str,
+    stage: str,
+    manifest_file: Path | str,
+    pointer: str,
+    kind: str = "model",
+    workdir: Path | None = None,
+    kept: Mapping[str, str] | None = None,
+) -> list[Problem]:
+    """A failed build's problems as a user acts on them: each names the model (or ensemble) and the stage.
+
+    Each is located in the manifest (``file: /models/<i>...``) unless it already points at a manifest line or at a
+    file the user owns (a spec axis, a source file), whose location then stays and the message names the entry.
+    ``workdir`` is the build's work folder, deleted after the build: a path in it appears only where the file was
+    kept for inspection (``kept``: work path -> kept path), and the message says so.
+    """
+    manifest_file = str(manifest_file)
+    kept = dict(kept or {})
+    work = str(workdir) if workdir is not None else None
+    out = []
+    for problem in problems:
+        message, file, where = problem.message, problem.file, problem.pointer
+        for prefix in (f"{kind} {name!r}, stage {stage}: ", f"{stage}: "):
+            message = message.removeprefix(prefix)
+        for old, new in kept.items():
+            if old in message or file == old:
+                message = message.replace(old, new) + f" ({Path(new).name} is kept for inspection: {new})"
+        if work is not None:
+            message = message.replace(work + os.sep, "").replace(work, "the build's work folder (deleted)")
+        if file in _NO_FILE or (work is not None and file.startswith(work)):  # what the user edits: the entry
+            file, where = manifest_file, pointer
+        elif file != manifest_file:  # a spec or source file: keep its location, say which manifest entry it is
+            message = f"(manifest {Path(manifest_file).name} {pointer}) {message}"
+        elif not where.startswith(pointer):
+            message = f"(manifest entry {pointer}) {message}"
+        out.append(replace(problem, file=file, pointer=where, message=f"{kind} {name!r}, stage {stage}: {message}"))
+    return out
 
 
 def build_model_artifacts(
@@ -110,33 +167,111 @@ def build_model_artifacts(
     """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise :class:`StageFailed`.
 
     ``progress`` is told (a :class:`BuildEvent`) when each stage starts. ``cache_root`` holds the TensorRT timing
-    cache. A failure names its stage and, where one is involved, the tensor.
+    cache, and keeps the exported ONNX of a model that failed after its export, for inspection
+    (``<cache>/failed/<model>/model.onnx``; the problems say so). A failure names the model, its manifest entry, the
+    stage and, where one is involved, the tensor (:func:`locate_build_problems`).
     """
-    current = ["source"]
+    state = _BuildState()
 
     def enter(name: str, message: str) -> None:
-        current[0] = name
+        state.stage = name
         if progress is not None:
             progress(BuildEvent(model.name, name, message))
 
     try:
-        return _build_stages(model, options, workdir, enter, tensorrt, cache_root)
-    except StageFailed:
-        raise
-    except GenRepoError as error:
-        raise StageFailed(current[0], error.problems) from error
-    except Exception as error:  # user code or a library: still this model's failure, with the stage
-        message = f"{current[0]} failed: {type(error).__name__}: {error}{_integer_inputs_hint(model, error)}"
-        raise StageFailed(current[0], [Problem(str(model.spec_file), model.spec_pointer, message)], error) from error
+        return _build_stages(model, options, workdir, enter, tensorrt, cache_root, state)
+    except Exception as error:  # a GenRepoError, or user code or a library: still this model's failure
+        raw = None if isinstance(error, GenRepoError) else getattr(error, "raw", error)
+        problems = error.problems if isinstance(error, GenRepoError) else [_failure_problem(model, state, error)]
+        located = locate_build_problems(problems, name=model.name, stage=state.stage,
+                                        manifest_file=model.manifest_file or model.spec_file,
+                                        pointer=model.manifest_pointer or model.spec_pointer, workdir=workdir,
+                                        kept=_keep_for_inspection(model, workdir, cache_root))
+        raise StageFailed(state.stage, located, raw, located=True) from error
 
 
-def _integer_inputs_hint(model: ModelPlan, error: Exception) -> str:
-    """For an index error: which values the integer inputs were given (the likely culprit, named)."""
-    if not isinstance(error, IndexError) and "index" not in str(error).lower():
-        return ""
-    shown = [f"{t.name} {t.values.describe()} ({t.values.source})" if t.values else f"{t.name} unrestricted"
-             for t in model.inputs if t.dtype.startswith(("torch.int", "torch.uint"))]
-    return f" (integer inputs: {'; '.join(shown)}; give their values in the manifest's inputs:)" if shown else ""
+class _BuildState:
+    """Where a model's build is: its stage, the value domains found so far (for hints)."""
+
+    __slots__ = ("domains", "stage")
+
+    def __init__(self) -> None:
+        self.stage = "source"
+        self.domains: Mapping[str, Any] = {}
+
+
+def _keep_for_inspection(model: ModelPlan, workdir: Path, cache_root: Path | None) -> dict[str, str]:
+    """Keep the exported ONNX of a failed build in the cache folder: work path -> kept path (empty: nothing kept).
+
+    The work folder is deleted after the build; the next failure of the model replaces the kept copy.
+    """
+    onnx_path = workdir / "model.onnx"
+    if cache_root is None or not onnx_path.is_file():
+        return {}
+    kept = BuildCache(cache_root).failed_path(model.name) / "model.onnx"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(onnx_path, kept)
+    return {str(onnx_path): str(kept)}
+
+
+def _failure_problem(model: ModelPlan, state: _BuildState, error: BaseException) -> Problem:
+    """The problem of an exception from user code or a library, with the reference case it happened on.
+
+    For an index error, the likely causes are named and the problem is located where the range came from.
+    """
+    from generator.reference import ReferenceCaseError
+
+    case = error.case if isinstance(error, ReferenceCaseError) else None
+    cause = error.__cause__ if case is not None and error.__cause__ is not None else error
+    detail = f" on reference case {case!r} ({error.shapes})" if isinstance(error, ReferenceCaseError) else ""
+    message = f"failed{detail}: {type(cause).__name__}: {_first_lines(cause)}"
+    entry = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer or model.spec_pointer, "")
+    if isinstance(cause, IndexError) or "index" in str(cause).lower():
+        hint, where = _index_hint(model, state.domains, case)
+        return replace(where or entry, message=message + hint)
+    return replace(entry, message=message)
+
+
+def _first_lines(error: BaseException, limit: int = 600) -> str:
+    text = " ".join(line.strip() for line in str(error).splitlines()[:3] if line.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _index_hint(model: ModelPlan, domains: Mapping[str, Any], case: str | None) -> tuple[str, Problem | None]:
+    """For an index error: the integer inputs' value domains and the dynamic axes' ranges, each with its origin.
+
+    Also returns the location to blame (an axis declared beyond the recording), if any.
+    """
+    from generator.plan import axis_origin
+
+    values = []
+    for tensor in model.inputs:
+        if not tensor.dtype.startswith(("torch.int", "torch.uint")):
+            continue
+        domain = tensor.values or domains.get(tensor.name)
+        values.append(f"input {tensor.name!r} takes {domain.describe()} ({domain.source})" if domain is not None
+                      else f"input {tensor.name!r} has no declared or found domain")
+    recorded = {locator.path: spec for locator, spec in model.graph.input_spec.tensor_data}
+    axes, blame = [], None
+    for tensor in model.inputs:
+        for axis, (low, high) in enumerate(zip(tensor.min_shape, tensor.max_shape, strict=True)):
+            if low == high or axis == tensor.batch_axis:
+                continue
+            file, pointer, what = axis_origin(model, tensor, axis)
+            spec = recorded.get(tensor.path)
+            seen = spec.max_shape[axis] if spec is not None and axis < len(spec.max_shape) else None
+            beyond = seen is not None and high > seen and what != "the recorded calls"
+            axes.append(f"input {tensor.name!r} axis {axis} takes {low}..{high} ({what}, {Path(file).name} "
+                        f"{pointer}{f'; recorded up to {seen}' if beyond else ''})")
+            if beyond and blame is None:
+                blame = Problem(file, pointer, "")
+    on = f" in case {case!r}" if case else ""
+    hint = f" -- an index was out of range{on}: an integer input may take values beyond a table it indexes"
+    hint += f" ({'; '.join(values)}; set them in the manifest's inputs:)" if values else ""
+    if axes:
+        hint += (", or an axis may be longer than a table indexed by position (e.g. position embeddings, "
+                 f"RoBERTa's with their offset): {'; '.join(axes)}; lower its max where it is declared")
+    return hint, blame
 
 
 def _build_stages(
@@ -146,6 +281,7 @@ def _build_stages(
     enter: Callable[[str, str], None],
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
+    state: _BuildState,
 ) -> ModelArtifacts:
     from generator.export.onnx import check_onnx, constants_from_graph, export_onnx, load_pt2, prepare_source_onnx
 
@@ -183,7 +319,10 @@ def _build_stages(
         notes.append(f"exported with {result.exporter} in {result.seconds:.1f} s")
 
     enter("reference", "reference inputs and outputs at the min, opt and max shapes")
-    domains = _value_domains(model, onnx_path, notes)
+    import onnx
+
+    graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))  # once: value domains, output sizes
+    domains = state.domains = _value_domains(model, graph, notes)
     from generator.reference import make_reference_cases, write_reference
 
     cases, case_notes = make_reference_cases(
@@ -195,14 +334,23 @@ def _build_stages(
     if module is not None:
         # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
         enter("check", "onnxruntime against torch")
-        check_onnx(onnx_path, model.inputs, model.outputs, cases)
+        results = check_onnx(onnx_path, model.inputs, model.outputs, cases, compare=model.compare)
+        padding = model.compare.padding
+        left_out = sum(r.left_out for r in results)
+        if padding is not None:
+            notes.append(f"check: {left_out} output elements at positions {padding.mask!r} marks as padding (value "
+                         f"{padding.value!r}) left out of the comparison")
     else:
         notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
+
+    ranges, range_notes = derive_output_ranges(model, cases, data_dependent_axes(graph))
+    model = with_output_ranges(model, ranges)
+    notes.extend(range_notes)
 
     files = [CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz"]
     (workdir / CONTRACT_FILE).parent.mkdir(exist_ok=True)
     (workdir / CONTRACT_FILE).write_text(contract_text(model, domains), encoding="utf-8")
-    write_reference(workdir / "gen_repo", cases)
+    write_reference(workdir / "gen_repo", cases, model.compare)
     files += _write_warmup_data(model, cases, workdir)
 
     if model.target == "python":
@@ -214,7 +362,64 @@ def _build_stages(
         enter("tensorrt", f"{options.tensorrt_module} engine build")
         files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
-    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains)
+    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains, ranges)
+
+
+def derive_output_ranges(
+    model: ModelPlan, cases: Sequence[Any], data_dependent: Mapping[str, set[int]] | None = None
+) -> tuple[dict[str, OutputRange], list[str]]:
+    """Each output's shape range over the whole input range, and a note for each one wider than the recording.
+
+    The recording shows only the sizes its calls produced; the reference cases run the model at the min and max of
+    every input range (and on every sample), so their outputs bound what it produces: the range is the recording's
+    widened to every case's output (model-side). An axis in ``data_dependent`` (:func:`data_dependent_axes` of the
+    exported graph) is dynamic (``-1``) in the config even where every case gave one size.
+    """
+    from generator.contract import to_model
+
+    symbolic = data_dependent or {}
+    ranges: dict[str, OutputRange] = {}
+    notes: list[str] = []
+    for tensor in model.outputs:
+        low, high = list(tensor.min_shape), list(tensor.max_shape)
+        for case in cases:
+            array = case.outputs.get(tensor.name)
+            if array is None:
+                continue
+            shape = to_model(tensor, array).shape
+            if len(shape) != len(low):
+                continue  # a rank the plan does not expect: the check reports it
+            low = [min(a, b) for a, b in zip(low, shape, strict=True)]
+            high = [max(a, b) for a, b in zip(high, shape, strict=True)]
+        first = 1 if tensor.batch_axis is not None else 0
+        dims = list(tensor.dims)
+        if tensor.reshape is None and not tensor.torch_scalar and len(dims) == len(low) - first:
+            dims = [-1 if lo != hi or axis in symbolic.get(tensor.name, ()) else hi
+                    for axis, (lo, hi) in enumerate(zip(low, high, strict=True)) if axis >= first]
+        ranges[tensor.name] = OutputRange(tuple(low), tuple(high), tuple(dims))
+        if (tuple(low), tuple(high)) != (tensor.min_shape, tensor.max_shape):
+            notes.append(f"output {tensor.name!r}: shapes {low}..{high} over the input range (the reference cases "
+                         f"at min, opt and max and the samples); from the recording alone {list(tensor.min_shape)}.."
+                         f"{list(tensor.max_shape)}")
+        elif tuple(dims) != tensor.dims:
+            notes.append(f"output {tensor.name!r}: dims {dims}: the exported graph leaves an axis the recording saw "
+                         "at one size symbolic (its size depends on the data)")
+    return ranges, notes
+
+
+#: torch.export's name for a size only the data decides (an "unbacked" symbol: u0, u1, ...), as the dynamo exporter
+#: writes it into an output's dim_param.
+_DATA_DEPENDENT_SIZE = re.compile(r"\bu\d+\b")
+
+
+def data_dependent_axes(onnx_model: Any) -> dict[str, set[int]]:
+    """Per graph output of a loaded ONNX model, the axes whose size depends on the data (an unbacked dim_param).
+
+    Other symbolic dims follow the input shapes (the reference cases at min and max bound them); the TorchScript
+    exporter names even static axes symbolically, so only torch.export's data-dependent symbols count.
+    """
+    return {output.name: {axis for axis, dim in enumerate(output.type.tensor_type.shape.dim)
+                          if _DATA_DEPENDENT_SIZE.search(dim.dim_param)} for output in onnx_model.graph.output}
 
 
 def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) -> list[str]:
@@ -288,17 +493,15 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     return None
 
 
-def _value_domains(model: ModelPlan, onnx_path: Path, notes: list[str]) -> dict[str, Any]:
+def _value_domains(model: ModelPlan, graph: Any, notes: list[str]) -> dict[str, Any]:
     """Value domains found in the graph (index inputs) for inputs the manifest says nothing about.
 
     A manifest domain that exceeds the table its input indexes is refused: those values would fail in the model.
     """
     import numpy as np
-    import onnx
 
     from generator.export.onnx_indices import index_domains
 
-    graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))
     found = index_domains(graph, [t.name for t in model.inputs])
     problems = []
     for tensor in model.inputs:

@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.artifacts import StageFailed, build_model_artifacts, factory_import_path
+from generator.artifacts import StageFailed, build_model_artifacts, factory_import_path, locate_build_problems
 from generator.build_types import (
     BuildEvent,
     BuildFailed,
@@ -42,6 +42,7 @@ from generator.build_types import (
 )
 from generator.cache import BuildCache, default_cache_root, hash_bytes, hash_file
 from generator.config import WARMUP_FOLDER
+from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.ensemble_plan import EnsemblePlan
 from generator.errors import GenRepoError, Problem
 from generator.manifest import ModelSource, SampleSource
@@ -204,13 +205,14 @@ def _build_one(
             )
             cache.put(key, {name: artifacts.folder / name for name in artifacts.files})
         return ModelResult(model.name, model.target, "built", time.monotonic() - started, key, artifacts.notes)
-    except GenRepoError as error:
+    except StageFailed as error:  # located by build_model_artifacts
         seconds = time.monotonic() - started
-        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems),
-                           getattr(error, "stage", ""))
-    except Exception as error:  # a bug or a library failure: still one model's failure, reported with its type
-        problem = Problem(str(model.spec_file), model.spec_pointer, f"build failed: {type(error).__name__}: {error}")
-        return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (), (problem,))
+        return ModelResult(model.name, model.target, "failed", seconds, key, (), tuple(error.problems), error.stage)
+    except Exception as error:  # the cache, a bug or a library: still one model's failure, located
+        problems = error.problems if isinstance(error, GenRepoError) else [
+            Problem("", "", f"build failed: {type(error).__name__}: {error}")]
+        return ModelResult(model.name, model.target, "failed", time.monotonic() - started, key, (),
+                           tuple(_locate(model, "build", problems)), "build")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -229,7 +231,7 @@ def build_repository(
     previous repository stays untouched; with it, failed models keep their previous build (if any) and the rest is
     swapped in.
     """
-    from generator.repository import RepositoryWriter, build_lock, copy_tree
+    from generator.repository import RepositoryWriter, build_lock
 
     options = options or BuildOptions()
     progress = progress or (lambda event: None)
@@ -239,9 +241,15 @@ def build_repository(
         progress(BuildEvent("*", "note", note))
     options = replace(options, code_path=factory_search_path(plan, options))
     cache_root = Path(options.cache_dir) if options.cache_dir is not None else default_cache_root()
+    _check_output(plan, options, cache_root, given=output_dir is not None)
     # Refusals come first: a refused build creates nothing, not even the cache folder (a refusal stops at once).
     tensorrt = preflight(plan, options)
+    fresh_cache = not cache_root.exists()
     with _contained_scratch(cache_root):  # scratch files of torch, onnxruntime and imports go into the cache folder
+        if fresh_cache:  # said once: later builds of any project share this folder and reuse what it holds
+            progress(BuildEvent("*", "note", f"build cache created at {cache_root}: built models are kept there "
+                                             "and reused by later builds (--cache-dir or $GEN_REPO_CACHE to put it "
+                                             "elsewhere, --no-cache to rebuild)"))
         cache = BuildCache(cache_root)
         cache.clean_leftovers()  # work folders of builds that were killed
         versions = tool_versions()
@@ -250,7 +258,11 @@ def build_repository(
             for key in keys.values():
                 shutil.rmtree(cache.entry_path(key), ignore_errors=True)
         results = _run_models(plan, options, cache_root, keys, progress, tensorrt)
-        results += _build_ensembles(plan, options, cache, keys, results, versions, progress)
+        # What the models produce over their whole input range (their builds wrote it into each contract): the
+        # configs and the ensembles over them follow it, not the recording alone.
+        built = _with_built_output_ranges(plan.models, cache, results)
+        ensemble_results, ensembles = _build_ensembles(plan, options, cache, keys, results, versions, progress, built)
+        results += ensemble_results
     results = _with_refused(plan, results, progress)
     # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too.
     assumed = {m.name: tuple(d for d in m.decisions if d.startswith("assumed: ")) for m in plan.models}
@@ -259,8 +271,8 @@ def build_repository(
     if failed and not options.keep_going:
         raise BuildFailed(BuildReport(plan.output_dir, tuple(results), committed=False, notes=tuple(notes)))
 
-    by_name: dict[str, ModelPlan | EnsemblePlan] = {m.name: m for m in plan.models}
-    by_name.update((e.name, e) for e in plan.ensembles)
+    by_name: dict[str, ModelPlan | EnsemblePlan] = {m.name: built.get(m.name, m) for m in plan.models}
+    by_name.update((e.name, ensembles.get(e.name, e)) for e in plan.ensembles)
     final: list[ModelResult] = []
     lock_models: dict[str, dict[str, Any]] = {}
     with RepositoryWriter(plan.output_dir) as writer:
@@ -276,11 +288,12 @@ def build_repository(
                 final.append(result)
                 continue
             model = by_name[result.name]
-            entry = cache.get(result.cache_key)
-            if entry is None:  # evicted or damaged between build and staging
-                raise GenRepoError([Problem(str(cache_root), "", f"cache entry for {model.name!r} vanished")])
             version_dir = writer.model_dir(model.name, model.version)
-            copy_tree(entry, version_dir)
+            # The bytes copied are the bytes checked (against the entry's signed manifest), so nothing swapped in
+            # the cache after the build looked at it reaches the repository.
+            if not cache.copy_entry(result.cache_key, version_dir):
+                raise GenRepoError([Problem(str(cache.entry_path(result.cache_key)), "", f"the cache entry of "
+                                            f"{model.name!r} vanished or changed while the repository was staged")])
             if (version_dir / WARMUP_FOLDER).is_dir():  # warmup data lives beside the config: <model>/warmup/<v>/
                 (version_dir / WARMUP_FOLDER).rename(version_dir.parent / WARMUP_FOLDER)
             (version_dir.parent / CONFIG_FILE).write_text(config_text(model), encoding="utf-8")
@@ -288,6 +301,30 @@ def build_repository(
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
     return BuildReport(plan.output_dir, tuple(final), committed=True, notes=tuple(notes))
+
+
+def _check_output(plan: RepositoryPlan, options: BuildOptions, cache_root: Path, *, given: bool) -> None:
+    """Refuse an output folder that holds what the build reads, or that gen-repo did not make (nothing touched yet).
+
+    Located at ``-o`` when the output came from the command line, else at the manifest's ``/output``.
+    """
+    from generator.repository import output_refusal
+
+    file, pointer = (OUTPUT_OPTION, "") if given else (str(plan.manifest_file), "/output")
+    reads: list[tuple[str, Path]] = [("the manifest's folder", Path(plan.manifest_file).parent)]
+    for model in plan.models:
+        reads += [(f"the {what} of model {model.name!r}", path) for what, path in (
+            ("spec", model.spec_file), ("source", model.source.path if model.source else None),
+            ("samples", model.samples.path if model.samples else None)) if path is not None]
+    sources = [m.source for m in plan.models] + [m.samples for m in plan.models] + [e.source for e in plan.ensembles]
+    if any(s is not None and s.kind == "factory" for s in sources):  # factories are imported from these folders
+        reads += [("a folder factories are imported from", Path(folder)) for folder in options.code_path]
+    reads.append(("the build cache", cache_root))
+    problems = output_overlap_problems(plan.output_dir, reads, file, pointer)
+    if (why := output_refusal(plan.output_dir)) is not None:
+        problems.append(Problem(file, pointer, f"{os.path.abspath(plan.output_dir)}: {why}"))
+    if problems:
+        raise GenRepoError(problems)
 
 
 def _with_refused(plan: RepositoryPlan, results: list[ModelResult], progress: Progress) -> list[ModelResult]:
@@ -298,7 +335,9 @@ def _with_refused(plan: RepositoryPlan, results: list[ModelResult], progress: Pr
     refused = []
     for model in plan.refused:
         order[model.name] = model.index
-        refused.append(ModelResult(model.name, "", "failed", 0.0, "", (), model.problems, "plan"))
+        located = locate_build_problems(model.problems, name=model.name, stage="plan", manifest_file=plan.manifest_file,
+                                        pointer=model.pointer or f"/models/{model.index}")
+        refused.append(ModelResult(model.name, "", "failed", 0.0, "", (), tuple(located), "plan"))
         reasons = "; ".join(p.message for p in model.problems)
         progress(BuildEvent(model.name, "failed", "refused at plan time: " + reasons))
     return sorted([*results, *refused], key=lambda r: order[r.name])
@@ -357,6 +396,25 @@ def _lock_entry(model: ModelPlan | EnsemblePlan, key: str, tensorrt: TensorRTTar
     return entry
 
 
+def _with_built_output_ranges(
+    models: Sequence[ModelPlan], cache: BuildCache, results: Sequence[ModelResult]
+) -> dict[str, ModelPlan]:
+    """Every built (or cached) model's plan with the output ranges its build derived (read from its contract)."""
+    import json
+
+    from generator.bounded import read_text
+    from generator.model_files import CONTRACT_FILE
+    from generator.plan import output_ranges_from_contract, with_output_ranges
+
+    done = {r.name: r.cache_key for r in results if r.status in ("built", "cached")}
+    out = {}
+    for model in models:
+        if model.name in done:
+            contract = json.loads(read_text(cache.files_path(done[model.name]) / CONTRACT_FILE))
+            out[model.name] = with_output_ranges(model, output_ranges_from_contract(model, contract))
+    return out
+
+
 def _build_ensembles(
     plan: RepositoryPlan,
     options: BuildOptions,
@@ -365,33 +423,56 @@ def _build_ensembles(
     results: Sequence[ModelResult],
     versions: Mapping[str, str],
     progress: Progress,
-) -> list[ModelResult]:
-    """Each ensemble's contract and reference data, once its step models are built (cached like a model)."""
-    from generator.ensemble_build import ENSEMBLE_FILES, build_ensemble_artifacts
+    built: Mapping[str, ModelPlan],
+) -> tuple[list[ModelResult], dict[str, EnsemblePlan]]:
+    """Each ensemble's contract and reference data, once its step models are built (cached like a model).
+
+    The ensemble is planned again over its steps as built (``built``: their output ranges over the whole input
+    range), so its ranges and Triton's wiring rules see what the steps really produce. Returns the results and the
+    ensembles as planned again.
+    """
+    from generator.ensemble_plan import plan_ensemble
 
     status = {r.name: r.status for r in results}
-    models = {m.name: m for m in plan.models}
+    models = {m.name: built.get(m.name, m) for m in plan.models}
     out = []
+    replanned: dict[str, EnsemblePlan] = {}
     for ensemble in plan.ensembles:
         started = time.monotonic()
         step_names = sorted({s.model_name for s in ensemble.steps})
         failed = [n for n in step_names if status.get(n) not in ("built", "cached")]
         if failed:
-            problem = Problem(str(ensemble.manifest_file), ensemble.manifest_pointer,
-                              f"not built: step model(s) {', '.join(map(repr, failed))} failed")
+            (problem,) = _locate(ensemble, "reference", [Problem(
+                str(ensemble.manifest_file), ensemble.manifest_pointer,
+                f"not built: step model(s) {', '.join(map(repr, failed))} failed")])
             out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), (problem,), "reference"))
             progress(BuildEvent(ensemble.name, "failed", problem.message))
             continue
+        if ensemble.entry is not None:
+            again, problems = plan_ensemble(ensemble.entry, ensemble.manifest_file, list(models.values()))
+            if again is None:
+                problems = _locate(ensemble, "reference", [
+                    replace(p, message="with the output ranges its steps produce over their whole input range: "
+                            f"{p.message}") for p in problems])
+                out.append(ModelResult(ensemble.name, ensemble.target, "failed", 0.0, "", (), tuple(problems),
+                                       "reference"))
+                progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in problems)))
+                continue
+            ensemble = replanned[ensemble.name] = again
         key = cache.key(
             kind="ensemble", name=ensemble.name, contract=contract_text(ensemble),
             config=config_text(ensemble), steps={n: keys[n] for n in step_names}, tools=dict(versions),
+            compare=ensemble.compare.to_json(),  # stored in its reference.json
             source=content_fingerprint(ensemble.source, options.code_path) if options.allow_code else "",
         )
         if cache.get(key) is not None:
             out.append(ModelResult(ensemble.name, ensemble.target, "cached", time.monotonic() - started, key))
-            progress(BuildEvent(ensemble.name, "cached", "unchanged: taken from the build cache"))
+            progress(BuildEvent(ensemble.name, "cached", f"unchanged: taken from the build cache at {cache.root}"))
             continue
         progress(BuildEvent(ensemble.name, "reference", "the steps chained in onnxruntime"))
+        # Imported here: numpy and onnxruntime are for building one, not for a warm (cached) build.
+        from generator.ensemble_build import ENSEMBLE_FILES, build_ensemble_artifacts
+
         # The steps' entries were checked (or stored) by this build a moment ago: no second hashing of their files.
         folders = {n: cache.files_path(keys[n]) for n in step_names}
         cache.root.mkdir(parents=True, exist_ok=True)
@@ -399,15 +480,16 @@ def _build_ensembles(
             try:
                 notes = build_ensemble_artifacts(ensemble, models, folders, options, Path(tmp))
             except StageFailed as error:
+                problems = _locate(ensemble, error.stage, error.problems, Path(tmp))
                 out.append(ModelResult(ensemble.name, ensemble.target, "failed", time.monotonic() - started, key,
-                                       (), tuple(error.problems), error.stage))
+                                       (), tuple(problems), error.stage))
                 progress(BuildEvent(ensemble.name, "failed", "; ".join(p.message for p in error.problems)))
                 continue
             cache.put(key, {name: Path(tmp) / name for name in ENSEMBLE_FILES})
         result = ModelResult(ensemble.name, ensemble.target, "built", time.monotonic() - started, key, tuple(notes))
         out.append(result)
         progress(BuildEvent(ensemble.name, "built", _describe(result)))
-    return out
+    return out, replanned
 
 
 def _run_models(
@@ -431,7 +513,7 @@ def _run_models(
         if cache.get(keys[model.name]) is not None:
             results[model.name] = ModelResult(model.name, model.target, "cached", time.monotonic() - started,
                                               keys[model.name])
-            progress(BuildEvent(model.name, "cached", "unchanged: taken from the build cache"))
+            progress(BuildEvent(model.name, "cached", f"unchanged: taken from the build cache at {cache.root}"))
         else:
             todo.append(model)
             progress(BuildEvent(model.name, "queued", f"target {model.target}"))
@@ -490,14 +572,25 @@ def _run_parallel(
                 try:
                     yield future.result()
                 except Exception as error:  # the worker process died (killed, out of memory)
-                    problem = Problem(str(model.spec_file), model.spec_pointer,
-                                      f"build process failed: {type(error).__name__}: {error}")
-                    yield ModelResult(model.name, model.target, "failed", 0.0, keys[model.name], (), (problem,))
+                    problem = Problem("", "", f"build process failed: {type(error).__name__}: {error}")
+                    yield ModelResult(model.name, model.target, "failed", 0.0, keys[model.name], (),
+                                      tuple(_locate(model, "build", [problem])), "build")
     finally:
         done.set()
         thread.join(timeout=5)
         events.close()
         events.join_thread()
+
+
+def _locate(model: ModelPlan | EnsemblePlan, stage: str, problems: Sequence[Problem],
+            workdir: Path | None = None) -> list[Problem]:
+    """Problems of a failed model or ensemble, naming it and the stage, located at its manifest entry."""
+    if isinstance(model, EnsemblePlan):
+        return locate_build_problems(problems, name=model.name, stage=stage, manifest_file=model.manifest_file,
+                                     pointer=model.manifest_pointer, kind="ensemble", workdir=workdir)
+    return locate_build_problems(problems, name=model.name, stage=stage,
+                                 manifest_file=model.manifest_file or model.spec_file,
+                                 pointer=model.manifest_pointer or model.spec_pointer, workdir=workdir)
 
 
 def _describe(result: ModelResult) -> str:

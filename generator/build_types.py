@@ -89,6 +89,9 @@ class ModelArtifacts:
     notes: tuple[str, ...] = ()
     #: Input value domains found in the graph (written to the contract; a Ray node's rewrite needs them too).
     values: Mapping[str, Any] = field(default_factory=dict)
+    #: Output shape ranges over the whole input range (``generator.plan.OutputRange`` by output name), as written
+    #: to the contract.
+    output_ranges: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

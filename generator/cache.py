@@ -11,6 +11,14 @@ Layout under the cache root (its own folder, never inside a model repository)::
 An entry becomes visible only by one ``rename`` of a complete, fsynced folder, so a reader never sees half an entry;
 ``get`` still re-hashes every file against the manifest and treats any difference as a miss (and deletes the entry),
 so a damaged cache can cost a rebuild but never a wrong artifact.
+
+Entries are signed. Whoever can write the cache folder (a shared CI cache restored from elsewhere, a world-writable
+folder) could change an entry's files and recompute the sha256 values in its ``manifest.json``; so the manifest also
+carries ``mac``, an HMAC-SHA256 of its content under a secret kept outside the cache (:func:`cache_secret`: the
+``GEN_REPO_CACHE_SECRET`` environment variable, else a per-user file created with mode 0600). An entry whose MAC does
+not verify (written by someone without the secret, or altered) is a miss: it is rebuilt, never served.
+:meth:`BuildCache.copy_entry` hashes the bytes it copies into a repository, so a file swapped after the check is
+caught too. docs/security.md describes the trust model of a shared cache.
 """
 
 from __future__ import annotations
@@ -18,19 +26,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import hmac
 import json
 import math
 import os
 import re
 import shutil
+import stat as stat_module
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from generator.errors import GenRepoError, Problem
 
-CACHE_FORMAT = "gen-repo-cache/1"
+CACHE_FORMAT = "gen-repo-cache/2"  # 2: signed manifests (entries of format 1 are misses)
 MANIFEST_NAME = "manifest.json"
 FILES_DIR = "files"
 
@@ -55,6 +65,10 @@ _KEY = re.compile(r"^[0-9a-f]{64}$")
 #: folders in the root (``.build-<pid>-...``, ``.scratch-<pid>-...``, named by tempfile with the pid in the prefix).
 _LEFTOVER = re.compile(r"^\.(tmp|trash|build|scratch)-(\d+)-[0-9A-Za-z_]+$")
 _CHUNK = 1 << 20
+_MAX_MANIFEST_BYTES = 64 << 20  # an entry's manifest.json: one line per artifact
+#: The cache secret itself (a CI secret shared by the jobs trusted to write the cache); at least 16 bytes.
+SECRET_ENV = "GEN_REPO_CACHE_SECRET"
+MIN_SECRET_BYTES = 16
 
 
 def hash_bytes(data: bytes) -> str:
@@ -69,6 +83,18 @@ def hash_file(path: Path | str, chunk_size: int = _CHUNK) -> str:
         while chunk := stream.read(chunk_size):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def copy_hashed(stream: BinaryIO, target: Path) -> tuple[str, int]:
+    """Copy ``stream`` to the new file ``target`` (folders made); the sha256 and size of the very bytes copied."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest, size = hashlib.sha256(), 0
+    with open(target, "xb") as out:
+        while chunk := stream.read(_CHUNK):
+            out.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def _canonical(value: Any, where: str) -> Any:
@@ -111,6 +137,82 @@ def default_cache_root() -> Path:
         return Path(os.environ["GEN_REPO_CACHE"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "gen-repo"
+
+
+def secret_file() -> Path:
+    """The per-user cache secret: ``$XDG_CONFIG_HOME/gen-repo/cache-secret``, else ``~/.config/gen-repo/...``."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gen-repo" / "cache-secret"
+
+
+def cache_secret(cache_root: Path) -> bytes:
+    """The secret that signs cache entries: ``$GEN_REPO_CACHE_SECRET``, else the per-user :func:`secret_file`.
+
+    The file is created on first use (32 random bytes, hex, mode 0600, by an atomic link so concurrent builds agree)
+    and refused when it is not a regular file owned by this user and closed to others, or when it lies inside the
+    cache folder (a secret stored with the cache protects nothing). GenRepoError (exit 2) names the file and why.
+    """
+    value = os.environ.get(SECRET_ENV)
+    if value is not None:
+        secret = value.encode("utf-8")
+        if len(secret) < MIN_SECRET_BYTES:
+            raise GenRepoError([Problem(SECRET_ENV, "", f"the cache secret must be at least {MIN_SECRET_BYTES} bytes "
+                                        f"(it has {len(secret)}); e.g. `openssl rand -hex 32`")])
+        return secret
+    path = secret_file()
+    root = os.path.realpath(cache_root)
+    if os.path.realpath(path).startswith(root.rstrip(os.sep) + os.sep):
+        raise GenRepoError([Problem(str(path), "", f"the cache secret lies inside the cache folder {root}, where "
+                                    "whoever writes the cache could read it; set XDG_CONFIG_HOME or "
+                                    f"{SECRET_ENV} elsewhere")])
+    try:
+        try:
+            return _read_secret(path)
+        except FileNotFoundError:
+            _create_secret(path)
+        return _read_secret(path)
+    except OSError as error:
+        raise GenRepoError([Problem(str(path), "", f"cannot read or create the cache secret file: "
+                                    f"{error.strerror or error} (a symlink is refused)")]) from error
+
+
+def _create_secret(path: Path) -> None:
+    """Write a new random secret at ``path`` unless another process does first (an atomic link, never a replace)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, os.urandom(32).hex().encode("ascii") + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # fails if another process made it first: then its secret is the one
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+
+
+def _read_secret(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # FileNotFoundError passes through; a symlink is ELOOP
+    try:
+        st = os.fstat(fd)
+        why = None
+        if not stat_module.S_ISREG(st.st_mode):
+            why = "is not a regular file"
+        elif st.st_uid != os.geteuid():
+            why = f"is owned by uid {st.st_uid}, not by this user ({os.geteuid()})"
+        elif st.st_mode & 0o077:
+            why = f"is open to others (mode {st.st_mode & 0o777:o}); chmod 600 it"
+        secret = os.read(fd, 4096).strip()
+        if why is None and len(secret) < MIN_SECRET_BYTES:
+            why = f"holds fewer than {MIN_SECRET_BYTES} bytes"
+    finally:
+        os.close(fd)
+    if why is not None:
+        raise GenRepoError([Problem(str(path), "", f"the cache secret file {why}")])
+    return secret
 
 
 def fsync_dir(path: Path | str) -> None:
@@ -186,9 +288,18 @@ def _safe_relative(name: str) -> str | None:
 class BuildCache:
     """Content-addressed store of build artifacts: ``key(**parts)``, ``get(key)``, ``put(key, files)``."""
 
-    def __init__(self, root: Path, *, stale_after: float = STALE_AGE_SECONDS) -> None:
+    def __init__(self, root: Path, *, stale_after: float = STALE_AGE_SECONDS, secret: bytes | None = None) -> None:
+        """``secret`` signs entries (default: :func:`cache_secret`, read when first needed)."""
         self.root = Path(root)
         self.stale_after = stale_after
+        self._secret = secret
+
+    def _mac(self, key: str, files: Any) -> str:
+        """HMAC-SHA256 of an entry's manifest content (format, key, files) under the cache secret."""
+        if self._secret is None:
+            self._secret = cache_secret(self.root)
+        body = canonical_json({"format": CACHE_FORMAT, "key": key, "files": files}).encode("ascii")
+        return hmac.new(self._secret, body, hashlib.sha256).hexdigest()
 
     def key(self, **parts: Any) -> str:
         """Return the key for a build: sha256 over canonical JSON of ``parts`` (see :data:`KEY_PARTS`)."""
@@ -207,6 +318,13 @@ class BuildCache:
         """
         return self.entry_path(key) / FILES_DIR
 
+    def failed_path(self, model: str) -> Path:
+        """Where a failed build of ``model`` keeps what it made for inspection: ``<root>/failed/<model>/``.
+
+        The next failure of that model replaces it.
+        """
+        return self.root / "failed" / model
+
     def get(self, key: str) -> Path | None:
         """Return the folder of artifacts stored under ``key``, or None on a miss.
 
@@ -220,6 +338,34 @@ class BuildCache:
             return entry / FILES_DIR
         self._discard(entry)
         return None
+
+    def copy_entry(self, key: str, destination: Path) -> bool:
+        """Copy ``key``'s artifacts into the folder ``destination``, hashing the very bytes copied.
+
+        Each file listed in the entry's signed manifest is copied (folders made as needed) and its copy's sha256
+        and size compared with the manifest: a file changed after :meth:`get` checked it is caught here, not
+        staged. False when the entry is missing, unsigned or a copy differs (``destination`` may then hold part of
+        it: the caller discards it); True when every file was copied exactly.
+        """
+        entry = self.entry_path(key)
+        listed = self._signed_files(entry, key)
+        if listed is None:
+            return False
+        destination = Path(destination)
+        for name in sorted(listed):
+            meta = listed[name]
+            source = entry / FILES_DIR / name
+            try:  # reading the cache: a file gone or not regular is a changed entry
+                if not isinstance(meta, dict) or not stat_module.S_ISREG(os.lstat(source).st_mode):
+                    return False
+                stream = open(source, "rb")  # noqa: SIM115 (closed by the with below)
+            except OSError:
+                return False
+            with stream:  # writing errors (a full disk) are the caller's to report
+                digest, size = copy_hashed(stream, destination / name)
+            if size != meta.get("size") or digest != meta.get("sha256"):
+                return False
+        return True
 
     def put(self, key: str, files: Mapping[str, Path | bytes]) -> Path:
         """Store ``files`` (relative posix path -> source file or content) under ``key``; return the artifacts folder.
@@ -248,7 +394,8 @@ class BuildCache:
         tmp = shard / f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
         try:
             os.mkdir(tmp)
-            manifest = {"format": CACHE_FORMAT, "key": key, "files": self._write_files(tmp / FILES_DIR, files)}
+            table = self._write_files(tmp / FILES_DIR, files)
+            manifest = {"format": CACHE_FORMAT, "key": key, "files": table, "mac": self._mac(key, table)}
             manifest_path = tmp / MANIFEST_NAME
             with open(manifest_path, "x", encoding="utf-8") as stream:
                 stream.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -318,16 +465,37 @@ class BuildCache:
             fsync_dir(dirpath)
         return table
 
-    @staticmethod
-    def _entry_ok(entry: Path, key: str) -> bool:
-        """Whether ``entry`` is complete and every file matches its manifest exactly."""
+    def _signed_files(self, entry: Path, key: str) -> dict[str, Any] | None:
+        """The ``files`` table of ``entry``'s manifest when its MAC verifies under the secret, else None."""
         try:
-            manifest = json.loads((entry / MANIFEST_NAME).read_text(encoding="utf-8"))
-            if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
-                return False
-            listed = manifest.get("files")
-            if not isinstance(listed, dict):
-                return False
+            with open(entry / MANIFEST_NAME, "rb") as stream:  # a manifest is small: read a bounded amount
+                data = stream.read(_MAX_MANIFEST_BYTES + 1)
+            if len(data) > _MAX_MANIFEST_BYTES:
+                return None
+            manifest = json.loads(data)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
+            return None
+        listed, mac = manifest.get("files"), manifest.get("mac")
+        if not isinstance(listed, dict) or not isinstance(mac, str):
+            return None
+        try:
+            expected = self._mac(key, listed)
+        except TypeError:  # not JSON data of the kind a manifest holds
+            return None
+        if not hmac.compare_digest(mac, expected):
+            return None  # written without the secret, or altered
+        if any(_safe_relative(name) for name in listed):
+            return None
+        return listed
+
+    def _entry_ok(self, entry: Path, key: str) -> bool:
+        """Whether ``entry`` is complete, its manifest signed, and every file matches the manifest exactly."""
+        listed = self._signed_files(entry, key)
+        if listed is None:
+            return False
+        try:
             folder = entry / FILES_DIR
             found: set[str] = set()
             for dirpath, dirnames, filenames in os.walk(folder):
@@ -385,13 +553,17 @@ class BuildCache:
 __all__ = [
     "CACHE_FORMAT",
     "KEY_PARTS",
+    "SECRET_ENV",
     "BuildCache",
     "atomic_write_bytes",
     "cache_key",
+    "cache_secret",
     "canonical_json",
+    "copy_hashed",
     "default_cache_root",
     "fsync_dir",
     "hash_bytes",
     "hash_file",
     "process_alive",
+    "secret_file",
 ]

@@ -31,6 +31,7 @@ from tritonclient.grpc import model_config_pb2
 
 from generator.array_files import ArrayHeader, open_array_file
 from generator.bounded import read_text
+from generator.confinement import confined_path
 from generator.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
@@ -285,10 +286,12 @@ class ModelContract:
         Uses ``<model>/<version>/gen_repo/contract.json`` when present (exact ranges), else ``<model>/config.pbtxt``.
         ``version`` defaults to the highest numeric version folder (Triton's default policy, latest 1).
         """
-        model_dir = Path(repo_dir) / model
+        # The model is a folder of the repository: a name like ../elsewhere/model (or a symlink) must not make this
+        # read a contract from outside it (ValueError).
+        model_dir = confined_path(repo_dir, model)
         if not model_dir.is_dir():
             raise FileNotFoundError(f"{model_dir}: no such model folder")
-        config_path = model_dir / "config.pbtxt"
+        config_path = confined_path(repo_dir, model, "config.pbtxt")
         config = (
             text_format.Parse(read_text(config_path, "config_bytes"), model_config_pb2.ModelConfig())
             if config_path.is_file()
@@ -298,7 +301,7 @@ class ModelContract:
             versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and _is_version(p.name)]
             version = max(versions) if versions else None
         if version is not None:
-            contract_path = model_dir / str(version) / "gen_repo" / "contract.json"
+            contract_path = confined_path(repo_dir, model, str(version), "gen_repo", "contract.json")
             if contract_path.is_file():
                 return cls.from_contract_json(contract_path, config=config)
         if config is None:

@@ -192,6 +192,7 @@ def build_model_config(request: ConfigRequest) -> ConfigBuild:
     elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator"):
         _onnx_accelerator(r, build)
     _merge_fragment(r, build)
+    _confine_paths(r, build)
     if not build.problems:
         build.problems.extend(
             Problem(r.file, r.model_pointer, message) for message in config_problems(config, r.name)
@@ -414,6 +415,25 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
         return
     build.config.MergeFrom(fragment)
     build.notes.append("raw pbtxt fragment merged last (repeated fields append, map entries replace by key)")
+
+
+def _confine_paths(r: ConfigRequest, build: ConfigBuild) -> None:
+    """Refuse config values naming a path that leaves the model's folder (:mod:`generator.confinement`).
+
+    Located where the manifest gives the value: its ``parameters`` entry, else the pbtxt fragment (the only other
+    way a manifest names such a field), else the model entry.
+    """
+    from generator.confinement import config_path_escapes
+
+    parameters = r.options.get("parameters") or {}
+    for escape in config_path_escapes(build.config):
+        if escape.parameter is not None and parameters.get(escape.parameter) == escape.value:
+            where = r.option_pointer("parameters", escape.parameter)
+        elif r.options.get("pbtxt"):
+            where = r.option_pointer("pbtxt")
+        else:
+            where = r.model_pointer
+        build.problems.append(Problem(r.file, where, escape.message))
 
 
 # --------------------------------------------------------------------------------------------------------------------

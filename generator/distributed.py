@@ -151,6 +151,7 @@ def export_task(payload: bytes) -> TaskOutput:
     from generator.artifacts import build_model_artifacts
     from generator.build_types import tool_versions
     from generator.model_files import CONTRACT_FILE, contract_text
+    from generator.plan import with_output_ranges
 
     model, options = _unpack(payload)
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
@@ -166,7 +167,8 @@ def export_task(payload: bytes) -> TaskOutput:
             return TaskOutput(problems=tuple(error.problems), node=node)
         files = {name: (artifacts.folder / name).read_bytes() for name in artifacts.files}
     if model.target == "tensorrt":
-        files[CONTRACT_FILE] = contract_text(model, artifacts.values).encode("utf-8")
+        files[CONTRACT_FILE] = contract_text(with_output_ranges(model, artifacts.output_ranges),
+                                             artifacts.values).encode("utf-8")
     return TaskOutput(files, tuple(artifacts.notes), (), node, tool_versions())
 
 

@@ -33,6 +33,7 @@ integral value (any other float is refused or allowed by both alike).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import itertools
@@ -566,41 +567,134 @@ def schema_problems(
     base: tuple[str | int, ...] = (),
     has_tuple: Callable[[Any], bool] = contains_tuple,
     strict_integers: bool = False,
+    *,
+    source: Path | None = None,
 ) -> list[Problem]:
     """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
 
     The fast path answers for valid documents; the problems of an invalid one always come from the reference
     validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple`` and
-    ``strict_integers``: see :func:`fast_schema_valid`.
+    ``strict_integers``: see :func:`fast_schema_valid`. ``source``: the file ``document`` was read from; an unknown
+    key is then reported with its line and column there.
     """
     if fast_schema_valid(document, schema_file, has_tuple, strict_integers):
         return []
-    return reference_schema_problems(document, schema_file, file, base, strict_integers)
+    return reference_schema_problems(document, schema_file, file, base, strict_integers, source=source)
 
 
 def reference_schema_problems(
-    document: Any, schema_file: str, file: str, base: tuple[str | int, ...] = (), strict_integers: bool = False
+    document: Any,
+    schema_file: str,
+    file: str,
+    base: tuple[str | int, ...] = (),
+    strict_integers: bool = False,
+    *,
+    source: Path | None = None,
 ) -> list[Problem]:
     """:func:`schema_problems` by the reference validator (``jsonschema``) alone."""
     validator = schema_validator(schema_file, strict_integers)
+    errors = list(validator.iter_errors(document))
+    marks: dict[tuple[Any, ...], tuple[int, int]] = {}
+    if source is not None and any(_unknown_keys(e) for e in _with_best_context(errors)):
+        marks = key_marks(source)
     problems = [
-        Problem(file, json_pointer((*base, *error.absolute_path)), _message(error))
-        for error in validator.iter_errors(document)
+        Problem(file, json_pointer((*base, *error.absolute_path)), _message(error, marks))
+        for error in errors
     ]
     return sorted(problems, key=lambda p: (p.pointer, p.message))
 
 
-def _message(error: ValidationError) -> str:
-    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary.
+def _best_context(error: ValidationError) -> ValidationError:
+    """The sub-error of a ``oneOf``/``anyOf`` failure that explains it best.
 
-    The best is jsonschema's ``best_match`` (the branch whose type the value has, and within it the deepest error):
+    jsonschema's ``best_match`` (the branch whose type the value has, and within it the deepest error):
     ``preferred_batch_size: [4.0]`` is closest to "4.0 is not of type 'integer'", not to "not a boolean".
     """
     from jsonschema.exceptions import best_match
 
+    best = best_match([error])  # descends into the context; itself when no sub-error stands out
+    if best is error:
+        best = min(error.context or [error], key=lambda e: (len(e.absolute_path), e.message))
+    return best
+
+
+def _with_best_context(errors: list[ValidationError]) -> Iterator[ValidationError]:
+    for error in errors:
+        yield error
+        if error.validator in {"oneOf", "anyOf"} and error.context:
+            yield _best_context(error)
+
+
+def _message(error: ValidationError, marks: dict[tuple[Any, ...], tuple[int, int]] | None = None) -> str:
+    """A short message; for ``oneOf``/``anyOf`` failures, the best sub-error explains more than the summary.
+
+    An unknown key gets the closest known key as a suggestion and, with ``marks``, its line and column.
+    """
     if error.validator in {"oneOf", "anyOf"} and error.context:
-        best = best_match([error])  # descends into the context; itself when no sub-error stands out
-        if best is error:
-            best = min(error.context, key=lambda e: (len(e.absolute_path), e.message))
-        return f"{error.message[:200]} (closest: {best.message[:200]})"
-    return error.message if len(error.message) <= 300 else error.message[:297] + "..."
+        best = _best_context(error)
+        return f"{error.message[:200]} (closest: {best.message[:200]}{_unknown_key_hints(best, marks)})"
+    text = error.message if len(error.message) <= 300 else error.message[:297] + "..."
+    return text + _unknown_key_hints(error, marks)
+
+
+def _unknown_keys(error: ValidationError) -> list[tuple[str, list[str]]]:
+    """For an ``additionalProperties: false`` failure: each unexpected key with the known keys of its object."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return []
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    known = [str(k) for k in schema.get("properties") or {}]
+    patterns = list(schema.get("patternProperties") or {})
+    if patterns:  # jsonschema's own rule for which keys are extra; rare in our schemas
+        import re
+
+        return [(str(k), known) for k in error.instance
+                if k not in known and not any(re.search(p, str(k)) for p in patterns)]
+    return [(str(k), known) for k in error.instance if k not in known]
+
+
+def _unknown_key_hints(error: ValidationError, marks: dict[tuple[Any, ...], tuple[int, int]] | None) -> str:
+    hints = []
+    for key, known in _unknown_keys(error):
+        where = (marks or {}).get((*error.absolute_path, key))
+        at = f" at line {where[0]} column {where[1]}" if where else ""
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        suggestion = f", did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
+        hints.append(f"{key!r}{at}{suggestion}")
+    return "; " + "; ".join(hints) if hints else ""
+
+
+def key_marks(path: Path | str) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """The 1-based line and column of every mapping key of a YAML or JSON document, by its path of keys and indices.
+
+    Used on the error path only, after :func:`load_document` accepted the file (size, aliases, nesting): the text is
+    composed into YAML nodes, which keep their marks (JSON is read as YAML for this; a JSON text YAML cannot read
+    gives no marks). Every node is entered once, so aliases cannot make the walk large.
+    """
+    import yaml
+
+    try:
+        raw = read_bytes(path, "document_bytes")
+        loader = yaml_loader()(raw.decode("utf-8"))
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except (GenRepoError, OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return {}
+    marks: dict[tuple[Any, ...], tuple[int, int]] = {}
+    max_nesting = limit("nesting")
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())] if root is not None else []
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen or len(where) > max_nesting:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    marks.setdefault((*where, key.value), (key.start_mark.line + 1, key.start_mark.column + 1))
+                    stack.append((value, (*where, key.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*where, index)) for index, item in enumerate(node.value))
+    return marks

@@ -19,7 +19,7 @@ import numpy as np
 from generator.artifacts import StageFailed, import_factory
 from generator.bounded import read_text
 from generator.build_types import BuildOptions
-from generator.compare import compare_arrays, tolerance_for
+from generator.compare import compare_output
 from generator.contract import to_model, to_request
 from generator.ensemble_plan import EnsemblePlan
 from generator.errors import GenRepoError, Problem
@@ -79,7 +79,7 @@ def build_ensemble_artifacts(
                 notes.append(_check_with_torch(ensemble, cases, options, where))
         (workdir / CONTRACT_FILE).parent.mkdir(parents=True, exist_ok=True)
         (workdir / CONTRACT_FILE).write_text(contract_text(ensemble, domains), encoding="utf-8")
-        write_reference(workdir / "gen_repo", cases)
+        write_reference(workdir / "gen_repo", cases, ensemble.compare)
     except StageFailed:
         raise
     except GenRepoError as error:
@@ -156,24 +156,21 @@ def _pipeline(ensemble: EnsemblePlan, options: BuildOptions, where: Problem) -> 
 def _check_with_torch(
     ensemble: EnsemblePlan, cases: list[ReferenceCase], options: BuildOptions, where: Problem
 ) -> str:
-    """The whole pipeline in torch (the ensemble's ``source`` factory) must give the chained outputs."""
+    """The whole pipeline in torch (the ensemble's ``source`` factory) must give the chained outputs.
+
+    Compared as every check compares (:func:`generator.compare.compare_output`, with the ensemble's ``compare:``).
+    """
     assert ensemble.source is not None
     module = _pipeline(ensemble, options, where)
     problems = []
     for case in cases:
         produced = _torch_outputs(ensemble, module, case.inputs)
         for tensor in ensemble.outputs:
-            want = produced[tensor.name]
-            have = case.outputs[tensor.name]
-            rtol, atol = tolerance_for(have.dtype)
-            if want.shape != have.shape:
-                problems.append(f"case {case.name!r} output {tensor.name!r}: torch shape {list(want.shape)}, "
-                                f"the chained steps {list(have.shape)}")
-                continue
-            comparison = compare_arrays(have, want, rtol, atol)
-            if not comparison.ok:
-                problems.append(f"case {case.name!r} output {tensor.name!r}: the chained steps differ from torch "
-                                f"(max abs error {comparison.max_abs_error or 0:.3g}, rtol {rtol}, atol {atol})")
+            _, _, _, problem = compare_output(ensemble.compare, tensor.name, case.outputs[tensor.name],
+                                              produced[tensor.name], case.inputs)
+            if problem:
+                problems.append(f"case {case.name!r} output {tensor.name!r}: the chained steps differ from torch: "
+                                f"{problem}")
     if problems:
         raise GenRepoError([Problem(where.file, where.pointer + "/source", "check: " + p) for p in problems])
     return f"the chained steps match the torch pipeline {ensemble.source.factory} on every case"

@@ -8,10 +8,11 @@ manifest (``/ensembles/<i>/steps/<j>/inputs/<name>``); an ensemble with any is r
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from generator.compare import CompareSettings, resolve_compare
 from generator.config import PicklesModelConfig
 from generator.contract import PlannedModel, request_shape
 from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, step_order, wiring_problems
@@ -50,6 +51,10 @@ class EnsemblePlan(PicklesModelConfig):
     manifest_pointer: str
     source: ModelSource | None = None
     index: int = 0
+    #: How its outputs are compared (the entry's ``compare:``): the check against ``source`` and smoke.
+    compare: CompareSettings = field(default_factory=CompareSettings)
+    #: The manifest entry it was planned from: the build plans it again over the steps' built output ranges.
+    entry: ManifestEnsemble | None = None
 
     @property
     def target(self) -> str:
@@ -120,6 +125,10 @@ def plan_ensemble(
                          f"common shape (min {list(t.min_shape)} is above max {list(t.max_shape)} on some axis)")
                  for i, t in enumerate(inputs) if t is not None and any(lo > hi for lo, hi in
                                                                          zip(t.min_shape, t.max_shape, strict=True))]
+    compare, compare_problems = resolve_compare(
+        ensemble.compare, [(t.name, ()) for t in inputs if t is not None],
+        [(t.name, ()) for t in outputs if t is not None], file, f"{ensemble.pointer}/compare")
+    problems += compare_problems
     if problems:
         return None, problems
     order = tuple(step_order(wiring))
@@ -129,7 +138,7 @@ def plan_ensemble(
     return EnsemblePlan(
         ensemble.name, ensemble.version, max_batch_size, final_inputs, final_outputs, steps, order,
         _config(ensemble.name, max_batch_size, final_inputs, final_outputs, steps), tuple(decisions),
-        Path(manifest_file), ensemble.pointer, ensemble.source, ensemble.index,
+        Path(manifest_file), ensemble.pointer, ensemble.source, ensemble.index, compare, ensemble,
     ), []
 
 

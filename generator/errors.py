@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-#: Exit codes shared by every command (README "Guarantees").
+#: Exit codes shared by every command (docs/cli.md).
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2

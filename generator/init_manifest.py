@@ -40,6 +40,8 @@ OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
     "compute_capabilities": (None, "tensorrt: one plan per capability, e.g. [\"8.0\", \"9.0\"]; default: this GPU's"),
     "shapes": ("intersect", "intersect | widen: axes that must agree but were recorded with different ranges"),
     "pbtxt": ('""', "raw config.pbtxt text merged last"),
+    "compare": ("{}", "{rtol: 1e-4, atol: 1e-5, outputs: {<output>: {atol: ...}}, padding: {mask: attention_mask}}: "
+                      "tolerances and padded positions left out (docs/manifest.md)"),
 }
 
 _HEADER = """\

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from generator.confinement import output_overlap_problems
 from generator.documents import load_document, schema_problems
 from generator.ensemble import Step
 from generator.errors import GenRepoError, Problem, json_pointer
@@ -61,6 +62,7 @@ __all__ = [
     "load_entry",
     "load_manifest",
     "read_manifest",
+    "read_paths",
 ]
 
 #: Option keys a model (or ``defaults``) may carry besides name/version/spec/source.
@@ -81,9 +83,10 @@ OPTION_KEYS = (
     "compute_capabilities",
     "shapes",
     "pbtxt",
+    "compare",
 )
 #: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
-DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching")
+DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare")
 
 DEFAULT_OUTPUT = "model_repository"
 #: Sample file kinds by suffix (both hold plain arrays; neither can carry code).
@@ -143,6 +146,9 @@ class ManifestModel:
     samples: SampleSource | None = None
     input_values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     graph_fixes: tuple[str, ...] = ()
+    #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None (the
+    #: spec's own); empty when the manifest declares none.
+    shape_origins: tuple[int | None, ...] = ()
 
     @property
     def pointer(self) -> str:
@@ -171,6 +177,8 @@ class ManifestEnsemble:
     inputs: tuple[str, ...] | None = None
     outputs: tuple[str, ...] | None = None
     source: ModelSource | None = None
+    #: The entry's ``compare:`` as written (tolerances and a padding mask; resolved by the plan).
+    compare: Mapping[str, Any] | None = None
 
     @property
     def pointer(self) -> str:
@@ -260,7 +268,7 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
     path = Path(path)
     file = str(path)
     document = load_document(path)
-    problems = schema_problems(document, MANIFEST_SCHEMA, file, strict_integers=True)
+    problems = schema_problems(document, MANIFEST_SCHEMA, file, strict_integers=True, source=path)
     if problems:
         raise GenRepoError(problems)
     base_dir = path.resolve().parent
@@ -282,9 +290,53 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
         for key, field_descriptor in (("version", VERSION_FIELD), ("max_batch_size", MAX_BATCH_SIZE_FIELD)):
             if key in ensemble:
                 problems += number_problems(ensemble[key], field_descriptor, file, ("ensembles", index, key))
-    return ManifestDocument(path, base_dir, output_dir, dict(document.get("defaults") or {}), tuple(code_path),
+    read = ManifestDocument(path, base_dir, output_dir, dict(document.get("defaults") or {}), tuple(code_path),
                             tuple(document["models"]), _load_ensembles(document.get("ensembles") or []),
-                            allow_outside, tuple(problems))
+                            allow_outside, ())
+    if not any(p.pointer == "/output" for p in problems):
+        problems += output_overlap_problems(output_dir, read_paths(read), file, "/output", resolved=True)
+    return replace(read, problems=tuple(problems))
+
+
+def read_paths(document: ManifestDocument) -> list[tuple[str, Path | str]]:
+    """What loading and building ``document`` reads (an output folder must contain none of it).
+
+    The manifest's folder, its code_path folders and each entry's spec, source and sample files, resolved as loading
+    resolves them. Paths that cannot be resolved are left out: loading the entry reports them.
+    """
+    out: list[tuple[str, Path | str]] = [("the manifest's folder", document.base_dir)]
+    out += [(f"code_path folder /code_path/{i}", folder) for i, folder in enumerate(document.code_path)]
+    folders: dict[str, str] = {}  # resolved once per folder: entries' files share a few (bench_cli's 1,000 models)
+    resolved: dict[str, str | None] = {}  # and many entries share a spec file
+    for index, entry in enumerate(document.entries):
+        spec, source, samples = entry.get("spec"), entry.get("source"), entry.get("samples")
+        raws = [("spec", spec if isinstance(spec, str) else spec.get("file") if isinstance(spec, Mapping) else None),
+                ("samples", samples if isinstance(samples, str) else
+                 samples.get("file") if isinstance(samples, Mapping) else None)]
+        if isinstance(source, Mapping):
+            raws += [(f"source/{kind}", raw) for kind, raw in source.items() if kind != "factory"]
+        for what, raw in raws:
+            if not isinstance(raw, str):
+                continue
+            if raw not in resolved:
+                resolved[raw] = _real_file(document.base_dir, raw, folders)
+            if (found := resolved[raw]) is not None:
+                out.append((f"the file at /models/{index}/{what}", found))
+    return out
+
+
+def _real_file(base_dir: Path, raw: str, folders: dict[str, str]) -> str | None:
+    """``os.path.realpath(base_dir / raw)`` with the folder part resolved once per folder; None when it cannot be."""
+    folder, name = os.path.split(raw)
+    try:
+        if folder not in folders:
+            folders[folder] = os.path.realpath(os.path.join(base_dir, folder))
+        if name in ("", ".", ".."):
+            return os.path.realpath(os.path.join(folders[folder], name))
+        candidate = os.path.join(folders[folder], name)
+        return os.path.realpath(candidate) if os.path.islink(candidate) else candidate
+    except (OSError, ValueError):  # NUL, a name too long: loading the entry reports it
+        return None
 
 
 #: Spec files already loaded, by resolved path: their graphs, or their problems.
@@ -367,6 +419,7 @@ def _load_ensembles(entries: list[dict[str, Any]]) -> tuple[ManifestEnsemble, ..
             inputs=tuple(entry["inputs"]) if "inputs" in entry else None,
             outputs=tuple(entry["outputs"]) if "outputs" in entry else None,
             source=ModelSource("factory", factory=factory) if factory else None,
+            compare=entry.get("compare"),
         ))
     return tuple(out)
 
@@ -476,6 +529,7 @@ def _load_model(
     loaded, spec_problems = _load_spec(manifest_path, base_dir, index, entry["spec"], allow_outside, cache)
     problems.extend(spec_problems)
     graph_fixes: tuple[str, ...] = ()
+    shape_origins: tuple[int | None, ...] = ()
     if loaded is not None and any(key in entry for key in OVERRIDE_KEYS):
         fixed = apply_overrides(
             loaded.document, {key: entry[key] for key in OVERRIDE_KEYS if key in entry},
@@ -487,7 +541,7 @@ def _load_model(
             loaded = None
         else:
             loaded = replace(loaded, graph=fixed.graph, assumptions=fixed.assumptions)
-            graph_fixes = fixed.applied
+            graph_fixes, shape_origins = fixed.applied, fixed.origins
 
     own = {k: v for k, v in entry.items() if k in OPTION_KEYS}
     options = _merge_options(defaults, own)
@@ -513,6 +567,7 @@ def _load_model(
         samples=samples,
         input_values=dict(entry.get("inputs") or {}),
         graph_fixes=graph_fixes,
+        shape_origins=shape_origins,
     )
     return model, problems
 

@@ -40,6 +40,9 @@ class Overridden:
     #: What the loader still had to assume (batch multipliers the manifest did not declare).
     assumptions: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = field(default=())
+    #: Per definition of ``graph.dynamic_shapes``: the index of the manifest's ``dynamic_shapes`` entry it came from,
+    #: or None where the spec's own definition stands.
+    origins: tuple[int | None, ...] = ()
 
 
 def apply_overrides(
@@ -128,7 +131,7 @@ def apply_overrides(
         return Overridden(None, tuple(applied), (), tuple(problems))
     graph = GraphSpec.from_dict(raw)
     assumptions = infer_batch_multipliers(graph)
-    return Overridden(graph, tuple(applied), tuple(assumptions), ())
+    return Overridden(graph, tuple(applied), tuple(assumptions), (), tuple(origin) if declared else ())
 
 
 def _key(path: Any) -> Any:

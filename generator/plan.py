@@ -8,14 +8,16 @@ is refused with every reason; with ``keep_going`` the others are planned anyway 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from generator import config as config_mod
+from generator.compare import CompareSettings, resolve_compare
 from generator.ensemble_plan import EnsemblePlan, plan_ensemble
 from generator.errors import GenRepoError, Problem
 from generator.manifest import Manifest, ManifestEnsemble, ManifestModel, ModelSource, RefusedModel, SampleSource
+from generator.naming import format_tensor_name
 from generator.spec import GraphSpec
 from generator.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
 
@@ -32,8 +34,12 @@ __all__ = [
     "ModelSource",
     "RepositoryPlan",
     "TargetResolver",
+    "OutputRange",
     "TensorPlan",
+    "axis_origin",
     "default_target_resolver",
+    "output_ranges_from_contract",
+    "with_output_ranges",
     "describe_plan",
     "plan_ensembles",
     "plan_model",
@@ -70,7 +76,10 @@ class ModelPlan(config_mod.PicklesModelConfig):
     #: Where the manifest entry is (file and ``/models/<i>``): problems about the source or samples point there.
     manifest_file: Path | None = None
     manifest_pointer: str = ""
-
+    #: How its outputs are compared (the manifest's ``compare:``): build checks, reference data and smoke.
+    compare: CompareSettings = field(default_factory=CompareSettings)
+    #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None.
+    shape_origins: tuple[int | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +210,11 @@ def plan_model(
         )
     )
     decisions.extend(built.notes)
-    if built.problems:
-        raise GenRepoError(built.problems)
+    compare, compare_problems = resolve_compare(
+        model.options.get("compare"), _tensor_keys(tensors.inputs, "input"), _tensor_keys(tensors.outputs, "output"),
+        file, model.option_pointer("compare"))
+    if built.problems or compare_problems:
+        raise GenRepoError([*built.problems, *compare_problems])
     return ModelPlan(
         name=model.name,
         version=model.version,
@@ -222,7 +234,93 @@ def plan_model(
         samples=model.samples,
         manifest_file=Path(manifest_file),
         manifest_pointer=model.pointer,
+        compare=compare,
+        shape_origins=model.shape_origins,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRange:
+    """What an output produces over the whole input range: model-side min/max shapes and the config dims."""
+
+    min_shape: tuple[int, ...]
+    max_shape: tuple[int, ...]
+    dims: tuple[int, ...]
+
+
+def with_output_ranges(model: ModelPlan, ranges: Mapping[str, OutputRange]) -> ModelPlan:
+    """``model`` with its outputs' shape ranges (and config dims) replaced by ``ranges`` (by output name).
+
+    The build derives them from what the model produces over the whole input range (the recording alone may be
+    narrower, :func:`generator.artifacts.derive_output_ranges`); the contract, the config and ensemble checks use them.
+    """
+    changed = {t.name: ranges[t.name] for t in model.outputs
+               if t.name in ranges and (ranges[t.name].min_shape, ranges[t.name].max_shape, ranges[t.name].dims)
+               != (t.min_shape, t.max_shape, t.dims)}
+    if not changed:
+        return model
+    config = model_config_pb2.ModelConfig()
+    config.CopyFrom(model.config)
+    for entry in config.output:
+        if entry.name in changed:
+            del entry.dims[:]
+            entry.dims.extend(changed[entry.name].dims)
+    outputs = tuple(
+        replace(t, min_shape=changed[t.name].min_shape, opt_shape=changed[t.name].max_shape,
+                max_shape=changed[t.name].max_shape, dims=changed[t.name].dims) if t.name in changed else t
+        for t in model.outputs
+    )
+    return replace(model, outputs=outputs, config=config)
+
+
+def output_ranges_from_contract(model: ModelPlan, contract: Mapping[str, Any]) -> dict[str, OutputRange]:
+    """The output ranges a build wrote into ``contract`` (the parsed ``contract.json``), model-side, by name.
+
+    The contract carries request-side shapes: a per-item scalar's ``[b, 1]`` is ``[b]`` to the model.
+    """
+    plans = {t.name: t for t in model.outputs}
+    ranges = {}
+    for entry in contract.get("outputs", []):
+        tensor = plans.get(entry.get("name"))
+        if tensor is None:
+            continue
+
+        def model_side(shape: Sequence[int], tensor: TensorPlan = tensor) -> tuple[int, ...]:
+            if tensor.reshape is not None and tensor.batch_axis is not None:
+                return (int(shape[0]), *tensor.reshape)
+            return tuple(int(d) for d in shape)
+
+        ranges[tensor.name] = OutputRange(model_side(entry["min_shape"]), model_side(entry["max_shape"]),
+                                          tuple(int(d) for d in entry["dims"]))
+    return ranges
+
+
+def axis_origin(model: ModelPlan, tensor: TensorPlan, axis: int) -> tuple[str, str, str]:
+    """Where the range of input ``tensor``'s (model-side) ``axis`` came from: (file, JSON pointer, in words).
+
+    The manifest's ``dynamic_shapes`` entry that declared it, the spec's explicit definition, or the recording.
+    """
+    graph = model.graph
+    definitions = list(graph.dynamic_shapes)
+    for j, (locator, _) in enumerate(graph.input_spec.tensor_data):
+        if locator.path != tensor.path:
+            continue
+        if graph.get_shape_definition(locator) is not None:
+            k = definitions.index(locator.path)
+            origin = model.shape_origins[k] if k < len(model.shape_origins) else None
+            if origin is not None and model.manifest_file is not None:
+                return (str(model.manifest_file), f"{model.manifest_pointer}/dynamic_shapes/{origin}/shape/{axis}",
+                        "the manifest's dynamic_shapes")
+            return str(model.spec_file), f"{model.spec_pointer}/dynamic_shapes/{k}/shape/{axis}", \
+                "the spec's dynamic_shapes"
+        return str(model.spec_file), f"{model.spec_pointer}/input_spec/tensor_data/{j}/max_shape/{axis}", \
+            "the recorded calls"
+    return str(model.spec_file), model.spec_pointer, "the spec"
+
+
+def _tensor_keys(tensors: Sequence[TensorPlan], kind: Literal["input", "output"]) -> list[tuple[str, list[str]]]:
+    """Each tensor's Triton name with the keys a manifest may name it by: access path and AITune's default name."""
+    return [(t.name, [t.access_path, format_tensor_name(t.path, kind)]) for t in tensors]
 
 
 def describe_plan(plan: RepositoryPlan) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Publishing a model repository to object storage with safe rolling versions (``gen-repo publish DIR URL``).
 
 Object stores (S3, GCS) have no atomic rename, and Triton reads a repository from them while it runs. So a publish
-never edits a version Triton may be loading; per model whose content changed it
+never edits a version Triton may be loading. It trusts the objects in the bucket, not the bucket's lock file: a model
+counts as unchanged only when the objects of its served version read back as the lock file says (otherwise the
+publish is refused, naming them). Per model whose content changed (or every model, with ``force``) it
 
 1. uploads a **new numeric version folder** completely (one past every version folder present in the bucket, also
    half-uploaded ones of a publisher that died),
@@ -9,8 +11,10 @@ never edits a version Triton may be loading; per model whose content changed it
    ``gen_repo/contract.json``, whose ``version`` is rewritten to the published one, the new bytes' hash),
 3. only then writes the model's ``config.pbtxt``, whose ``version_policy { specific { versions: [N] } }`` is what
    makes version N visible to Triton (uploaded but unlisted version folders are invisible to it), and
-4. removes versions beyond the retention policy (``keep_versions`` newest stay, so a server still on the previous
-   version keeps its files), then writes the repository's ``gen-repo.lock.json`` describing exactly what is there.
+4. applies the retention policy: besides the new version, the newest ``keep_versions - 1`` earlier versions whose
+   objects read back as the remote lock file says stay (a server still on the previous version keeps its files);
+   every other version, a damaged one included, is removed. Then it writes the repository's ``gen-repo.lock.json``
+   describing exactly what is there.
 
 When a check fails nothing becomes visible: the new version folders are removed and the configs and lock stay as
 they were. Concurrent publishers of one repository are detected with a lock object at the repository root
@@ -18,9 +22,7 @@ they were. Concurrent publishers of one repository are detected with a lock obje
 (``If-None-Match: *``), so exactly one publisher wins; elsewhere it is written and read back after a pause. A lock
 older than its expiry (a publisher that died) is taken over. The other publisher is refused with who holds the lock.
 
-URLs: ``s3://bucket/prefix`` (AWS, credentials from the usual environment), Triton's forms for other S3 endpoints
-``s3://host:port/bucket/prefix`` (plain HTTP) and ``s3://http://host:port/...`` / ``s3://https://host:port/...``,
-and ``gs://bucket/prefix``. Storage is reached through fsspec (s3fs, gcsfs), imported only here.
+URLs, filesystems and storage failures: :mod:`generator.storage`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import os
 import re
 import secrets
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,11 +43,12 @@ from typing import Any
 from generator.bounded import read_text
 from generator.config import WARMUP_FOLDER
 from generator.contract import render_contract
-from generator.errors import EXIT_FAILED, GenRepoError, Problem
-from generator.repository import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock, verify_repository
+from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
+from generator.repository import LOCK_FILE_NAME, LOCK_FORMAT, lock_problems, read_lock, render_lock, verify_repository
+from generator.storage import PUBLISH_LOCK_OBJECT, StorageURL, list_objects, open_filesystem, parse_url, storage_errors
 
 #: The publishers' lock object at the repository root.
-LOCK_OBJECT = ".gen-repo-publish.lock"
+LOCK_OBJECT = PUBLISH_LOCK_OBJECT
 LOCK_OBJECT_FORMAT = "gen-repo-publish-lock/1"
 #: Versions kept per model after a publish: the new one and the one before (a server may still be on it).
 DEFAULT_KEEP_VERSIONS = 2
@@ -54,15 +56,17 @@ DEFAULT_KEEP_VERSIONS = 2
 DEFAULT_LOCK_TTL_S = 3600.0
 #: Without conditional writes, how long a publisher waits before reading its lock back.
 SETTLE_S = 1.0
-INSTALL_HINT = {"s3": "pip install 'gen-repo[s3]' (s3fs)", "gs": "pip install 'gen-repo[gcs]' (gcsfs)"}
+#: Objects are read back (hashed) in ranges of this many bytes: a plan of any size in bounded memory.
+READ_CHUNK = 64 << 20
 
-_HOST_PORT = re.compile(r"^[A-Za-z0-9.\-]+:\d{1,5}$")
 _VERSION = re.compile(r"^[1-9][0-9]*$")
 #: Folders of a model with one subfolder per version: the version folder itself ("") and its warmup data
 #: (``warmup/<version>/``, named by the config's ``input_data_file``).
 _VERSIONED_AREAS = ("", WARMUP_FOLDER)
 #: A version's file: (area, path inside the area's version folder).
 FileKey = tuple[str, str]
+#: What an object should be: repository-relative key -> (sha256, size).
+Expected = Mapping[str, tuple[str, int]]
 
 
 class PublishError(GenRepoError):
@@ -73,88 +77,6 @@ class PublishError(GenRepoError):
 
 class PublishLocked(PublishError):  # noqa: N818 (a state, not an error type name)
     """Another publisher holds the repository's lock object."""
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# URLs
-# --------------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class StorageURL:
-    """A parsed repository URL: fsspec protocol, ``bucket/prefix`` path and (non-AWS S3) endpoint."""
-
-    url: str
-    protocol: str
-    path: str
-    endpoint_url: str | None = None
-
-    def storage_options(self) -> dict[str, Any]:
-        """Keyword arguments for the fsspec filesystem (listing caches off: other writers change the bucket)."""
-        options: dict[str, Any] = {"skip_instance_cache": True}
-        if self.protocol == "s3":
-            options["use_listings_cache"] = False
-            if self.endpoint_url:
-                options["endpoint_url"] = self.endpoint_url
-        return options
-
-    def join(self, *parts: str) -> str:
-        """Return the fsspec path of ``parts`` under the repository root."""
-        return "/".join([self.path, *[p.strip("/") for p in parts if p]])
-
-    @property
-    def triton_url(self) -> str:
-        """The URL to give ``tritonserver --model-repository``."""
-        if self.protocol == "s3" and self.endpoint_url:
-            return f"s3://{self.endpoint_url}/{self.path}"
-        return f"{self.protocol}://{self.path}"
-
-
-def is_storage_url(value: str) -> bool:
-    """Whether ``value`` is an object-storage URL (``s3://`` or ``gs://``) rather than a folder."""
-    return value.startswith(("s3://", "gs://"))
-
-
-def parse_url(url: str) -> StorageURL:
-    """Parse ``s3://[http(s)://host:port/ | host:port/]bucket[/prefix]`` or ``gs://bucket[/prefix]``."""
-    def bad(message: str) -> GenRepoError:
-        return GenRepoError([Problem(url, "", message)])
-
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in ("s3", "gs"):
-        raise bad("not an object-storage URL: expected s3://bucket/prefix, s3://host:port/bucket/prefix or "
-                  "gs://bucket/prefix")
-    endpoint = None
-    if scheme == "s3":
-        inner_scheme, inner_sep, inner_rest = rest.partition("://")
-        if inner_sep:
-            if inner_scheme not in ("http", "https"):
-                raise bad(f"unknown endpoint scheme {inner_scheme!r}: use http:// or https://")
-            host, _, rest = inner_rest.partition("/")
-            endpoint = f"{inner_scheme}://{host}"
-        else:
-            first, _, remainder = rest.partition("/")
-            if _HOST_PORT.match(first):
-                # Triton's form for a non-AWS endpoint; plain HTTP like Triton's own default for it.
-                endpoint, rest = f"http://{first}", remainder
-    path = rest.strip("/")
-    if not path or path.split("/")[0] in ("", ".", ".."):
-        raise bad("the URL names no bucket")
-    if any(part in ("", ".", "..") for part in path.split("/")):
-        raise bad("the path has an empty, '.' or '..' component")
-    return StorageURL(url, scheme, path, endpoint)
-
-
-def open_filesystem(target: StorageURL) -> Any:
-    """Return the fsspec filesystem for ``target`` (s3fs or gcsfs; a clear error when not installed)."""
-    try:
-        if target.protocol == "s3":
-            import s3fs
-
-            return s3fs.S3FileSystem(**target.storage_options())
-        import gcsfs
-
-        return gcsfs.GCSFileSystem(**target.storage_options())
-    except ImportError as error:
-        raise GenRepoError([Problem(target.url, "", f"{INSTALL_HINT[target.protocol]} is needed: {error}")]) from error
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -245,7 +167,7 @@ class PublishLock:
         if not self.held:
             return
         self.held = False
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(Exception):  # best effort: a lock left behind expires after its ttl
             holder, _ = self._read()
             if holder is not None and holder.get("token") == self.token:
                 self.fs.rm_file(self.path)
@@ -263,7 +185,11 @@ class PublishLock:
 # --------------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class ModelPublish:
-    """What a publish did to one model: ``published`` (new version), ``unchanged`` or ``kept`` (not local)."""
+    """What a publish did to one model: ``published`` (new version), ``unchanged`` or ``kept`` (not local).
+
+    ``damaged_versions``: earlier versions whose objects no longer matched the remote lock file; removed, never kept
+    as a fallback.
+    """
 
     name: str
     status: str
@@ -271,11 +197,13 @@ class ModelPublish:
     previous: int | None = None
     uploaded: int = 0
     removed_versions: tuple[int, ...] = ()
+    damaged_versions: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for ``--json``."""
         return {"name": self.name, "status": self.status, "version": self.version, "previous": self.previous,
-                "uploaded": self.uploaded, "removed_versions": list(self.removed_versions)}
+                "uploaded": self.uploaded, "removed_versions": list(self.removed_versions),
+                "damaged_versions": list(self.damaged_versions)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,27 +229,29 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _remote_keys(fs: Any, target: StorageURL) -> set[str]:
-    """Every object under the repository root, relative to it."""
-    fs.invalidate_cache()
-    try:
-        found = fs.find(target.path)
-    except FileNotFoundError:
-        return set()
-    prefix = target.path + "/"
-    return {str(p)[len(prefix):] for p in found if str(p).startswith(prefix)}
+def _remote_sha256(fs: Any, path: str, size: int) -> str:
+    """sha256 of the object at ``path`` (``size`` bytes as listed), read in ranges."""
+    if size <= READ_CHUNK:
+        return _sha256(fs.cat_file(path))
+    digest = hashlib.sha256()
+    for start in range(0, size, READ_CHUNK):
+        digest.update(fs.cat_file(path, start=start, end=min(start + READ_CHUNK, size)))
+    return digest.hexdigest()
 
 
-def _remote_lock(fs: Any, target: StorageURL) -> dict[str, Any] | None:
+def _remote_lock(fs: Any, target: StorageURL) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The repository's lock file in the bucket (None when there is none) and how it is not a valid lock."""
+    where = target.object_url(LOCK_FILE_NAME)
     try:
         data = fs.cat_file(target.join(LOCK_FILE_NAME))
     except FileNotFoundError:
-        return None
+        return None, []
     try:
         lock = json.loads(data)
-    except ValueError:
-        return None
-    return lock if isinstance(lock, dict) and lock.get("format") == LOCK_FORMAT else None
+    except ValueError as error:
+        return None, [Problem(where, "", f"corrupt: not valid JSON ({error})")]
+    problems = lock_problems(lock, where)
+    return (None, problems) if problems else (lock, [])
 
 
 def _versioned_path(area: str, version: int, rel: str = "") -> str:
@@ -378,6 +308,45 @@ def published_config(config_text: str, version: int, local_version: int | None =
     return str(text_format.MessageToString(config))
 
 
+def local_versions(lock: Mapping[str, Any], lock_file: str) -> dict[str, int]:
+    """The version folder each model of a (valid) lock publishes; GenRepoError naming every lock entry it cannot.
+
+    Publish uploads a model's ``config.pbtxt``, one version folder and that version's warmup data, as a build writes
+    them: the version is the one folder the model's artifacts are in, and the model's ``version``, where the lock
+    gives it, must name it. Refused: a model with no or several version folders (a published repository's lock has
+    several), without a config, and an artifact outside those (publish would leave it behind).
+    """
+    artifacts: Mapping[str, Any] = lock["artifacts"]
+    problems: list[Problem] = []
+    versions: dict[str, int] = {}
+    for model, entry in sorted(lock["models"].items()):
+        pointer = json_pointer(["models", model])
+        found = sorted(_versions_present(artifacts, model))
+        declared = entry.get("version")
+        if len(found) == 1 and declared not in (None, found[0]):
+            problems.append(Problem(lock_file, f"{pointer}/version", f"version {declared}, but the model's artifacts "
+                                                                     f"are in version folder {found[0]}"))
+        elif len(found) == 1:
+            versions[model] = found[0]
+        elif not found:
+            problems.append(Problem(lock_file, pointer, "no version folder among the model's artifacts: nothing to "
+                                                        "publish"))
+        else:
+            problems.append(Problem(lock_file, pointer, f"artifacts in version folders {found} (with warmup/<version>"
+                                                        "/): a publish uploads one version per model"))
+        if f"{model}/config.pbtxt" not in artifacts:
+            problems.append(Problem(lock_file, pointer, "the model's config.pbtxt is not in the lock file"))
+    for rel in sorted(artifacts):
+        model = rel.split("/")[0]
+        if rel != f"{model}/config.pbtxt" and (model not in lock["models"] or _version_of(rel, model) is None):
+            problems.append(Problem(lock_file, json_pointer(["artifacts", rel]), "outside every model's config.pbtxt, "
+                                                                                 "version folder and warmup data: "
+                                                                                 "publish would leave it behind"))
+    if problems:
+        raise GenRepoError(problems, summary="the repository's lock file does not describe a publishable repository")
+    return versions
+
+
 def _version_files(local_dir: Path, lock: Mapping[str, Any], model: str, version: int) -> dict[FileKey, bytes]:
     """One model version's files from the local repository: its version folder and its warmup data."""
     out = {}
@@ -400,6 +369,38 @@ def _with_version(files: dict[FileKey, bytes], version: int) -> dict[FileKey, by
     return out
 
 
+def _expected_objects(model: str, version: int, files: Mapping[FileKey, bytes]) -> dict[str, tuple[str, int]]:
+    """What the objects of ``version`` hold when ``files`` are published as it."""
+    return {f"{model}/{_versioned_path(area, version, rel)}": (_sha256(data), len(data)) for (area, rel), data in
+            _with_version(dict(files), version).items()}
+
+
+def _locked_objects(remote_artifacts: Mapping[str, Any], model: str, version: int) -> dict[str, tuple[str, int]]:
+    """What the remote lock file says the objects of ``version`` hold."""
+    return {rel: (meta["sha256"], meta["size"]) for rel, meta in remote_artifacts.items()
+            if _version_of(rel, model) == version}
+
+
+def _object_problems(fs: Any, target: StorageURL, objects: Mapping[str, int], model: str, version: int | None,
+                     expected: Expected) -> list[Problem]:
+    """How the bucket's objects differ from ``expected``: changed, missing, and (for ``version``) unexpected ones."""
+    problems = []
+    if version is not None:
+        present = {k for k in objects if not k.endswith("/") and _version_of(k, model) == version}
+        problems += [Problem(target.object_url(k), "", f"unexpected: in version {version} of {model} but not in "
+                                                       "the lock file") for k in sorted(present - set(expected))]
+    for key, (sha256, size) in sorted(expected.items()):
+        if key not in objects:
+            problems.append(Problem(target.object_url(key), "", "missing: listed in the lock file but not present"))
+        elif objects[key] != size:
+            problems.append(Problem(target.object_url(key), "", f"modified: {objects[key]} bytes, the lock file says "
+                                                                f"{size}"))
+        elif (actual := _remote_sha256(fs, target.join(key), size)) != sha256:
+            problems.append(Problem(target.object_url(key), "", f"modified: sha256 {actual}, the lock file says "
+                                                                f"{sha256}"))
+    return problems
+
+
 def publish(
     local_dir: Path | str,
     url: str,
@@ -414,9 +415,12 @@ def publish(
 ) -> PublishReport:
     """Publish the repository at ``local_dir`` to ``url`` (see the module docstring); return what was done.
 
-    ``force`` publishes a new version even of a model whose files and config are unchanged. Raises GenRepoError
-    for a local repository that does not match its lock file, :class:`PublishLocked` when another publisher holds
-    the lock and :class:`PublishError` when an uploaded object does not read back as the lock file says.
+    ``force`` publishes a new version even of a model whose files and config are unchanged, and publishes over a
+    remote lock file that is not valid. Raises GenRepoError (exit 2) for a local repository that does not match its
+    lock file or whose lock does not describe a publishable repository, a bad URL, a missing bucket;
+    :class:`PublishLocked` when another publisher holds the lock; :class:`PublishError` when an uploaded object does
+    not read back as the lock file says, or when a served version's objects do not match the remote lock file;
+    :class:`~generator.storage.StorageUnreachable` (exit 3) when the storage endpoint cannot be reached.
     """
     if keep_versions < 1:
         raise GenRepoError([Problem(url, "", f"keep_versions must be at least 1, got {keep_versions}")])
@@ -426,16 +430,20 @@ def publish(
     if problems:
         raise GenRepoError(problems)  # never publish a repository that differs from its own lock file
     lock = read_lock(local)
+    versions = local_versions(lock, str(local / LOCK_FILE_NAME))
     target = parse_url(url)
-    fs = filesystem if filesystem is not None else open_filesystem(target)
     owner = owner or f"{os.environ.get('USER', 'gen-repo')}@{socket.gethostname()}"
-    with PublishLock(fs, target, owner, lock_ttl_s):
-        return _publish_locked(local, lock, target, fs, keep_versions, force, after_upload, say)
+    with storage_errors(target, "publishing"):
+        fs = filesystem if filesystem is not None else open_filesystem(target)
+        list_objects(fs, target)  # the bucket exists and answers before anything is written
+        with PublishLock(fs, target, owner, lock_ttl_s):
+            return _publish_locked(local, lock, versions, target, fs, keep_versions, force, after_upload, say)
 
 
 def _publish_locked(
     local: Path,
     lock: Mapping[str, Any],
+    local_version: Mapping[str, int],
     target: StorageURL,
     fs: Any,
     keep_versions: int,
@@ -443,60 +451,50 @@ def _publish_locked(
     after_upload: UploadHook | None,
     say: Say,
 ) -> PublishReport:
-    keys = _remote_keys(fs, target)
-    remote = _remote_lock(fs, target) or {"models": {}, "artifacts": {}}
+    objects = list_objects(fs, target)
+    keys = set(objects)
+    remote, remote_problems = _remote_lock(fs, target)
+    if remote_problems and not force:
+        note = (f"the published lock file is not valid, so no published version can be checked: run `gen-repo verify "
+                f"{target.url}`; `gen-repo publish --force` publishes every model anew")
+        raise PublishError([*remote_problems, Problem(target.url, "", note)])
+    remote = remote or {"models": {}, "artifacts": {}}
     remote_models: dict[str, Any] = dict(remote.get("models") or {})
     remote_artifacts: dict[str, Any] = dict(remote.get("artifacts") or {})
 
     plans: dict[str, tuple[int, dict[FileKey, bytes], bytes]] = {}  # model -> (new version, files, config)
     results: dict[str, ModelPublish] = {}
-    for model, entry in sorted(lock["models"].items()):
-        local_version = int(entry["version"])
-        files = _version_files(local, lock, model, local_version)
+    damaged: list[Problem] = []
+    for model in sorted(lock["models"]):
+        files = _version_files(local, lock, model, local_version[model])
         config_text = read_text(local / model / "config.pbtxt", "config_bytes")
         current = remote_models.get(model, {}).get("version")
-        if not force and isinstance(current, int) and _unchanged(files, config_text, local_version, current,
+        if not force and isinstance(current, int) and _unchanged(files, config_text, local_version[model], current,
                                                                  remote_artifacts, model):
-            results[model] = ModelPublish(model, "unchanged", current, current)
-            say(model, f"unchanged: version {current} stays")
+            # The remote lock says so; the objects must say so too before nothing is done.
+            expected = _expected_objects(model, current, files)
+            expected[f"{model}/config.pbtxt"] = (remote_artifacts[f"{model}/config.pbtxt"]["sha256"],
+                                                 remote_artifacts[f"{model}/config.pbtxt"]["size"])
+            problems = _object_problems(fs, target, objects, model, current, expected)
+            damaged += problems
+            if not problems:
+                results[model] = ModelPublish(model, "unchanged", current, current)
+                say(model, f"unchanged: version {current} stays (its objects read back as the lock file says)")
             continue
         version = max(_versions_present(keys, model) | {current if isinstance(current, int) else 0, 0}) + 1
         published = _with_version(files, version)
-        config = published_config(config_text, version, local_version).encode("utf-8")
+        config = published_config(config_text, version, local_version[model]).encode("utf-8")
         plans[model] = (version, published, config)
+    if damaged:
+        note = (f"a served version does not match the lock file; nothing was changed. Run `gen-repo verify "
+                f"{target.url}` to see every difference; `gen-repo publish --force` publishes a new version and "
+                "removes the damaged one")
+        raise PublishError([*damaged, Problem(target.url, "", note)])
 
     # What each config names now (read before step 3 rewrites it): never mistaken for a half-uploaded folder.
     served = {model: _served_versions(fs, target, model) for model in plans}
 
-    # 1. Upload every new version folder completely; nothing references it yet.
-    uploaded: dict[str, str] = {}  # object path -> expected sha256
-    try:
-        for model, (version, files, _config) in plans.items():
-            say(model, f"uploading version {version} ({len(files)} objects)")
-            for (area, rel), data in sorted(files.items()):
-                path = target.join(model, _versioned_path(area, version, rel))
-                fs.pipe_file(path, data)
-                uploaded[path] = _sha256(data)
-        if after_upload is not None:
-            after_upload(fs, sorted(uploaded))
-        # 2. Read every object back and check it against the lock file.
-        fs.invalidate_cache()
-        bad = []
-        for path, expected in sorted(uploaded.items()):
-            try:
-                actual = _sha256(fs.cat_file(path))
-            except FileNotFoundError:
-                actual = "missing"
-            if actual != expected:
-                bad.append(Problem(f"{target.protocol}://{path}", "",
-                                   f"uploaded object reads back as sha256 {actual}, the lock file says {expected}"))
-        if bad:
-            note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
-            raise PublishError([*bad, Problem(target.url, "", note)])
-    except BaseException:
-        for model, (version, _files, _config) in plans.items():
-            _remove_version(fs, target, model, version, OSError)
-        raise
+    _upload_and_check(fs, target, plans, after_upload, say)
 
     # 3. Make each new version visible: its config names it.
     for model, (version, _files, config) in plans.items():
@@ -506,13 +504,12 @@ def _publish_locked(
     # 4. Retention, then the lock file describing exactly what is there.
     new_artifacts = {rel: meta for rel, meta in remote_artifacts.items() if rel.split("/")[0] not in plans}
     for model, (version, files, config) in plans.items():
-        present = (_versions_present(keys, model) | {version})
-        kept = sorted(present)[-keep_versions:]
         # Half-uploaded folders of a publisher that died are never in the remote lock: they go too.
-        listed = _versions_present(remote_artifacts, model) | served[model] | {version}
-        removed = tuple(v for v in sorted(present) if v not in kept or v not in listed)
+        listed = _versions_present(remote_artifacts, model) | served[model]
+        kept, bad = _fallbacks(fs, target, objects, remote_artifacts, model, version, listed, keep_versions, say)
+        removed = tuple(sorted((_versions_present(keys, model) | {version}) - {version, *kept}))
         for old in removed:
-            _remove_version(fs, target, model, old, FileNotFoundError)
+            _remove_version(fs, target, model, old)
         for rel, meta in remote_artifacts.items():
             if _version_of(rel, model) in kept:
                 new_artifacts[rel] = meta
@@ -522,7 +519,7 @@ def _publish_locked(
         new_artifacts[f"{model}/config.pbtxt"] = {"sha256": _sha256(config), "size": len(config)}
         previous = remote_models.get(model, {}).get("version")
         results[model] = ModelPublish(model, "published", version, previous if isinstance(previous, int) else None,
-                                      len(files), removed)
+                                      len(files), removed, bad)
         if removed:
             say(model, f"removed versions {', '.join(map(str, removed))} (retention: keep {keep_versions})")
     models = dict(remote_models)
@@ -537,10 +534,75 @@ def _publish_locked(
     return PublishReport(target.url, target.triton_url, tuple(results[m] for m in sorted(results)))
 
 
-def _remove_version(fs: Any, target: StorageURL, model: str, version: int, ignored: type[OSError]) -> None:
-    """Remove version ``version`` of ``model``: its folder and its warmup data."""
+def _upload_and_check(fs: Any, target: StorageURL, plans: Mapping[str, tuple[int, dict[FileKey, bytes], bytes]],
+                      after_upload: UploadHook | None, say: Say) -> None:
+    """Steps 1 and 2: upload the new version folders, then read every object back; on failure remove them.
+
+    Nothing references a new folder yet, so nothing became visible when this raises.
+    """
+    uploaded: dict[str, tuple[str, int]] = {}  # object path -> expected (sha256, size)
+    try:
+        for model, (version, files, _config) in plans.items():
+            say(model, f"uploading version {version} ({len(files)} objects)")
+            for (area, rel), data in sorted(files.items()):
+                path = target.join(model, _versioned_path(area, version, rel))
+                fs.pipe_file(path, data)
+                uploaded[path] = (_sha256(data), len(data))
+        if after_upload is not None:
+            after_upload(fs, sorted(uploaded))
+        fs.invalidate_cache()
+        bad = []
+        for path, (expected, size) in sorted(uploaded.items()):
+            try:
+                actual = _remote_sha256(fs, path, size)
+            except FileNotFoundError:
+                actual = "missing"
+            if actual != expected:
+                bad.append(Problem(f"{target.protocol}://{path}", "",
+                                   f"uploaded object reads back as sha256 {actual}, the lock file says {expected}"))
+        if bad:
+            note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
+            raise PublishError([*bad, Problem(target.url, "", note)])
+    except BaseException:
+        for model, (version, _files, _config) in plans.items():
+            _remove_version(fs, target, model, version)
+        raise
+
+
+def _fallbacks(fs: Any, target: StorageURL, objects: Mapping[str, int], remote_artifacts: Mapping[str, Any],
+               model: str, version: int, listed: set[int], keep_versions: int,
+               say: Say) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The earlier versions retention keeps beside ``version`` and those found damaged.
+
+    Newest first, up to ``keep_versions - 1`` listed versions whose objects read back as the remote lock file says; a
+    version the config serves but the lock does not describe (its publisher died before writing the lock) is kept
+    unchecked, as there is nothing to check it against.
+    """
+    kept: list[int] = []
+    bad: list[int] = []
+    for old in sorted(_versions_present(objects, model) - {version}, reverse=True):
+        if len(kept) >= keep_versions - 1:
+            break
+        if old not in listed:
+            continue
+        expected = _locked_objects(remote_artifacts, model, old)
+        problems = _object_problems(fs, target, objects, model, old, expected) if expected else []
+        if problems:
+            bad.append(old)
+            say(model, f"version {old} does not match the lock file ({problems[0].file}: {problems[0].message}): "
+                       "removed, never kept as a fallback")
+        else:
+            kept.append(old)
+    return tuple(sorted(kept)), tuple(sorted(bad))
+
+
+def _remove_version(fs: Any, target: StorageURL, model: str, version: int) -> None:
+    """Remove version ``version`` of ``model``: its folder and its warmup data.
+
+    Best effort: a version no lock file lists is removed by the next publish anyway.
+    """
     for area in _VERSIONED_AREAS:
-        with contextlib.suppress(ignored):
+        with contextlib.suppress(Exception):
             fs.rm(target.join(model, _versioned_path(area, version)), recursive=True)
 
 
@@ -553,45 +615,12 @@ def _unchanged(
     model: str,
 ) -> bool:
     """Whether the served version already holds exactly these files and this config (per the remote lock)."""
-    published = _with_version(dict(files), version)
-    expected = {f"{model}/{_versioned_path(area, version, rel)}": _sha256(data) for (area, rel), data in
-                published.items()}
+    expected = {key: sha256 for key, (sha256, _size) in _expected_objects(model, version, files).items()}
     remote = {rel: meta.get("sha256") for rel, meta in remote_artifacts.items() if _version_of(rel, model) == version}
     if remote != expected:
         return False
     config = published_config(config_text, version, local_version).encode("utf-8")
     return bool(remote_artifacts.get(f"{model}/config.pbtxt", {}).get("sha256") == _sha256(config))
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Reading a published repository back
-# --------------------------------------------------------------------------------------------------------------------
-def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> Path:
-    """Copy the repository at ``url`` into ``destination`` (a new folder); the publishers' lock is left out."""
-    target = parse_url(url)
-    fs = filesystem if filesystem is not None else open_filesystem(target)
-    dest = Path(destination)
-    dest.mkdir(parents=True, exist_ok=False)
-    keys = sorted(k for k in _remote_keys(fs, target) if k != LOCK_OBJECT)
-    if not keys:
-        raise GenRepoError([Problem(url, "", "no objects under this URL")])
-    for key in keys:
-        parts = key.split("/")
-        if any(p in ("", ".", "..") for p in parts):
-            raise GenRepoError([Problem(f"{url}/{key}", "", "object name is not a plain relative path")])
-        out = dest.joinpath(*parts)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(fs.cat_file(target.join(key)))
-    return dest
-
-
-def verify_url(url: str, filesystem: Any = None) -> list[Problem]:
-    """Download the repository at ``url`` to a temporary folder and check it against its lock file."""
-    with tempfile.TemporaryDirectory(prefix="gen-repo-verify-") as tmp:
-        local = download_repository(url, Path(tmp) / "repo", filesystem)
-        problems = verify_repository(local)
-        prefix = str(local)
-        return [Problem(p.file.replace(prefix, url.rstrip("/"), 1), p.pointer, p.message) for p in problems]
 
 
 __all__ = [
@@ -603,12 +632,7 @@ __all__ = [
     "PublishLock",
     "PublishLocked",
     "PublishReport",
-    "StorageURL",
-    "download_repository",
-    "is_storage_url",
-    "open_filesystem",
-    "parse_url",
+    "local_versions",
     "publish",
     "published_config",
-    "verify_url",
 ]

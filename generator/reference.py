@@ -32,6 +32,7 @@ import numpy as np
 
 from generator.array_files import open_array_file, read_arrays
 from generator.bounded import read_text
+from generator.compare import CompareSettings
 from generator.contract import to_request
 from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError, Problem
@@ -47,12 +48,14 @@ __all__ = [
     "CASE_SHAPES",
     "REFERENCE_FORMAT",
     "ReferenceCase",
+    "ReferenceCaseError",
     "ReferenceDataError",
     "load_requests",
     "make_reference_cases",
     "read_reference",
     "reference_index",
     "reference_inputs",
+    "read_compare_settings",
     "read_npz",
     "reference_key",
     "request_members",
@@ -70,6 +73,15 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 class ReferenceDataError(GenRepoError):
     """Reference data could not be made, written or read."""
+
+
+class ReferenceCaseError(Exception):
+    """The model failed on one reference case (``case``, with its input ``shapes`` in words); the cause is chained."""
+
+    def __init__(self, case: str, shapes: str, cause: BaseException) -> None:
+        self.case = case
+        self.shapes = shapes
+        super().__init__(f"case {case!r} ({shapes}): {type(cause).__name__}: {cause}")
 
 
 @dataclass(slots=True)
@@ -215,7 +227,13 @@ def make_reference_cases(
     cases = []
     for name, arrays in planned:
         batch_size = int(next(iter(arrays.values())).shape[0]) if max_batch_size > 0 and arrays else None
-        produced = run(arrays)
+        try:
+            produced = run(arrays)
+        except GenRepoError:
+            raise
+        except Exception as error:  # the model on this case: say which case and which shapes
+            shapes = ", ".join(f"{p.name} {list(arrays[p.name].shape)}" for p in inputs)
+            raise ReferenceCaseError(name, shapes, error) from error
         cases.append(ReferenceCase(
             name, batch_size,
             {p.name: to_request(p, arrays[p.name]) for p in inputs},
@@ -250,20 +268,30 @@ def read_npz(path: Path | str) -> dict[str, np.ndarray]:
     return read_arrays(path, "npz")
 
 
-def reference_index(cases: Sequence[ReferenceCase]) -> dict[str, Any]:
-    """Return the ``reference.json`` document for ``cases``."""
+def reference_index(cases: Sequence[ReferenceCase], compare: CompareSettings | None = None) -> dict[str, Any]:
+    """Return the ``reference.json`` document for ``cases`` (with ``compare``, how outputs are compared, when set)."""
     names = [c.name for c in cases]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ReferenceDataError(f"reference case names must be unique; repeated: {duplicates}")
-    return {"format": REFERENCE_FORMAT, "cases": [c.index_entry() for c in cases]}
+    index: dict[str, Any] = {"format": REFERENCE_FORMAT, "cases": [c.index_entry() for c in cases]}
+    settings = compare.to_json() if compare is not None else {}
+    if settings:
+        index["compare"] = settings
+    return index
 
 
-def write_reference(folder: Path | str, cases: Sequence[ReferenceCase]) -> tuple[Path, Path]:
-    """Write ``reference.npz`` and ``reference.json`` into ``folder`` (the version's ``gen_repo/``)."""
+def write_reference(
+    folder: Path | str, cases: Sequence[ReferenceCase], compare: CompareSettings | None = None
+) -> tuple[Path, Path]:
+    """Write ``reference.npz`` and ``reference.json`` into ``folder`` (the version's ``gen_repo/``).
+
+    ``compare`` (the manifest's tolerances and padding mask) goes into ``reference.json``, so smoke compares as the
+    build did.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    index = reference_index(cases)
+    index = reference_index(cases, compare)
     arrays = {}
     for case in cases:
         for kind, tensors in (("input", case.inputs), ("output", case.outputs)):
@@ -273,6 +301,16 @@ def write_reference(folder: Path | str, cases: Sequence[ReferenceCase]) -> tuple
     index_path = folder / "reference.json"
     index_path.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
     return npz, index_path
+
+
+def read_compare_settings(folder: Path | str) -> CompareSettings:
+    """How the build compared this model's outputs (``reference.json``'s ``compare``; nothing set when absent)."""
+    index_path = Path(folder) / "reference.json"
+    try:
+        index = json.loads(read_text(index_path))
+        return CompareSettings.from_json(index.get("compare") if isinstance(index, dict) else None)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ReferenceDataError([Problem(str(index_path), "/compare", f"cannot read: {exc}")]) from exc
 
 
 def read_reference(folder: Path | str) -> list[ReferenceCase]:

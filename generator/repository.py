@@ -40,7 +40,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from generator.bounded import read_text
-from generator.cache import fsync_dir, hash_file, process_alive
+from generator.cache import copy_hashed, fsync_dir, hash_file, process_alive
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import model_name_problems
 
@@ -48,6 +48,10 @@ LOCK_FILE_NAME = "gen-repo.lock.json"
 LOCK_FORMAT = "gen-repo-lock/1"
 #: Inside a staging folder only: who owns it (removed before the swap, never part of a repository).
 STAGING_MARKER = ".gen-repo-staging.json"
+#: ``verify`` reads bytecode up to this size to compare it with its source; larger files are refused unread.
+MAX_BYTECODE_BYTES = 64 << 20
+#: At the root of every output folder gen-repo makes (build and config): the evidence that it may replace it.
+OUTPUT_MARKER = ".gen-repo-output"
 #: Staging folders whose owner cannot be checked (written from another host) are stale after this long.
 STALE_AGE_SECONDS = 24 * 3600
 
@@ -269,6 +273,54 @@ def _walk_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
         dirnames[:] = [d for d in dirnames if d not in linked]
 
 
+# -- output folders gen-repo made ---------------------------------------------------------------------------------
+#: The marker's content: the same bytes in every output (builds stay byte-identical).
+_OUTPUT_MARKER_TEXT = json.dumps({"format": "gen-repo-output/1", "note": "made by gen-repo, which replaces this folder "
+                                  "whole on each build; keep nothing else here"}, sort_keys=True) + "\n"
+
+
+def write_output_marker(folder: Path) -> None:
+    """Mark ``folder`` (a staging folder about to become an output) as made by gen-repo: :data:`OUTPUT_MARKER`."""
+    (Path(folder) / OUTPUT_MARKER).write_text(_OUTPUT_MARKER_TEXT, encoding="utf-8")
+
+
+def output_refusal(destination: Path) -> str | None:
+    """Why gen-repo may not replace or write into ``destination``; None when it may.
+
+    It may when ``destination`` does not exist, is an empty folder, or is a folder gen-repo made: one holding
+    :data:`OUTPUT_MARKER` (a regular file), or, made by a gen-repo from before the marker, a valid
+    ``gen-repo.lock.json``. Anything else (a symlink, a file, a folder of other things) is refused, never deleted.
+    """
+    dest = Path(destination)
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"cannot inspect the output folder: {error}"
+    if stat.S_ISLNK(st.st_mode):
+        return "the output folder is a symlink; give the folder it points to instead"
+    if not stat.S_ISDIR(st.st_mode):
+        return "the output path exists and is not a folder"
+    try:
+        names = os.listdir(dest)
+    except OSError as error:
+        return f"cannot list the output folder: {error}"
+    if not names:
+        return None
+    if OUTPUT_MARKER in names and stat.S_ISREG(os.lstat(dest / OUTPUT_MARKER).st_mode):
+        return None
+    if LOCK_FILE_NAME in names and stat.S_ISREG(os.lstat(dest / LOCK_FILE_NAME).st_mode):
+        try:
+            read_lock(dest)
+            return None
+        except GenRepoError:
+            pass
+    return (f"the output folder exists and was not made by gen-repo (it holds neither {OUTPUT_MARKER} nor a "
+            f"{LOCK_FILE_NAME}): gen-repo replaces only folders it made, so it is left as it is; remove it yourself "
+            "or choose another folder")
+
+
 # -- lock file ---------------------------------------------------------------------------------------------------
 
 
@@ -298,7 +350,7 @@ def build_lock(repo_dir: Path, tool_versions: Mapping[str, Any], models: Mapping
     problems: list[Problem] = []
     artifacts: dict[str, dict[str, Any]] = {}
     for rel, st in _walk_files(repo_dir):
-        if rel in (LOCK_FILE_NAME, STAGING_MARKER):
+        if rel in (LOCK_FILE_NAME, STAGING_MARKER, OUTPUT_MARKER):
             continue
         if not stat.S_ISREG(st.st_mode):
             problems.append(Problem(str(repo_dir / rel), "", "not a regular file (symlinks and devices are refused)"))
@@ -365,6 +417,41 @@ def _artifact_problems(lock_file: str, artifacts: Any) -> list[Problem]:
     return problems
 
 
+def _model_problems(lock_file: str, models: Any, artifacts: Any) -> list[Problem]:
+    """``models``: name -> object, ``version`` (where given) a positive integer; artifacts inside listed models."""
+    if not isinstance(models, dict):
+        return [Problem(lock_file, "/models", "must be an object of model name -> {version, ...}")]
+    problems = []
+    for name, entry in models.items():
+        pointer = json_pointer(["models", name])
+        version = entry.get("version") if isinstance(entry, dict) else None
+        if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
+            problems.append(Problem(lock_file, pointer, "model name is not a plain folder name"))
+        elif not isinstance(entry, dict):
+            problems.append(Problem(lock_file, pointer, "model entry must be an object"))
+        elif "version" in entry and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
+            problems.append(Problem(lock_file, f"{pointer}/version", f"must be a positive integer, not {version!r}"))
+    if isinstance(artifacts, dict):
+        problems += [
+            Problem(lock_file, json_pointer(["artifacts", rel]), "artifact is in a folder that is not a model listed "
+                                                                 "under /models")
+            for rel in artifacts if "/" in rel and rel.split("/")[0] not in models
+        ]
+    return problems
+
+
+def lock_problems(lock: Any, lock_file: str) -> list[Problem]:
+    """Every way ``lock`` (parsed JSON) is not a valid lock file: the one definition verify and publish share."""
+    if not isinstance(lock, dict):
+        return [Problem(lock_file, "", "corrupt: the lock file must be a JSON object")]
+    problems = []
+    if lock.get("format") != LOCK_FORMAT:
+        problems.append(Problem(lock_file, "/format", f"corrupt: expected {LOCK_FORMAT!r}, got {lock.get('format')!r}"))
+    problems += _artifact_problems(lock_file, lock.get("artifacts"))
+    problems += _model_problems(lock_file, lock.get("models"), lock.get("artifacts"))
+    return problems
+
+
 def read_lock(repo_dir: Path) -> dict:
     """Read the lock file of the repository at ``repo_dir``; GenRepoError (naming the file) when missing or corrupt."""
     lock_path = Path(repo_dir) / LOCK_FILE_NAME
@@ -379,32 +466,35 @@ def read_lock(repo_dir: Path) -> dict:
         lock = json.loads(text)
     except ValueError as error:
         raise GenRepoError([Problem(lock_file, "", f"corrupt: not valid JSON ({error})")]) from error
-    if not isinstance(lock, dict):
-        raise GenRepoError([Problem(lock_file, "", "corrupt: the lock file must be a JSON object")])
-    problems = []
-    if lock.get("format") != LOCK_FORMAT:
-        problems.append(Problem(lock_file, "/format", f"corrupt: expected {LOCK_FORMAT!r}, got {lock.get('format')!r}"))
-    problems += _artifact_problems(lock_file, lock.get("artifacts"))
+    problems = lock_problems(lock, lock_file)
     if problems:
         raise GenRepoError(problems)
-    return lock
+    return dict(lock)
 
 
 def verify_repository(path: Path) -> list[Problem]:
     """Every way the repository at ``path`` differs from its lock file; empty when it matches exactly.
 
     Reports, each naming the file: a missing or corrupt lock file; artifacts modified (size or sha256 differs),
-    missing, or not regular files; files present but not listed (unexpected).
+    missing, or not regular files; files present but not listed (unexpected); symlinks and special files anywhere
+    (refused: a repository holds regular files only). The one thing passed without a lock entry is bytecode in a
+    ``__pycache__`` folder that is exactly what a locked, unmodified ``.py`` compiles to under this Python
+    (:mod:`generator.bytecode`): what Triton's Python backend writes when it loads ``model.py``.
     """
     repo = Path(path)
     if not repo.is_dir():
         return [Problem(str(repo), "", "not a directory")]
+    lock_path = repo / LOCK_FILE_NAME
+    if lock_path.is_symlink():
+        return [Problem(str(lock_path), "", "refused: the lock file is a symlink (a repository holds regular files "
+                        "only)")]
     try:
         lock = read_lock(repo)
     except GenRepoError as error:
         return error.problems
     artifacts: dict[str, dict[str, Any]] = lock["artifacts"]
     problems = []
+    intact: set[str] = set()  # artifacts that match the lock exactly
     for rel in sorted(artifacts):
         expected = artifacts[rel]
         pointer = json_pointer(["artifacts", rel])
@@ -427,20 +517,43 @@ def verify_repository(path: Path) -> list[Problem]:
             problems.append(
                 Problem(str(file), pointer, f"modified: sha256 {actual}, the lock file says {expected['sha256']}")
             )
-    for rel, _st in _walk_files(repo):
-        if rel != LOCK_FILE_NAME and rel not in artifacts and not _runtime_byproduct(rel):
-            problems.append(Problem(str(repo / rel), "", "unexpected: not listed in the lock file"))
+        else:
+            intact.add(rel)
+    for rel, st in _walk_files(repo):
+        if rel in artifacts or rel == LOCK_FILE_NAME:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "a special file (FIFO, device or socket)"
+            problems.append(Problem(str(repo / rel), "", f"refused: {kind}; a repository holds regular files only"))
+        elif rel == OUTPUT_MARKER:
+            continue
+        elif (why := _unlisted_problem(repo, rel, st, artifacts, intact)) is not None:
+            problems.append(Problem(str(repo / rel), "", why))
     return problems
 
 
-def _runtime_byproduct(rel: str) -> bool:
-    """Bytecode that Triton's Python backend writes next to ``model.py`` when it imports it: not an artifact.
+def _unlisted_problem(repo: Path, rel: str, st: os.stat_result, artifacts: Mapping[str, Any],
+                      intact: set[str]) -> str | None:
+    """Why the unlisted regular file ``rel`` is refused; None for bytecode its intact, locked source compiles to."""
+    from generator.bytecode import bytecode_problem, bytecode_source
 
-    A repository that a server has loaded is still the repository that was built; ``gen-repo verify`` (and publish,
-    which copies only the lock's artifacts) must not fail on it.
-    """
-    parts = rel.split("/")
-    return len(parts) >= 2 and parts[-2] == "__pycache__" and parts[-1].endswith(".pyc")
+    source = bytecode_source(rel)
+    if source is None:
+        return "unexpected: not listed in the lock file"
+    if source not in artifacts:
+        return f"unexpected: bytecode whose source {source!r} is not listed in the lock file"
+    if source not in intact:
+        return f"unexpected: bytecode of {source!r}, which does not match the lock file"
+    if st.st_size > MAX_BYTECODE_BYTES:  # read nothing that large into memory: no model.py compiles to it
+        return f"refused: bytecode of {st.st_size} bytes (more than {MAX_BYTECODE_BYTES}) (source {source!r})"
+    try:
+        source_path = repo / source
+        with open(repo / rel, "rb") as stream:
+            pyc = stream.read(MAX_BYTECODE_BYTES + 1)
+        why = bytecode_problem(rel, pyc, source_path.read_bytes(), os.stat(source_path).st_mtime)
+    except OSError as error:
+        return f"cannot read: {error}"
+    return None if why is None else f"refused: {why} (source {source!r})"
 
 
 # -- the writer --------------------------------------------------------------------------------------------------
@@ -495,12 +608,8 @@ class RepositoryWriter:
         dest = self.destination
         if dest.name in ("", ".", ".."):
             raise GenRepoError([Problem(str(dest), "", "the destination must name a folder")])
-        if dest.is_symlink():
-            raise GenRepoError(
-                [Problem(str(dest), "", "the destination is a symlink; give the folder it points to instead")]
-            )
-        if dest.exists() and not dest.is_dir():
-            raise GenRepoError([Problem(str(dest), "", "the destination exists and is not a folder")])
+        if (why := output_refusal(dest)) is not None:
+            raise GenRepoError([Problem(str(dest), "", why)])
         staging = self._sibling("staging")
         try:
             self.parent.mkdir(parents=True, exist_ok=True)
@@ -518,6 +627,7 @@ class RepositoryWriter:
                 "start_time": _process_start_time(os.getpid()),
             }
             (staging / STAGING_MARKER).write_text(json.dumps(marker, sort_keys=True) + "\n", encoding="utf-8")
+            write_output_marker(staging)
         except BaseException as error:
             _remove_tree(staging)
             self._staging = None
@@ -584,6 +694,9 @@ class RepositoryWriter:
 
         For ``--keep-going``: a model that failed to build keeps its previous build. Anything already staged for
         that model (a partial build) is replaced. Symlinks and special files in the previous model are refused.
+        Only the files the previous lock lists are copied, each checked against its sha256 and size as it is
+        copied: bytecode a server wrote and anything planted since are left behind, and a previous build that no
+        longer matches its lock is not adopted (None), so the new lock never vouches for bytes nobody checked.
         """
         self._check_model_name(name)
         source = self.destination / name
@@ -594,10 +707,26 @@ class RepositoryWriter:
             raise GenRepoError(
                 [Problem(str(source / rel), "", "not a regular file; cannot adopt the previous build") for rel in bad]
             )
+        listed = {rel: entry for rel, entry in ((self.previous_lock() or {}).get("artifacts") or {}).items()
+                  if rel.startswith(name + "/")}
+        if not listed:
+            return None
         target = self._inside_staging(self.root / name)
         _remove_tree(target)
         target.mkdir()
-        copy_tree(source, target)
+        for rel, entry in sorted(listed.items()):
+            try:
+                stream = open(self.destination / rel, "rb")  # noqa: SIM115 (closed by the with below)
+            except OSError:
+                stream = None
+            if stream is None or not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                _remove_tree(target)
+                return None
+            with stream:
+                digest, size = copy_hashed(stream, self.root / rel)
+            if (digest, size) != (entry["sha256"], entry["size"]):
+                _remove_tree(target)
+                return None
         self._models[name.casefold()] = name
         return target
 
@@ -665,7 +794,7 @@ class RepositoryWriter:
 
     def _check_staged_files(self, artifacts: Mapping[str, Mapping[str, Any]]) -> None:
         staging = self.root
-        found = {rel: st for rel, st in _walk_files(staging) if rel != LOCK_FILE_NAME}
+        found = {rel: st for rel, st in _walk_files(staging) if rel not in (LOCK_FILE_NAME, OUTPUT_MARKER)}
         lock_file = str(staging / LOCK_FILE_NAME)
         problems = [
             Problem(lock_file, json_pointer(["artifacts", rel]), "listed in the lock but not staged")
@@ -789,10 +918,13 @@ def config_staging(out_dir: Path) -> Iterator[ConfigStaging]:
     :class:`RepositoryWriter`: a folder of configs alone has no lock file to commit, and each model folder is
     replaced whole by one rename.
     """
+    if (why := output_refusal(out_dir)) is not None:  # the caller says where it came from; this guards the rest
+        raise GenRepoError([Problem(str(out_dir), "", why)])
     made = next((p for p in reversed(out_dir.parents) if not p.exists()), None)  # the first folder this makes
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
     os.chmod(staging, 0o755)  # mkdtemp makes it private; the repository is meant to be read by a server
+    write_output_marker(staging)
     try:
         yield ConfigStaging(staging, out_dir)
     finally:
@@ -811,11 +943,14 @@ class ConfigStaging:
     def commit(self, models: Sequence[str]) -> None:
         """Swap each of ``models`` (folders in :attr:`folder`) into ``out_dir``; other files there are left alone.
 
-        A missing ``out_dir`` becomes the staging folder itself, by one rename.
+        A missing ``out_dir`` becomes the staging folder itself, by one rename (its :data:`OUTPUT_MARKER` with
+        it); an existing one (empty, or made by gen-repo: see :func:`output_refusal`) gets the marker if it lacks it.
         """
         if not self.out_dir.exists():
             os.rename(self.folder, self.out_dir)
             return
+        if not os.path.lexists(self.out_dir / OUTPUT_MARKER):
+            os.rename(self.folder / OUTPUT_MARKER, self.out_dir / OUTPUT_MARKER)
         for model in models:
             old = self.out_dir / model
             trash = self.folder / f".old-{model}"
@@ -827,12 +962,16 @@ class ConfigStaging:
 __all__ = [
     "LOCK_FILE_NAME",
     "LOCK_FORMAT",
+    "OUTPUT_MARKER",
     "ConfigStaging",
     "RepositoryWriter",
     "build_lock",
+    "lock_problems",
     "config_staging",
+    "output_refusal",
     "read_lock",
     "render_lock",
     "verify_repository",
     "write_files",
+    "write_output_marker",
 ]

@@ -47,6 +47,7 @@ __all__ = [
     "find_tritonserver",
     "free_port",
     "launch",
+    "read_log",
 ]
 
 ModelControl = Literal["none", "explicit", "poll"]
@@ -526,9 +527,7 @@ class TritonServer:
 
     # -- log ------------------------------------------------------------------------------------------------------
     def _read_log(self) -> str:
-        if self._log_path is None or not self._log_path.is_file():
-            return ""
-        return self._log_path.read_text(errors="replace")
+        return read_log(self._log_path) if self._log_path is not None else ""
 
     def log_text(self) -> str:
         """Everything the server printed so far (kept after stop)."""
@@ -540,6 +539,13 @@ class TritonServer:
         """Return the last ``lines`` lines of the log, for error messages."""
         text = self.log_text().rstrip("\n")
         return "\n".join(text.splitlines()[-lines:]) if text else "(empty log)"
+
+
+def read_log(path: Path) -> str:
+    """A tritonserver log file written by :meth:`TritonServer.start` (``log_file``), "" when there is none."""
+    if not path.is_file():
+        return ""
+    return path.read_text(errors="replace")
 
 
 @contextlib.contextmanager

@@ -50,9 +50,9 @@ from tritonclient.utils import InferenceServerException
 
 from generator.bounded import read_text
 from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
-from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
+from generator.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
 from generator.connection import Connection, is_transport_error
-from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
+from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, GenRepoError
 
 __all__ = [
     "CHECKS",
@@ -341,21 +341,48 @@ def _contract_differences(contract: ModelContract, served: model_config_pb2.Mode
     return problems
 
 
+#: How Triton says that a model's backend is not installed (core ``backend_manager.cc``).
+_MISSING_BACKEND = re.compile(r"unable to find backend library for backend '(?P<backend>[^']+)'")
+
+
+def missing_backend(text: str, side: _ModelSide | None, details: dict[str, Any]) -> str:
+    """For a load failure because the server lacks the model's backend: what to do, as a sentence ("" otherwise).
+
+    Names the backend (and the config's platform), and the two ways on: a Triton with that backend, or a build for
+    Triton's Python backend (``--target python``: the same ONNX run by onnxruntime inside it), which a CPU-only Triton
+    such as the one in ``nvidia-pytriton`` serves. ``details`` gains ``missing_backend``.
+    """
+    match = _MISSING_BACKEND.search(text)
+    if match is None:
+        return ""
+    backend = match["backend"]
+    details["missing_backend"] = backend
+    config = side.config if side is not None else None
+    asks = f"platform '{config.platform}'" if config is not None and config.platform else f"backend '{backend}'"
+    return (f" -- this server has no '{backend}' backend, and the model's config asks for it ({asks}): serve the "
+            f"repository with a Triton that has the {backend} backend (NVIDIA's tritonserver containers ship it), or "
+            "build the model for Triton's Python backend, which CPU-only Triton builds such as nvidia-pytriton's have: "
+            "`gen-repo build MANIFEST --target python` (the same ONNX, run by onnxruntime inside the Python backend)")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # The reference comparison (tolerances and the element test: generator.compare)
 # --------------------------------------------------------------------------------------------------------------------
-def _compare(have: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
-    """The reference check's record of one output (:func:`generator.compare.compare_arrays`, shapes first)."""
+def _compare(settings: CompareSettings, output: str, have: np.ndarray, want: np.ndarray,
+             inputs: Mapping[str, np.ndarray], options: SmokeOptions) -> tuple[dict[str, Any], str]:
+    """The reference check's record of one output and its problem ("" when it matches).
+
+    :func:`generator.compare.compare_output` with the build's settings (``reference.json``'s ``compare``); the smoke
+    options' ``rtol``/``atol`` win where given.
+    """
+    compared, rtol, atol, problem = compare_output(settings, output, have, want, inputs, rtol=options.rtol,
+                                                   atol=options.atol)
     entry: dict[str, Any] = {"rtol": rtol, "atol": atol, "shape": list(have.shape)}
-    if have.shape != want.shape:
-        entry.update(ok=False, problem=f"shape {list(have.shape)}, reference {list(want.shape)}")
-        return entry
-    compared = compare_arrays(have, want, rtol, atol)
-    if compared.max_abs_error is not None:
-        entry["max_abs_error"] = compared.max_abs_error
-        entry["max_rel_error"] = compared.max_rel_error
-    entry["ok"] = compared.ok
-    return entry
+    if compared is None:
+        entry.update(ok=False, problem=problem)
+    else:
+        entry.update(compared.to_json())
+    return entry, problem
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -391,6 +418,8 @@ class _ModelSide:
     contract: ModelContract | None = None
     contract_path: str = ""
     reference_dir: Path | None = None
+    #: How the build compared the outputs (tolerances, padding mask): smoke compares the same way.
+    compare: CompareSettings = field(default_factory=CompareSettings)
     problems: list[str] = field(default_factory=list)
 
 
@@ -420,6 +449,12 @@ def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
                 side.problems.append(f"{gen_repo / 'contract.json'}: cannot read: {exc}")
         if (gen_repo / "reference.json").is_file():
             side.reference_dir = gen_repo
+            from generator.reference import read_compare_settings
+
+            try:
+                side.compare = read_compare_settings(gen_repo)
+            except GenRepoError as exc:
+                side.problems.extend(str(p) for p in exc.problems)
     return side
 
 
@@ -482,7 +517,7 @@ class _Run:
     # -- one model --------------------------------------------------------------------------------------------------
     def run_model(self, model: str) -> None:
         side = _model_side(self.repo_dir, model)
-        ready = self.check(model, "ready", lambda: self.check_ready(model))
+        ready = self.check(model, "ready", lambda: self.check_ready(model, side))
         if ready.status != "passed":
             status = "skipped" if ready.status == "failed" else "error"
             reason = f"model '{model}' is not ready" if ready.status == "failed" else (
@@ -513,7 +548,7 @@ class _Run:
         self.check(model, "burst", lambda: self.check_burst(model, state))
 
     # -- 1. ready -----------------------------------------------------------------------------------------------------
-    def check_ready(self, model: str) -> Outcome:
+    def check_ready(self, model: str, side: _ModelSide | None = None) -> Outcome:
         details: dict[str, Any] = {"server_live": self.conn.live()}
         if not details["server_live"]:
             return "failed", "the server answers but does not report live", details
@@ -541,8 +576,8 @@ class _Run:
             if "explicit model load" in text or "not allowed" in text:
                 why = entry.get("reason") or entry.get("state") or "not in the server's repository index"
                 return "failed", f"model '{model}' is not ready and the server does not load models on request: " \
-                    f"{why}", details
-            return "failed", f"model '{model}' failed to load: {text}", details
+                    f"{why}{missing_backend(why, side, details)}", details
+            return "failed", f"model '{model}' failed to load: {text}{missing_backend(text, side, details)}", details
         details["loaded_through_repository_api"] = True
         details["model_ready"] = self.conn.model_ready(model)
         if not details["model_ready"]:
@@ -650,16 +685,10 @@ class _Run:
                 if have is None:
                     problems.append(f"case {case.name}: output '{name}' missing")
                     continue
-                rtol, atol = tolerance_for(want.dtype, rtol=self.options.rtol, atol=self.options.atol)
-                entry = {"case": case.name, "output": name, **_compare(have, want, rtol, atol)}
-                compared.append(entry)
-                if not entry["ok"]:
-                    problems.append(
-                        f"case {case.name}: output '{name}' differs from the reference"
-                        + (f": {entry['problem']}" if "problem" in entry else
-                           f" (max abs error {entry['max_abs_error']:.3g}, max rel error {entry['max_rel_error']:.3g};"
-                           f" rtol {rtol:g}, atol {atol:g})")
-                    )
+                record, problem = _compare(side.compare, name, have, want, case.inputs, self.options)
+                compared.append({"case": case.name, "output": name, **record})
+                if problem:
+                    problems.append(f"case {case.name}: output '{name}' differs from the reference: {problem}")
         details = {"comparisons": compared}
         if problems:
             return "failed", "; ".join(problems), details

@@ -43,8 +43,9 @@ def smoke_session(
     with contextlib.ExitStack() as stack:
         folder: Path | None = Path(repo) if repo is not None and bucket is None else None
         serve_from: Path | str | None = folder
+        scratch: Path | None = None
         if bucket is not None:
-            from generator.publish import download_repository, parse_url
+            from generator.storage import download_repository, parse_url
 
             # The checks need the repository's files (configs, contracts, references): read them from the bucket.
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gen-repo-smoke-")))
@@ -53,8 +54,9 @@ def smoke_session(
         if url is not None:
             return run_smoke(url, protocol, folder, list(models) or None, options, progress)
         assert folder is not None and serve_from is not None, "a launched server needs a repository"
+        log_file = scratch / "tritonserver.log" if scratch is not None else None
         return _launched(folder, serve_from, protocol, list(models), options, tritonserver, ready_timeout, progress,
-                         say)
+                         say, log_file)
 
 
 def _launched(
@@ -67,13 +69,20 @@ def _launched(
     ready_timeout: float,
     progress: Callable[[CheckResult], None] | None,
     say: Announce,
+    log_file: Path | None = None,
 ) -> SmokeReport:
-    from generator.server import TritonNotReadyError, TritonStartError, launch
+    """Smoke-test on a server launched for the run.
+
+    ``log_file`` (for a remote repository) keeps the server's log, to show its storage errors if it is not ready.
+    """
+    from generator.server import TritonNotReadyError, TritonStartError, launch, read_log
+    from generator.storage import server_environment, server_storage_findings
 
     names = models or repository_models(repo)
+    remote = log_file is not None
     try:
-        with launch(serve_from, tritonserver=tritonserver, ready_timeout=ready_timeout,
-                    model_control="explicit") as server:
+        with launch(serve_from, tritonserver=tritonserver, ready_timeout=ready_timeout, model_control="explicit",
+                    env=server_environment(str(serve_from)) if remote else None, log_file=log_file) as server:
             url = server.grpc_url if protocol == "grpc" else server.http_url
             say(f"launched tritonserver {server.binary.describe()} at {url} ({protocol}) serving {serve_from}")
             return run_smoke(url, protocol, repo, names or None, options, progress)
@@ -81,6 +90,12 @@ def _launched(
         message = "; ".join(p.message for p in error.problems)
         for problem in error.problems:
             say(f"error: {problem}")
+        if log_file is not None:
+            findings = server_storage_findings(str(serve_from), read_log(log_file))
+            for finding in findings:
+                say(f"error: {serve_from}: tritonserver storage: {finding}")
+            if findings:
+                message = f"{message.splitlines()[0]} storage: {' | '.join(findings)}"
         report = unreachable_report("127.0.0.1", protocol, names, f"the launched server did not start: {message}")
         if progress is not None:
             for result in report.results:

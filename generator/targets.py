@@ -108,13 +108,17 @@ def _model_pointer(plan: RepositoryPlan, model: ModelPlan, *rest: str) -> str:
 def preflight(plan: RepositoryPlan, options: BuildOptions) -> TensorRTTarget | None:
     """Refuse, before anything is imported or exported, what cannot work; return the TensorRT in use (if any).
 
-    Problems (all at once, exit code 2): a factory source without ``allow_code`` (the module is never imported); a
-    tensorrt target when the TensorRT module cannot build here; ``compute_capabilities`` without a GPU of each
-    capability (and with TensorRT-RTX, which cannot pick a GPU here).
+    Problems (all at once, exit code 2): a model without a source; a factory source without ``allow_code`` (the
+    module is never imported); a tensorrt target when the TensorRT module cannot build here;
+    ``compute_capabilities`` without a GPU of each capability (and with TensorRT-RTX, which cannot pick a GPU here).
     """
     file = str(plan.manifest_file)
     problems: list[Problem] = []
     for model in plan.models:
+        if model.source is None:  # e.g. `gen-repo init` output, whose source lines are comments to fill in
+            problems.append(Problem(file, _model_pointer(plan, model), f"model {model.name!r} has no source to build "
+                                    "from: add `source: {onnx: model.onnx}`, `{pt2: model.pt2}` or `{factory: "
+                                    "\"package.module:make\"}` (paths relative to the manifest)"))
         for key, code in (("source", model.source), ("samples", model.samples)):
             if code is not None and code.kind == "factory" and not options.allow_code:
                 problems.append(

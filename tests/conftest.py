@@ -113,6 +113,34 @@ def warmup_example_repository(tmp_path_factory) -> _Path:
     return output
 
 
+# ---- store: S3 and GCS on loopback (generator/storage.py, generator/publish.py) -------------------------------------
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto_server on 127.0.0.1 with the test bucket, once per session (tests/object_stores.py)."""
+    from tests.object_stores import running_store
+
+    with running_store("s3") as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """gcp-storage-emulator (in memory) on 127.0.0.1 with the test bucket, once per session."""
+    from tests.object_stores import running_store
+
+    with running_store("gcs") as store:
+        yield store
+
+
+@pytest.fixture(params=["s3", "gcs"])
+def store(request, monkeypatch):
+    """Each object store in turn, its environment set for the test (and the processes it starts)."""
+    server = request.getfixturevalue(f"{request.param}_server")
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    return server
+
+
 # ---- built_example_repository (generator/build.py) ----------------------------------------
 @pytest.fixture(scope="session")
 def built_example_repository(example_repository) -> _Path:
@@ -130,6 +158,7 @@ _INSTALLED_TOOL_SKIPS = (
     "no tritonserver available",
     "tensorrt_rtx is not installed",
     "moto[server] and s3fs are needed",
+    "gcp-storage-emulator and gcsfs are needed",
     "ray is not installed",
     "the gen-repo console script is not installed",
 )
@@ -145,3 +174,10 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
         if any(marker in reason for marker in _INSTALLED_TOOL_SKIPS):
             report.outcome = "failed"
             report.longrepr = f"skipped in CI, where this tool is installed: {reason}"
+
+
+# ---- the build cache's signing secret (generator/cache.py) ---------------------------------------------------------
+#: Tests sign cache entries with one fixed secret, as the jobs of a CI pipeline share one, so that no test (nor a
+#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/test_cache.py covers that file.
+TEST_CACHE_SECRET = "gen-repo-tests-cache-secret-0123456789"
+_os.environ.setdefault("GEN_REPO_CACHE_SECRET", TEST_CACHE_SECRET)

@@ -74,6 +74,8 @@ class Case:
     where: str = ""
     #: more findings, on other bad models: (model key, text in its config or None for its folder)
     also: tuple[tuple[str, str | None], ...] = ()
+    #: findings of other rules on the same value: (model key, text in its config, rule)
+    plus: tuple[tuple[str, str | tuple[str, int], str], ...] = ()
     environment: Environment | None = None
     external: tuple[str, ...] = ()  #: model keys named as loaded elsewhere
 
@@ -258,12 +260,13 @@ CASES: tuple[Case, ...] = (
                                            '"labels.txt" } ]\n'),
          one(B + X + 'output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]\n',
              {**PY, "labels.txt": "a\nb\nc\nd\n"}), at="label_filename"),
+    # the path itself is always path-escape's: Triton opens it as given, so nothing confines it to the model
     Case("batch-strategy-sequence", one(B + "sequence_batching { }\n" + BATCH_PATH % "<<@m>>/libbatch.so" + IO,
                                         {**PY, "libbatch.so": ""}),
-         one(B + "sequence_batching { }\n" + IO), at="value: {"),
+         one(B + "sequence_batching { }\n" + IO), at="value: {", plus=(("m", "string_value", "path-escape"),)),
     Case("batch-strategy-relative", one(B + BATCH_PATH % "libbatch.so" + IO, {**PY, "libbatch.so": ""}), one(),
-         at="value: {"),
-    Case("batch-strategy-missing", one(B + BATCH_PATH % "<<@m>>/libbatch.so" + IO), one(), at="value: {"),
+         at="string_value"),
+    Case("batch-strategy-missing", one(B + BATCH_PATH % "<<@m>>/libbatch.so" + IO), one(), at="string_value"),
     Case("runtime-escape", one(B + 'runtime: "../libtriton_fake.so"\n' + IO, {**PY, "libtriton_fake.so": ""}),
          one(B + 'runtime: "libtriton_python.so"\n' + IO), at="runtime"),
     # ------------------------------------------------------------------------------------------------ backends

@@ -122,10 +122,13 @@ def _human(value: int, unit: str) -> str:
 RAW_READS = {
     "generator/documents.py": (4, "gen-repo's own schemas/ (package data)"),
     "generator/config.py": (1, "gen-repo's own templates/ (package data)"),
-    "generator/repository.py": (2, "/proc/<pid>/stat and /proc/sys/kernel/random/boot_id of this machine"),
+    "generator/repository.py": (5, "/proc/<pid>/stat and /proc/sys/kernel/random/boot_id of this machine; verify's "
+                                   "bytecode check (a regular file under MAX_BYTECODE_BYTES, and its source, hashed "
+                                   "against the lock already); --keep-going's copy of the previous build (streamed, "
+                                   "hashed against its lock)"),
     "generator/server.py": (3, "the server's own log, and the Python backend stub gen-repo installs"),
-    "generator/cache.py": (4, "the build cache: streamed hashes, its own entry manifests and /proc (its trust "
-                              "model: docs/security.md)"),
+    "generator/cache.py": (5, "the build cache: streamed hashes and copies, its own entry manifests (bounded) and "
+                              "/proc (its trust model: docs/security.md)"),
     "generator/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
     "generator/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
     "generator/publish.py": (1, "the artifacts verify has just checked against the lock, uploaded"),

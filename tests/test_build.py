@@ -6,6 +6,7 @@ folder is shared by the module's builds, so later builds only export what change
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import onnx
 import pytest
+import yaml
 from build_helpers import factory_calls, load_module, make_project, nested_inputs, record, tree_digest, write_manifest
 
 from generator.build import BuildFailed, BuildOptions, build_repository, factory_fingerprint, plan_build
@@ -464,7 +466,8 @@ def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stag
     (model,) = info.value.report.models
     (problem,) = model.problems
     assert model.stage == "reference" and problem.pointer == "/models/0/inputs"
-    assert problem.message.startswith("reference: input 'input_ids': the manifest's values 0..30 go beyond 0..19, "
+    assert problem.message.startswith("model 'two', stage reference: input 'input_ids': the manifest's values 0..30 "
+                                      "go beyond 0..19, "
                                       "the index into the 20-row table")
     fine = write_manifest(zoo.root, "values_ok.yaml", [
         {"name": "two", "spec": "specs/two.graphspec.json", "source": {"factory": f"{MODULE}:make_two"},
@@ -534,3 +537,27 @@ def test_the_cache_key_follows_the_contract_text_not_only_its_data(tmp_path, mon
     assert key == build_module.model_cache_key(cache, model, BuildOptions(), tool_versions())
     monkeypatch.setattr(build_module, "contract_text", lambda m: contract_text(m).replace("\n", "\n "))
     assert build_module.model_cache_key(cache, model, BuildOptions(), tool_versions()) != key
+
+
+def test_a_cache_entry_with_recomputed_metadata_is_rebuilt_not_served(zoo: SimpleNamespace, cache_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    """Issue 21: someone who can write the cache changes an entry's model.onnx and recomputes its manifest's
+    sha256 and size. The entry's MAC (keyed by a secret outside the cache) no longer verifies: the model is built
+    again, and the smuggled bytes never reach the repository (so ``verify`` cannot vouch for them)."""
+    cache = tmp_path / "cache"
+    shutil.copytree(cache_dir, cache)
+    key = read_lock(zoo.repo)["models"]["fromonnx"]["cache_key"]
+    files = cache / key[:2] / key / "files"
+    smuggled = b"smuggled" * 64
+    (files / "model.onnx").write_bytes(smuggled)
+    manifest_path = files.parent / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"]["model.onnx"] = {"sha256": hashlib.sha256(smuggled).hexdigest(), "size": len(smuggled)}
+    manifest_path.write_text(json.dumps(manifest))
+    only = write_manifest(zoo.root, "only-fromonnx.yaml",
+                          [e for e in yaml.safe_load(zoo.manifest.read_text())["models"] if e["name"] == "fromonnx"])
+    report = build_repository(only, BuildOptions(allow_code=True, cache_dir=cache), output_dir=tmp_path / "out")
+    assert [(m.name, m.status) for m in report.models] == [("fromonnx", "built")]
+    built = (tmp_path / "out" / "fromonnx" / "1" / "model.onnx").read_bytes()
+    assert built != smuggled and built == (zoo.repo / "fromonnx" / "1" / "model.onnx").read_bytes()
+    assert verify_repository(tmp_path / "out") == []

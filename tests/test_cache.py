@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -17,9 +19,11 @@ from generator.cache import (
     BuildCache,
     atomic_write_bytes,
     cache_key,
+    cache_secret,
     canonical_json,
     hash_bytes,
     hash_file,
+    secret_file,
 )
 from generator.errors import GenRepoError
 
@@ -200,10 +204,14 @@ def test_manifest_is_plain_json(tmp_path: Path) -> None:
     key = cache.key(x=1)
     stored = cache.put(key, {"a": b"x"})
     manifest = json.loads((stored.parent / "manifest.json").read_text())
+    files = {"a": {"sha256": hash_bytes(b"x"), "size": 1}}
+    body = canonical_json({"format": "gen-repo-cache/2", "key": key, "files": files}).encode("ascii")
+    secret = os.environ["GEN_REPO_CACHE_SECRET"].encode()
     assert manifest == {
-        "format": "gen-repo-cache/1",
+        "format": "gen-repo-cache/2",
         "key": key,
-        "files": {"a": {"sha256": hash_bytes(b"x"), "size": 1}},
+        "files": files,
+        "mac": hmac.new(secret, body, hashlib.sha256).hexdigest(),
     }
 
 
@@ -219,3 +227,83 @@ def test_clean_leftovers_removes_work_folders_of_killed_builds_only(tmp_path: Pa
     cache.clean_leftovers()
     assert [p.exists() for p in killed] == [False, False]
     assert [p.exists() for p in alive] == [True, True]
+
+
+# ---- signed entries: whoever writes the cache cannot smuggle bytes (issue 21) --------------------------------------
+def _poison(stored: Path, name: str, data: bytes, *, secret: bytes | None = None) -> None:
+    """Replace an entry's file and recompute its manifest, as someone who can write the cache would."""
+    (stored / name).write_bytes(data)
+    manifest_path = stored.parent / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"][name] = {"sha256": hash_bytes(data), "size": len(data)}
+    if secret is not None:  # signed too, but with a secret of their own
+        body = canonical_json({k: manifest[k] for k in ("format", "key", "files")}).encode("ascii")
+        manifest["mac"] = hmac.new(secret, body, hashlib.sha256).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("resigned", [False, True], ids=["recomputed-sha256", "resigned-with-another-secret"])
+def test_an_entry_with_recomputed_metadata_is_not_served(tmp_path: Path, resigned: bool) -> None:
+    cache = BuildCache(tmp_path / "cache")
+    key = cache.key(x=1)
+    stored = cache.put(key, {"model.onnx": b"the real model", "gen_repo/contract.json": b"{}"})
+    _poison(stored, "model.onnx", b"smuggled bytes!", secret=b"not the cache's secret at all" if resigned else None)
+    assert cache.get(key) is None  # a miss: the build makes it again
+    assert not cache.entry_path(key).exists()  # and the bad entry is gone
+    assert not cache.copy_entry(key, tmp_path / "staged")
+
+
+def test_copy_entry_hashes_what_it_copies(tmp_path: Path) -> None:
+    """A file swapped after get() checked the entry is caught by the copy itself (nothing is read twice)."""
+    cache = BuildCache(tmp_path / "cache")
+    key = cache.key(x=2)
+    stored = cache.put(key, {"model.onnx": b"the real model", "sub/ref.npz": b"ref"})
+    assert cache.get(key) == stored
+    assert cache.copy_entry(key, tmp_path / "good")
+    assert (tmp_path / "good" / "model.onnx").read_bytes() == b"the real model"
+    assert (tmp_path / "good" / "sub" / "ref.npz").read_bytes() == b"ref"
+    (stored / "model.onnx").write_bytes(b"the fake model")  # same size, after the check
+    assert not cache.copy_entry(key, tmp_path / "bad")
+    (stored / "model.onnx").unlink()
+    (stored / "model.onnx").symlink_to(tmp_path / "good" / "model.onnx")  # the real bytes, through a symlink
+    assert not cache.copy_entry(key, tmp_path / "linked")
+
+
+def test_the_per_user_secret_is_made_once_private_and_outside_the_cache(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEN_REPO_CACHE_SECRET")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    path = secret_file()
+    assert path == tmp_path / "config" / "gen-repo" / "cache-secret"
+    first = cache_secret(tmp_path / "cache")
+    assert len(first) == 64 and path.stat().st_mode & 0o777 == 0o600
+    assert cache_secret(tmp_path / "cache") == first
+    assert sorted(os.listdir(path.parent)) == ["cache-secret"]  # no temp file left
+    # An entry signed with it is served; with another secret it is not.
+    cache = BuildCache(tmp_path / "cache")
+    key = cache.key(x=3)
+    cache.put(key, {"a": b"x"})
+    assert cache.get(key) is not None
+    assert BuildCache(tmp_path / "cache", secret=b"another secret of 32 bytes......").get(key) is None
+
+
+def test_a_secret_others_can_read_or_that_lies_in_the_cache_is_refused(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEN_REPO_CACHE_SECRET")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    cache_secret(tmp_path / "cache")
+    path = secret_file()
+    path.chmod(0o644)
+    with pytest.raises(GenRepoError, match=r"cache secret file is open to others \(mode 644\)"):
+        cache_secret(tmp_path / "cache")
+    path.unlink()
+    path.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").write_text("x" * 64)
+    with pytest.raises(GenRepoError, match="a symlink is refused"):
+        cache_secret(tmp_path / "cache")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cache" / "config"))
+    with pytest.raises(GenRepoError, match="lies inside the cache folder"):
+        BuildCache(tmp_path / "cache").put(cache_key(x=1), {"a": b"x"})
+    monkeypatch.setenv("GEN_REPO_CACHE_SECRET", "short")
+    with pytest.raises(GenRepoError, match="at least 16 bytes"):
+        cache_secret(tmp_path / "cache")

@@ -37,7 +37,7 @@ def _run(*args: str) -> SimpleNamespace:
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("cli-cache")
+    return tmp_path_factory.mktemp("cli-cache") / "cache"  # made by the first build, which says so
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,16 @@ def test_json_summary_and_plain_progress(project: SimpleNamespace) -> None:
     assert "W1202" not in project.run.stderr and "torchvision" not in project.run.stderr
 
 
+def test_the_build_says_where_its_cache_lives(project: SimpleNamespace, cache_dir: Path) -> None:
+    """The first build into a cache says where it made it; a cache hit says which cache it came from."""
+    assert project.run.stderr.count(f"build cache created at {cache_dir}: built models are kept there") == 1
+    run = _run("build", project.manifest, "--allow-code", "--cache-dir", cache_dir)
+    assert run.code == 0
+    assert "build cache created" not in run.stderr
+    for model in ("mlp", "two", "flaky"):
+        assert f"{model}: cached: unchanged: taken from the build cache at {cache_dir}" in run.stderr
+
+
 def test_second_run_is_cached(project: SimpleNamespace, cache_dir: Path) -> None:
     calls = factory_calls(project.root)
     run = _run("build", project.manifest, "--allow-code", "--cache-dir", cache_dir, "--json")
@@ -81,6 +91,21 @@ def test_factory_without_allow_code_is_refused_and_never_imported(tmp_path: Path
     assert run.code == 2
     assert "--allow-code" in run.stderr and "/models/0/source/factory" in run.stderr
     assert not (tmp_path / "imported.marker").exists()
+    assert not (tmp_path / "model_repository").exists() and not (tmp_path / "cache").exists()
+
+
+def test_unedited_init_output_is_bad_input_exit_2(tmp_path: Path) -> None:
+    """`gen-repo init` leaves each source line commented out: build refuses every model before any work (exit 2,
+    the README's code for bad input), naming each entry, and writes nothing."""
+    specs = Path(__file__).resolve().parent.parent / "examples" / "specs"
+    for spec in specs.glob("*.graphspec.json"):
+        shutil.copy(spec, tmp_path)
+    assert _run("init", *sorted(tmp_path.glob("*.json")), "-o", tmp_path / "gen-repo.yaml").code == 0
+    run = _run("build", tmp_path / "gen-repo.yaml", "--cache-dir", tmp_path / "cache")
+    assert run.code == 2, run.stderr
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
+    assert [e.split(": ")[2] for e in errors] == ["/models/0", "/models/1"], errors
+    assert all("has no source to build from: add `source: {onnx: model.onnx}`" in e for e in errors)
     assert not (tmp_path / "model_repository").exists() and not (tmp_path / "cache").exists()
 
 

@@ -52,8 +52,8 @@ def test_config_writes_layout_and_is_byte_identical(tmp_path):
     result = _run("config", str(EXAMPLES_MANIFEST), "-o", str(out), "--target", "python")
     assert result.exit_code == 0, result.output
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert files == ["mlp/1/gen_repo/contract.json", "mlp/config.pbtxt", "text/1/gen_repo/contract.json",
-                     "text/config.pbtxt"]
+    assert files == [".gen-repo-output", "mlp/1/gen_repo/contract.json", "mlp/config.pbtxt",
+                     "text/1/gen_repo/contract.json", "text/config.pbtxt"]
     first = {f: (out / f).read_bytes() for f in files}
     golden = Path(__file__).parent / "golden" / "configs" / "examples"
     assert first["mlp/config.pbtxt"] == (golden / "mlp" / "config.pbtxt").read_bytes()
@@ -116,6 +116,16 @@ def test_bad_manifests_exit_2_and_write_nothing(tmp_path, case, command):
     assert f"error: {manifest}: {expected}" in result.stderr
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written, no staging folder
+
+
+def test_plan_prints_a_refused_models_errors_once(tmp_path):
+    """stdout shows the plan (the refused model named), stderr every reason, once: a terminal shows each once."""
+    document, expected = _bad_cases(tmp_path)["plan problem"]
+    manifest = write_manifest(tmp_path, document)
+    result = CliRunner().invoke(main, ["plan", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert "model 'b' (/models/1): refused, nothing would be built (1 error(s) below)" in result.stdout
+    assert result.stdout.count(expected) == 0 and result.stderr.count(expected) == 1
 
 
 def test_config_makes_nothing_where_a_refused_output_leads(tmp_path):

@@ -111,7 +111,10 @@ def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path:
     assert lines[7] == f"{bad_specs[1]}: 0 graph(s), max_batch_size -: 3 error(s)"
     assert lines[0].endswith("max_batch_size 8: valid") and lines[2].endswith("max_batch_size 0 (no batching): valid")
     assert result.output.count("error: ") == 3
-    assert runner.invoke(main, ["validate", "--json", *map(str, files)]).exit_code == 2
+    as_json = runner.invoke(main, ["validate", "--json", *map(str, files)])
+    assert as_json.exit_code == 2
+    payload = json.loads(as_json.stdout)  # the graphs of the valid files beside the errors, one line per graph
+    assert payload["ok"] is False and len(payload["errors"]) == 3 and len(payload["graphs"]) == PARALLEL_MIN_FILES
 
 
 def test_invalid_specs_exit_2_with_every_error_of_every_file(runner: CliRunner, bad_specs: list[Path]) -> None:
@@ -250,3 +253,22 @@ def test_validate_says_how_triton_serves_a_real_recording(runner: CliRunner) -> 
     assert graph["triton"]["max_batch_size"] == 0
     assert any("0-d tensors ['input_timestep'] travel as [1]" in d for d in graph["triton"]["decisions"])
     assert any("narrowest batch range 2..8" in a for a in graph["assumptions"])
+
+
+def test_json_keeps_the_valid_files_graphs_beside_the_errors(runner: CliRunner, aitune_fixture_dir: Path,
+                                                             bad_specs: list[Path]) -> None:
+    """One invalid file among ten: the document keeps its shape, the nine valid files' graphs and the errors."""
+    valid = [*(str(aitune_fixture_dir / f"{name}.graphspec.json") for name in FIXTURES),
+             str(aitune_fixture_dir / "tune_report.json")]
+    files = [*valid[:4], str(bad_specs[1]), *valid[4:]]
+    assert len(files) == 10
+    alone = json.loads(runner.invoke(main, ["validate", "--json", "--verbose", *valid]).output)
+    for extra in ([], ["--verbose"]):  # one line per graph, and indented
+        result = runner.invoke(main, ["validate", "--json", *extra, *files])
+        assert result.exit_code == 2
+        payload = json.loads(result.stdout)
+        assert payload["ok"] is False
+        assert payload["graphs"] == alone["graphs"] and len(payload["graphs"]) >= 9
+        assert {(e["file"], e["pointer"]) for e in payload["errors"]} >= {(str(bad_specs[1]), "/graph/name")}
+        assert result.stderr == ""
+

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from generator.distributed import TaskDemand, _feasible, _loopback_host, cc_resource, engine_demand, export_demand
+from tests.loopback_namespace import LoopbackNamespace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = REPO_ROOT / "examples" / "gen-repo.yaml"
-VENV_BIN = Path(sys.executable).parent
 #: Outside 10002-19999 (Ray's default worker port range); the namespace is private, so it is free.
 HEAD_PORT = 26379
 WORKER_NODE_MANAGER_PORT = 26500
@@ -60,77 +60,6 @@ def test_loopback_host() -> None:
     assert _loopback_host("ray://127.0.0.1:10001") == "127.0.0.1"
     assert _loopback_host("auto") is None
     assert _loopback_host("10.0.0.5:6379") is None
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# A private loopback-only network namespace
-# --------------------------------------------------------------------------------------------------------------------
-def _net_ns(pid: int | str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None
-
-
-class LoopbackNamespace:
-    """A user+network namespace held by a ``sleep`` process; commands enter it with ``nsenter``."""
-
-    def __init__(self) -> None:
-        self.holder = subprocess.Popen(
-            ["unshare", "--user", "--map-root-user", "--net", "sleep", "100000"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        deadline = time.monotonic() + 10
-        while _net_ns(self.holder.pid) in (None, _net_ns("self")) and time.monotonic() < deadline:
-            if self.holder.poll() is not None:
-                break
-            time.sleep(0.05)
-        if self.holder.poll() is not None or _net_ns(self.holder.pid) == _net_ns("self"):
-            error = self.holder.stderr.read().decode() if self.holder.stderr else ""
-            self.close()
-            pytest.skip(f"cannot create a loopback-only network namespace (unshare --user --net): {error.strip()}")
-        self.inode = _net_ns(self.holder.pid)
-        self.run(["ip", "link", "set", "lo", "up"], check=True)
-
-    def prefix(self) -> list[str]:
-        return ["nsenter", "-t", str(self.holder.pid), "-U", "-n", "--"]
-
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-        env["RAY_USAGE_STATS_ENABLED"] = "0"  # never report usage to anyone
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
-
-    def run(self, command: list[str], timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.prefix() + command, env=self.env(), cwd=REPO_ROOT, text=True,
-                              capture_output=True, timeout=timeout, **kwargs)  # type: ignore[call-overload]
-
-    def popen(self, command: list[str], **kwargs: object) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.prefix() + command, env=self.env(), cwd=REPO_ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)  # type: ignore[call-overload]
-
-    def pids(self) -> list[int]:
-        """Every process in this namespace (all of them started by this test)."""
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != self.holder.pid and _net_ns(entry) == self.inode:
-                found.append(int(entry))
-        return found
-
-    def close(self) -> None:
-        if getattr(self, "inode", None):
-            for _ in range(50):
-                pids = self.pids()
-                if not pids:
-                    break
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError):
-            self.holder.kill()
-        self.holder.wait(timeout=10)
 
 
 def _children(pid: int) -> list[int]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from generator.repository import LOCK_FILE_NAME, verify_repository
+from generator.repository import LOCK_FILE_NAME, OUTPUT_MARKER, verify_repository
 from tests.test_safety import copy_project, gen_repo, isolated_env, tree_state
 
 pytestmark = pytest.mark.slow
@@ -259,7 +259,7 @@ def test_keep_going_leaves_the_other_models_built(project: Project) -> None:
     assert result.returncode == 1, result.stderr[-3000:]
     lock = json.loads((project.output / LOCK_FILE_NAME).read_text(encoding="utf-8"))
     assert sorted(lock["models"]) == ["mlp", "text"]
-    assert sorted(p.name for p in project.output.iterdir()) == sorted([LOCK_FILE_NAME, "mlp", "text"])
+    assert sorted(p.name for p in project.output.iterdir()) == sorted([LOCK_FILE_NAME, OUTPUT_MARKER, "mlp", "text"])
     assert verify_repository(project.output) == []
     assert project.leftovers() == []
 

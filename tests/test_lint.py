@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.lint import RULES, Environment, Finding, PbtxtLocator, lint, lint_repository, parse_config_text
+from generator.lint import RULES, Environment, Finding, PbtxtLocator, lint, lint_repository, parse_config_text, rules
 from generator.lint.rules import RULE_TABLE, Rule
 from tests.lint_cases import CASE_IDS, CASES, Case, Model, ensemble, position, repo_of, step, write_side
 
@@ -181,6 +181,15 @@ def test_cli_exit_codes() -> None:
     assert runner.invoke(main, ["lint"]).exit_code == 2
 
 
+def test_cli_on_a_model_folder_says_a_repository_folder_is_expected() -> None:
+    """`gen-repo lint model_repository/mlp`: one error naming the repository folder to lint instead."""
+    model = GOOD / "tiny_classifier"
+    result = CliRunner().invoke(main, ["lint", str(model)])
+    assert result.exit_code == 1
+    assert (f"config.pbtxt: error: {model} is a model folder (it holds config.pbtxt); lint expects the repository "
+            f"folder that holds the models: gen-repo lint {GOOD.resolve()} [repository-is-a-model]") in result.output
+
+
 def test_cli_json_output() -> None:
     result = CliRunner().invoke(main, ["lint", "--json", str(CORPUS / "bad" / "reshape-size")])
     assert result.exit_code == 1
@@ -213,7 +222,8 @@ def test_warmup_data_file_short_or_outside_the_warmup_folder(tmp_path: Path) -> 
     config = model / "config.pbtxt"
     config.write_text(config.read_text().replace('input_data_file: "ids.bin"', 'input_data_file: "../1/x"'))
     (finding,) = lint_repository(tmp_path)
-    assert finding.rule == "warmup-data-file" and "leaves the model's warmup/ folder" in finding.message
+    assert (finding.rule, finding.line) == ("path-escape", 31), str(finding)
+    assert "input_data_file '../1/x' has a '..' component: Triton joins it to <model>/warmup/" in finding.message
 
 
 # ---------------------------------------------------------------------------- the case table (tests/lint_cases.py)
@@ -259,6 +269,7 @@ _CASE_ROOTS: dict[str, list[Path]] = {}
 
 
 def _expected_finding(case: Case, key: str, at: str | tuple[str, int] | None, rule: Rule) -> tuple[Any, ...]:
+    """(rule, file, line, column, severity) of a finding the case plants."""
     roots = _CASE_ROOTS[case.id]
     root = roots[repo_of(key)]
     folder = f"{root}/{case.name('bad', key)}"
@@ -275,7 +286,8 @@ def test_case_is_flagged_and_its_neighbour_is_not(case: Case, linted: dict[tuple
     rule = _rule_for(case.id)
     subject = next(iter(case.bad))
     expected = sorted([_expected_finding(case, subject, case.at, rule),
-                       *(_expected_finding(case, key, at, rule) for key, at in case.also)], key=str)
+                       *(_expected_finding(case, key, at, rule) for key, at in case.also),
+                       *(_expected_finding(case, key, at, rules.rule(other)) for key, at, other in case.plus)], key=str)
     got = sorted(((f.rule, f.file, f.line, f.column, f.severity) for f in linted[(case.id, "bad")]), key=str)
     assert got == expected, [str(f) for f in linted[(case.id, "bad")]]
     assert linted[(case.id, "good")] == []

@@ -86,6 +86,33 @@ def test_unknown_keys_everywhere_reported_at_once(tmp_path):
     assert "/models/0/dynamic_batching" in joined
 
 
+@pytest.mark.parametrize("name", ["gen-repo.yaml", "gen-repo.json"])
+def test_an_unknown_key_suggests_the_closest_known_key_with_its_line_and_column(tmp_path, name):
+    """A typo (``taget``) names the key, where it is in the file and the key that was meant."""
+    path = tmp_path / name
+    if name.endswith(".yaml"):
+        path.write_text("defaults:\n  batchng: auto\nmodels:\n  - spec: x.json\n    taget: python\n"
+                        "    dynamic_batching: {prefered_batch_size: [2]}\n")
+        at_target, at_batching, at_preferred = "line 5 column 5", "line 2 column 3", "line 6 column 24"
+    else:
+        path.write_text('{"defaults": {"batchng": "auto"},\n "models": [{"spec": "x.json", "taget": "python",\n'
+                        '   "dynamic_batching": {"prefered_batch_size": [2]}}]}\n')
+        at_target, at_batching, at_preferred = "line 2 column 32", "line 1 column 15", "line 3 column 25"
+    with pytest.raises(GenRepoError) as caught:
+        load_manifest(path)
+    messages = {p.pointer: p.message for p in caught.value.problems}
+    assert f"'taget' at {at_target}, did you mean 'target'?" in messages["/models/0"]
+    assert f"'batchng' at {at_batching}, did you mean 'batching'?" in messages["/defaults"]
+    assert f"'prefered_batch_size' at {at_preferred}, did you mean 'preferred_batch_size'?" in \
+        messages["/models/0/dynamic_batching"]
+    # A key like no known one lists the known keys instead of guessing.
+    path = tmp_path / "other.yaml"
+    path.write_text("models:\n  - spec: x.json\n    zzz: 1\n")
+    with pytest.raises(GenRepoError) as caught:
+        load_manifest(path)
+    assert "'zzz' at line 3 column 5; known keys: batch_axis_multipliers, batching," in str(caught.value)
+
+
 def test_missing_files_are_problems(tmp_path):
     problems = _load_error(tmp_path, {"models": [
         {"name": "a", "spec": "missing.json"},

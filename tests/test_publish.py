@@ -1,52 +1,23 @@
-"""Publishing to object storage (issue 8): a real S3 server (moto) on loopback and the real Triton server reading it."""
+"""Publishing to object storage (issues 8, 21, 26): every test runs against a real S3 server (moto) and a real GCS
+emulator on loopback (the ``store`` fixture), and the real Triton server reads the published repository from each."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from generator.errors import GenRepoError
-from generator.publish import (
-    LOCK_OBJECT,
-    PublishError,
-    PublishLock,
-    PublishLocked,
-    parse_url,
-    publish,
-    published_config,
-    verify_url,
-)
-
-AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-BUCKET = "models"
-
-
-def test_parse_url_forms() -> None:
-    aws = parse_url("s3://bucket/some/prefix/")
-    assert (aws.protocol, aws.path, aws.endpoint_url) == ("s3", "bucket/some/prefix", None)
-    assert aws.triton_url == "s3://bucket/some/prefix"
-    local = parse_url("s3://127.0.0.1:9000/bucket/repo")
-    assert (local.path, local.endpoint_url) == ("bucket/repo", "http://127.0.0.1:9000")
-    assert local.triton_url == "s3://http://127.0.0.1:9000/bucket/repo"
-    explicit = parse_url("s3://https://minio.example:443/bucket")
-    assert (explicit.path, explicit.endpoint_url) == ("bucket", "https://minio.example:443")
-    gcs = parse_url("gs://bucket/repo")
-    assert (gcs.protocol, gcs.path) == ("gs", "bucket/repo")
-    for bad in ("http://x/y", "s3://", "s3://127.0.0.1:9000/", "s3://ftp://h:1/b", "s3://b/../x", "/some/dir"):
-        with pytest.raises(GenRepoError):
-            parse_url(bad)
+from generator.publish import LOCK_OBJECT, PublishError, PublishLock, PublishLocked, publish, published_config
+from generator.repository import LOCK_FILE_NAME
+from generator.storage import download_repository, parse_url, verify_url
+from tests.object_stores import ObjectStore
 
 
 def test_published_config_pins_the_version() -> None:
@@ -63,118 +34,99 @@ def test_published_config_renames_the_versions_warmup_data() -> None:
     assert 'input_data_file: "7/x"' in out and 'input_data_file: "mine/y"' in out  # a user's own file stays
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# A real S3 server on loopback
-# --------------------------------------------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _gen_repo() -> str:
+    found = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
+    assert found
+    return found
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    moto = Path(sys.executable).parent / "moto_server"
-    if not moto.is_file() or importlib.util.find_spec("s3fs") is None:
-        pytest.skip("moto[server] and s3fs are needed (pip install -e '.[dev]')")
-    port = _free_port()
-    process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
-    saved = {k: os.environ.get(k) for k in AWS_ENV}
-    os.environ.update(AWS_ENV)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                break
-            assert process.poll() is None and time.monotonic() < deadline, "moto_server did not start"
-            time.sleep(0.1)
-        listening = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True).stdout
-        mine = [line.split()[3] for line in listening.splitlines() if f"pid={process.pid}," in line]
-        assert mine == [f"127.0.0.1:{port}"], mine  # loopback only
-        import s3fs
-
-        s3fs.S3FileSystem(endpoint_url=f"http://127.0.0.1:{port}", skip_instance_cache=True).mkdir(BUCKET)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _fs(endpoint: str):  # type: ignore[no-untyped-def]
-    import s3fs
-
-    return s3fs.S3FileSystem(endpoint_url=f"http://{endpoint}", skip_instance_cache=True, use_listings_cache=False)
-
-
-def _snapshot(endpoint: str, prefix: str) -> dict[str, bytes]:
-    fs = _fs(endpoint)
-    fs.invalidate_cache()
-    return {p: fs.cat_file(p) for p in fs.find(f"{BUCKET}/{prefix}")}
+def _flip_last_byte(fs, path: str) -> None:  # type: ignore[no-untyped-def]
+    data = fs.cat_file(path)
+    fs.pipe_file(path, data[:-1] + bytes([data[-1] ^ 0xFF]))  # same size, one byte changed
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Tests
+# The publish cycle, on each store
 # --------------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_publish_verify_and_republish_unchanged(s3_endpoint: str, example_repository: Path) -> None:
-    url = f"s3://{s3_endpoint}/{BUCKET}/plain"
+def test_publish_verify_and_republish_unchanged(store: ObjectStore, example_repository: Path) -> None:
+    url = store.url("plain")
     first = publish(example_repository, url)
     assert {m.name: (m.status, m.version) for m in first.models} == {"mlp": ("published", 1), "text": ("published", 1)}
     assert verify_url(url) == []
-    objects = _snapshot(s3_endpoint, "plain")
-    assert f"{BUCKET}/plain/gen-repo.lock.json" in objects
+    objects = store.snapshot("plain")
+    assert store.key("plain", LOCK_FILE_NAME) in objects
     assert not any(p.endswith(LOCK_OBJECT) for p in objects)  # released
-    config = objects[f"{BUCKET}/plain/mlp/config.pbtxt"].decode()
+    config = objects[store.key("plain", "mlp/config.pbtxt")].decode()
     assert "specific" in config and "versions: 1" in config
 
     again = publish(example_repository, url)
     assert {m.status for m in again.models} == {"unchanged"}
-    assert _snapshot(s3_endpoint, "plain") == objects
+    assert store.snapshot("plain") == objects
 
-    # A damaged object in the bucket is found by verify.
-    _fs(s3_endpoint).pipe_file(f"{BUCKET}/plain/text/1/model.onnx", b"not onnx")
+    # A damaged object in the bucket is found by verify, named as the object.
+    store.fs().pipe_file(store.key("plain", "text/1/model.onnx"), b"not onnx")
     problems = verify_url(url)
     assert [p.file for p in problems] == [f"{url}/text/1/model.onnx"]
 
 
 @pytest.mark.slow
-def test_corrupted_upload_is_detected_and_nothing_becomes_visible(s3_endpoint: str, example_repository: Path) -> None:
-    url = f"s3://{s3_endpoint}/{BUCKET}/corrupt"
+def test_publish_trusts_the_objects_not_the_remote_lock(store: ObjectStore, example_repository: Path) -> None:
+    """A served version whose objects were changed is never 'unchanged': publish refuses, naming each object, and
+    changes nothing; --force publishes a new version, and the damaged one is removed rather than kept as the
+    fallback that retention preserves (an intact one is kept)."""
+    url = store.url("tampered")
     publish(example_repository, url)
-    before = _snapshot(s3_endpoint, "corrupt")
+    fs = store.fs()
+    _flip_last_byte(fs, store.key("tampered", "text/1/model.onnx"))
+    fs.pipe_file(store.key("tampered", "mlp/1/__pycache__/model.cpython-311.pyc"), b"planted")
+    before = store.snapshot("tampered")
+
+    with pytest.raises(PublishError) as caught:
+        publish(example_repository, url)
+    problems = {p.file: p.message for p in caught.value.problems}
+    assert problems[f"{url}/text/1/model.onnx"].startswith("modified: sha256"), problems
+    assert problems[f"{url}/mlp/1/__pycache__/model.cpython-311.pyc"].startswith("unexpected"), problems
+    assert "gen-repo verify" in problems[url] and "--force" in problems[url]
+    assert store.snapshot("tampered") == before  # nothing changed
+
+    fs.rm(store.key("tampered", "mlp/1/__pycache__/model.cpython-311.pyc"))
+    report = publish(example_repository, url, force=True, keep_versions=2)
+    outcome = {m.name: (m.version, m.removed_versions, m.damaged_versions) for m in report.models}
+    assert outcome == {"mlp": (2, (), ()), "text": (2, (1,), (1,))}
+    assert fs.exists(store.key("tampered", "mlp/1/model.onnx"))  # the intact fallback stays
+    assert not fs.exists(store.key("tampered", "text/1/model.onnx"))
+    assert verify_url(url) == []
+
+
+@pytest.mark.slow
+def test_corrupted_upload_is_detected_and_nothing_becomes_visible(store: ObjectStore,
+                                                                  example_repository: Path) -> None:
+    url = store.url("corrupt")
+    publish(example_repository, url)
+    before = store.snapshot("corrupt")
 
     def damage(fs, paths: list[str]) -> None:  # type: ignore[no-untyped-def]
         assert any("/2/" in p for p in paths)
-        victim = next(p for p in paths if p.endswith("model.onnx"))
-        fs.pipe_file(victim, fs.cat_file(victim)[:-1] + b"\0")  # same size, one byte changed
+        _flip_last_byte(fs, next(p for p in paths if p.endswith("model.onnx")))
 
     with pytest.raises(PublishError) as caught:
         publish(example_repository, url, force=True, after_upload=damage)
     messages = [p.message for p in caught.value.problems]
     assert any("reads back as sha256" in m for m in messages), messages
-    assert _snapshot(s3_endpoint, "corrupt") == before  # no version 2, configs, lock untouched; lock object gone
+    assert store.snapshot("corrupt") == before  # no version 2, configs, lock untouched; lock object gone
 
 
 @pytest.mark.slow
-def test_concurrent_publisher_is_refused(s3_endpoint: str, example_repository: Path) -> None:
-    url = f"s3://{s3_endpoint}/{BUCKET}/contended"
+def test_concurrent_publisher_is_refused(store: ObjectStore, example_repository: Path) -> None:
+    url = store.url("contended")
     target = parse_url(url)
-    with PublishLock(_fs(s3_endpoint), target, "first-publisher"):
+    with PublishLock(store.fs(), target, "first-publisher"):
         with pytest.raises(PublishLocked) as caught:
             publish(example_repository, url, owner="second-publisher")
         assert "first-publisher" in caught.value.problems[0].message
     # An abandoned lock (expired) is taken over.
-    stale = PublishLock(_fs(s3_endpoint), target, "dead-publisher", ttl_s=-1.0)
+    stale = PublishLock(store.fs(), target, "dead-publisher", ttl_s=-1.0)
     stale.acquire()
     report = publish(example_repository, url)
     assert {m.status for m in report.models} == {"published"}
@@ -182,20 +134,20 @@ def test_concurrent_publisher_is_refused(s3_endpoint: str, example_repository: P
 
 @pytest.mark.slow
 @pytest.mark.triton
-def test_triton_serves_from_s3_and_rolls_to_version_2(
-    s3_endpoint: str, warmup_example_repository: Path, triton_server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
+def test_triton_serves_from_the_store_and_rolls_to_version_2(
+    store: ObjectStore, warmup_example_repository: Path, triton_server_factory, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     """Triton polls the bucket: version 2 stays invisible until its config switch, then loads (warming up from
-    its own warmup/2/ data); version 1 keeps its files."""
+    its own warmup/2/ data); version 1 keeps its files; `gen-repo smoke --url --repo URL` checks the server."""
+    import numpy as np
     import tritonclient.grpc as grpcclient
 
-    from generator.publish import download_repository
     from generator.smoke import run_smoke
 
-    url = f"s3://{s3_endpoint}/{BUCKET}/served"
+    url = store.url("served")
     report = publish(warmup_example_repository, url)
-    assert report.triton_url == f"s3://http://{s3_endpoint}/{BUCKET}/served"
-    server = triton_server_factory(report.triton_url, env=AWS_ENV, model_control="poll",
+    assert report.triton_url == store.triton_url("served")
+    server = triton_server_factory(report.triton_url, env=store.env, model_control="poll",
                                    extra_args=["--repository-poll-secs=1"], ready_timeout=180)
     smoke = run_smoke(server.grpc_url, repo_dir=download_repository(url, tmp_path / "v1"))
     assert smoke.exit_code == 0, smoke.to_dict()
@@ -206,8 +158,6 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
         return {e.version: e.state for e in client.get_model_repository_index().models if e.name == model}
 
     def infer_v1() -> None:
-        import numpy as np
-
         stored = warmup_example_repository / "mlp" / "1" / "gen_repo"
         inputs = np.load(stored / "reference.npz")
         case = json.loads((stored / "reference.json").read_text())["cases"][0]
@@ -242,7 +192,7 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
     try:
         assert uploaded.wait(120), outcome
         # Version 2 is completely in the bucket but not yet visible: the polling server stays on version 1.
-        assert _fs(s3_endpoint).exists(f"{BUCKET}/served/mlp/2/model.onnx")
+        assert store.fs().exists(store.key("served", "mlp/2/model.onnx"))
         for _ in range(6):  # several poll periods
             assert versions("mlp") == {"1": "READY"}
             infer_v1()
@@ -260,50 +210,118 @@ def test_triton_serves_from_s3_and_rolls_to_version_2(
         time.sleep(0.5)
     assert versions("mlp").get("2") == "READY", versions("mlp")
     assert verify_url(url) == []
-    smoke = run_smoke(server.grpc_url, repo_dir=download_repository(url, tmp_path / "v2"))
-    assert smoke.exit_code == 0, smoke.to_dict()
+    done = subprocess.run([_gen_repo(), "smoke", "--url", server.grpc_url, "--repo", url, "--burst", "8"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # Retention (2 versions) keeps version 1 in the bucket for servers still on it.
-    assert _fs(s3_endpoint).exists(f"{BUCKET}/served/mlp/1/model.onnx")
-    assert _fs(s3_endpoint).exists(f"{BUCKET}/served/mlp/warmup/1/input_x")
-    config = _fs(s3_endpoint).cat_file(f"{BUCKET}/served/mlp/config.pbtxt").decode()
+    fs = store.fs()
+    assert fs.exists(store.key("served", "mlp/1/model.onnx"))
+    assert fs.exists(store.key("served", "mlp/warmup/1/input_x"))
+    config = fs.cat_file(store.key("served", "mlp/config.pbtxt")).decode()
     assert 'input_data_file: "2/input_x"' in config, config
 
 
 @pytest.mark.slow
-def test_cli_publish_and_retention(s3_endpoint: str, warmup_example_repository: Path) -> None:
+def test_cli_publish_and_retention(store: ObjectStore, warmup_example_repository: Path) -> None:
     """Three publishes keep the newest two versions, their folders and their warmup data; configs name theirs."""
-    example_repository = warmup_example_repository
-    url = f"s3://{s3_endpoint}/{BUCKET}/cli"
-    gen_repo = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
-    assert gen_repo
-    env = {**os.environ, **AWS_ENV}
+    url = store.url("cli")
     for expected in (1, 2, 3):
-        done = subprocess.run([gen_repo, "publish", str(example_repository), url, "--force", "--keep-versions", "2",
-                               "--json"], capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run([_gen_repo(), "publish", str(warmup_example_repository), url, "--force",
+                               "--keep-versions", "2", "--json"], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert {m["version"] for m in json.loads(done.stdout)["models"]} == {expected}
-    fs = _fs(s3_endpoint)
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{BUCKET}/cli/mlp")) == ["2", "3", "config.pbtxt", "warmup"]
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{BUCKET}/cli/mlp/warmup")) == ["2", "3"]
-    local = (example_repository / "mlp" / "warmup" / "1" / "input_x").read_bytes()
-    assert fs.cat_file(f"{BUCKET}/cli/mlp/warmup/3/input_x") == local
-    assert 'input_data_file: "3/input_x"' in fs.cat_file(f"{BUCKET}/cli/mlp/config.pbtxt").decode()
+    fs = store.fs()
+    assert sorted(p.rstrip("/").rsplit("/", 1)[1] for p in fs.ls(store.key("cli", "mlp"))) == [
+        "2", "3", "config.pbtxt", "warmup"]
+    assert sorted(p.rstrip("/").rsplit("/", 1)[1] for p in fs.ls(store.key("cli", "mlp/warmup"))) == ["2", "3"]
+    local = (warmup_example_repository / "mlp" / "warmup" / "1" / "input_x").read_bytes()
+    assert fs.cat_file(store.key("cli", "mlp/warmup/3/input_x")) == local
+    assert 'input_data_file: "3/input_x"' in fs.cat_file(store.key("cli", "mlp/config.pbtxt")).decode()
     assert verify_url(url) == []
+    # Text output: the URL in the form it was given, for the user and for tritonserver.
+    done = subprocess.run([_gen_repo(), "publish", str(warmup_example_repository), url], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"published to {url}; serve it with tritonserver --model-repository={store.triton_url('cli')}")
 
 
 @pytest.mark.slow
 @pytest.mark.triton
-def test_cli_smoke_launches_triton_on_the_bucket(s3_endpoint: str, example_repository: Path, tmp_path: Path) -> None:
-    """`gen-repo smoke --launch --repo s3://...`: tritonserver loads the URL, the checks read the published files."""
-    url = f"s3://{s3_endpoint}/{BUCKET}/smoke"
+def test_cli_smoke_launches_triton_on_the_store(store: ObjectStore, example_repository: Path, tmp_path: Path) -> None:
+    """`gen-repo smoke --launch --repo URL`: tritonserver loads the URL, the checks read the published files."""
+    url = store.url("smoke")
     publish(example_repository, url)
-    gen_repo = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
-    assert gen_repo
     report_file = tmp_path / "smoke.json"
-    done = subprocess.run([gen_repo, "smoke", "--launch", "--repo", url, "--burst", "16", "--json", str(report_file)],
-                          capture_output=True, text=True, env={**os.environ, **AWS_ENV}, timeout=300)
+    done = subprocess.run([_gen_repo(), "smoke", "--launch", "--repo", url, "--burst", "16", "--json",
+                           str(report_file)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "s3://http://" in done.stderr  # the server was started on the bucket itself
+    assert f"serving {store.triton_url('smoke')}" in done.stderr  # the server was started on the bucket itself
     report = json.loads(report_file.read_text())
     checks = {(r["model"], r["check"]): r["status"] for r in report["results"]}
     assert checks[("mlp", "reference")] == checks[("text", "reference")] == "passed"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The lock publish relies on (issue 21)
+# --------------------------------------------------------------------------------------------------------------------
+def _with_lock(source: Path, destination: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    shutil.copytree(source, destination)
+    lock = json.loads((destination / LOCK_FILE_NAME).read_text())
+    edit(lock)
+    (destination / LOCK_FILE_NAME).write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    return destination
+
+
+@pytest.mark.slow
+def test_publish_accepts_the_locks_verify_accepts(store: ObjectStore, example_repository: Path,
+                                                  tmp_path: Path) -> None:
+    """A lock entry without ``version`` is valid (verify accepts it): publish takes the version from the model's one
+    version folder."""
+    repo = _with_lock(example_repository, tmp_path / "repo", lambda lock: lock["models"]["mlp"].pop("version"))
+    done = subprocess.run([_gen_repo(), "verify", str(repo)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = publish(repo, store.url("versionless"))
+    assert {m.name: (m.status, m.version) for m in report.models} == {"mlp": ("published", 1), "text": ("published", 1)}
+    assert verify_url(store.url("versionless")) == []
+
+
+@pytest.mark.parametrize(("edit", "pointer", "verify_code"), [
+    (lambda lock: lock["models"]["mlp"].update(version="1"), "/models/mlp/version", 1),
+    (lambda lock: lock["models"]["mlp"].update(version=3), "/models/mlp/version", 0),  # publish: one folder, 1
+    (lambda lock: lock.update(models=["mlp", "text"]), "/models", 1),
+    (lambda lock: lock["artifacts"].pop("mlp/config.pbtxt"), "/models/mlp", 1),  # the config is then unexpected
+])
+def test_publish_and_verify_refuse_the_same_invalid_locks(example_repository: Path, tmp_path: Path, edit,  # type: ignore[no-untyped-def]
+                                                         pointer: str, verify_code: int) -> None:
+    """Locks publish cannot rely on: publish refuses them located (exit 2), before any storage is contacted (the
+    URL's endpoint is not even listening); verify reports those that are not valid locks (a lock whose ``version``
+    names another folder than its artifacts' is valid, but not what a build writes)."""
+    repo = _with_lock(example_repository, tmp_path / "repo", edit)
+    lock_file = str(repo / LOCK_FILE_NAME)
+    verified = subprocess.run([_gen_repo(), "verify", str(repo)], capture_output=True, text=True, timeout=60)
+    assert verified.returncode == verify_code, verified.stdout + verified.stderr
+    published = subprocess.run([_gen_repo(), "publish", str(repo), "s3://127.0.0.1:9/bucket/x"], capture_output=True,
+                               text=True, timeout=60)
+    assert published.returncode == 2, published.stdout + published.stderr
+    assert "Traceback" not in published.stderr
+    assert f"error: {lock_file}: {pointer}: " in published.stderr or f"error: {repo}" in published.stderr, (
+        published.stderr)
+
+
+def test_a_lock_whose_model_has_two_versions_is_not_published(example_repository: Path, tmp_path: Path) -> None:
+    """Valid for verify (Triton serves both folders), but a publish uploads one version per model: refused, located."""
+    repo = tmp_path / "repo"
+    shutil.copytree(example_repository, repo)
+    shutil.copytree(repo / "mlp" / "1", repo / "mlp" / "2")
+    lock = json.loads((repo / LOCK_FILE_NAME).read_text())
+    lock["models"]["mlp"].pop("version")
+    for rel, meta in list(lock["artifacts"].items()):
+        if rel.startswith("mlp/1/"):
+            lock["artifacts"]["mlp/2/" + rel[len("mlp/1/"):]] = meta
+    (repo / LOCK_FILE_NAME).write_text(json.dumps(lock))
+    with pytest.raises(GenRepoError) as caught:
+        publish(repo, "s3://127.0.0.1:9/bucket/x")
+    assert [(p.pointer, p.message) for p in caught.value.problems] == [
+        ("/models/mlp", "artifacts in version folders [1, 2] (with warmup/<version>/): a publish uploads one version "
+                        "per model")]

@@ -11,6 +11,7 @@ import errno
 import hashlib
 import json
 import os
+import py_compile
 import random
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from generator import repository
 from generator.errors import GenRepoError
 from generator.repository import (
     LOCK_FILE_NAME,
+    OUTPUT_MARKER,
     RepositoryWriter,
     build_lock,
     read_lock,
@@ -100,7 +102,7 @@ def test_second_commit_swaps(dest: Path) -> None:
     write_repo(dest, "v1")
     inode_before = os.stat(dest).st_ino
     write_repo(dest, "v2", models=("gamma",))
-    assert sorted(p.name for p in dest.iterdir()) == ["gamma", LOCK_FILE_NAME]
+    assert sorted(p.name for p in dest.iterdir()) == [OUTPUT_MARKER, "gamma", LOCK_FILE_NAME]
     assert b"v2" in (dest / "gamma/1/part0.bin").read_bytes()
     assert os.stat(dest).st_ino != inode_before  # a new tree was swapped in, not edited in place
     assert verify_repository(dest) == []
@@ -227,6 +229,24 @@ def test_adopt_previous_keeps_failed_model(dest: Path) -> None:
     assert {k: v for k, v in snapshot(dest).items() if k.startswith("beta")} == old_beta
     assert read_lock(dest)["models"]["beta"] == old_lock["models"]["beta"]
     assert verify_repository(dest) == []
+
+
+def test_adopt_previous_copies_only_what_the_previous_lock_vouches_for(dest: Path) -> None:
+    """Bytecode planted beside the previous build is left behind, and a previous build that no longer matches its
+    lock is not adopted: the new lock never lists bytes nobody checked (issue 21)."""
+    write_repo(dest, "v1")
+    planted = dest / "beta" / "1" / "__pycache__" / f"model.{sys.implementation.cache_tag}.pyc"
+    planted.parent.mkdir()
+    planted.write_bytes(b"planted bytecode")
+    with RepositoryWriter(dest) as writer:
+        assert writer.adopt_previous("beta") == writer.root / "beta"
+        assert not (writer.root / "beta" / "1" / "__pycache__").exists()
+        assert sorted(p.name for p in (writer.root / "beta" / "1").iterdir()) == ["part0.bin", "part1.bin",
+                                                                                  "part2.bin"]
+    (dest / "alpha" / "1" / "part1.bin").write_bytes(b"v1:alpha:1\n".replace(b"1", b"X") * 50)  # same size
+    with RepositoryWriter(dest) as writer:
+        assert writer.adopt_previous("alpha") is None
+        assert not (writer.root / "alpha").exists()
 
 
 # -- lock file ---------------------------------------------------------------------------------------------------
@@ -609,23 +629,33 @@ def test_full_disk_during_commit_gives_clear_error(small_tmpfs: Path) -> None:
 def test_destination_that_is_a_mount_point_gives_clear_error(small_tmpfs: Path) -> None:
     (small_tmpfs / "keep.txt").write_text("previous content")
     before = snapshot(small_tmpfs)
+    with pytest.raises(GenRepoError, match="not made by gen-repo"):  # refused before it is even tried
+        write_repo(small_tmpfs, "v1")
+    assert snapshot(small_tmpfs) == before
+    repository.write_output_marker(small_tmpfs)  # a repository gen-repo made there earlier, say
+    before = snapshot(small_tmpfs)
     with pytest.raises(GenRepoError, match="mount point"):
         write_repo(small_tmpfs, "v1")
     assert snapshot(small_tmpfs) == before
     assert leftovers(small_tmpfs) == []
 
 
-def test_verify_ignores_bytecode_a_python_backend_wrote(tmp_path: Path) -> None:
-    """Triton's Python backend compiles model.py into __pycache__ when it loads the model: not a tampered file."""
+def test_verify_passes_only_the_bytecode_a_locked_source_compiles_to(tmp_path: Path) -> None:
+    """Triton's Python backend compiles model.py into __pycache__ when it loads the model: that passes; other bytes
+    in __pycache__ do not (tests/test_bytecode.py has the planted cases)."""
     dest = tmp_path / "repo"
     with RepositoryWriter(dest) as writer:
         (writer.model_dir("m", 1) / "model.py").write_text("x = 1\n")
         writer.commit(build_lock(writer.root, TOOLS, {"m": {"target": "python"}}))
-    (dest / "m" / "1" / "__pycache__").mkdir()
-    (dest / "m" / "1" / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"\x00")
+    compiled = dest / "m" / "1" / "__pycache__" / f"model.{sys.implementation.cache_tag}.pyc"
+    py_compile.compile(str(dest / "m" / "1" / "model.py"), cfile=str(compiled), doraise=True)
     assert verify_repository(dest) == []
     (dest / "m" / "1" / "__pycache__" / "notes.txt").write_text("not bytecode")
     assert [p.message for p in verify_repository(dest)] == ["unexpected: not listed in the lock file"]
+    (dest / "m" / "1" / "__pycache__" / "notes.txt").unlink()
+    compiled.write_bytes(b"\x00")
+    assert [p.message for p in verify_repository(dest)] == [
+        f"refused: not {sys.implementation.cache_tag} bytecode (wrong magic number) (source 'm/1/model.py')"]
 
 
 # ---- write_files -------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from generator.manifest import load_manifest
 from generator.model_files import config_files
 from generator.naming import MAX_MODEL_NAME_LENGTH
 from generator.plan import plan_repository
-from generator.repository import LOCK_FILE_NAME, RepositoryWriter, build_lock
+from generator.repository import LOCK_FILE_NAME, OUTPUT_MARKER, RepositoryWriter, build_lock
 from generator.schema import load_graphspecs
 from tests.strategies import alias_bomb
 
@@ -50,9 +50,10 @@ def copy_project(target: Path) -> Path:
 
 def isolated_env(root: Path, project: Path) -> dict[str, str]:
     """Environment for a gen-repo subprocess whose every default location lies under ``root`` (created empty)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "GEN_REPO_CACHE_SECRET")}
     places = {"HOME": root / "home", "TMPDIR": root / "tmp", "XDG_CACHE_HOME": root / "xdg-cache",
-              "GEN_REPO_CACHE": root / "env-cache"}
+              "GEN_REPO_CACHE": root / "env-cache", "XDG_CONFIG_HOME": root / "config"}
     for name, path in places.items():
         path.mkdir(parents=True, exist_ok=True)
         env[name] = str(path)
@@ -147,7 +148,8 @@ def test_longest_allowed_name_and_default_names_stay_inside(tmp_path: Path) -> N
     derived = plan.models[1].name
     assert "/" not in derived and "\\" not in derived and "\x00" not in derived and not derived.startswith(".")
     _write_configs(plan, tmp_path / "out")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([LOCK_FILE_NAME, derived, "m" * 128])
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        [LOCK_FILE_NAME, OUTPUT_MARKER, derived, "m" * 128])
 
 
 def _write_configs(plan: Any, destination: Path) -> None:
@@ -197,7 +199,8 @@ def test_tensor_paths_become_safe_tensor_names_never_paths(tmp_path: Path) -> No
     created = set(tree_state(tmp_path)) - set(before)
     assert created and all(inside(rel, ["out"]) for rel in created), sorted(created)
     assert set(tree_state(tmp_path / "out")) == {
-        LOCK_FILE_NAME, "evil", "evil/config.pbtxt", "evil/1", "evil/1/gen_repo", "evil/1/gen_repo/contract.json"
+        LOCK_FILE_NAME, OUTPUT_MARKER, "evil", "evil/config.pbtxt", "evil/1", "evil/1/gen_repo",
+        "evil/1/gen_repo/contract.json",
     }
 
 
@@ -462,9 +465,11 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Build, Build]:
 def test_build_writes_only_into_output_and_cache(builds: tuple[Build, Build]) -> None:
     build = builds[0]
     changed = {rel for rel in set(build.before) | set(build.after) if build.before.get(rel) != build.after.get(rel)}
-    allowed = ["project/out", "cache"]
+    allowed = ["project/out", "cache", "config/gen-repo"]  # and, once per user, the cache's signing secret
     outside = sorted(rel for rel in changed if not inside(rel, allowed) and rel != "project/out")
     assert outside == [], f"written outside the output and cache folders: {outside}"
+    secret = build.root / "config" / "gen-repo" / "cache-secret"
+    assert sorted(os.listdir(secret.parent)) == ["cache-secret"] and secret.stat().st_mode & 0o777 == 0o600
     assert any(inside(rel, ["project/out/repo"]) for rel in changed)
     assert any(inside(rel, ["cache"]) for rel in changed)
     for empty in ("tmp", "home", "xdg-cache", "env-cache"):

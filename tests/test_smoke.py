@@ -16,6 +16,9 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from generator.build_types import BuildOptions
+from generator.model_files import config_text
+from generator.planning import plan_build
 from generator.report import json_report, junit_xml, write_junit_xml
 from generator.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
 from generator.smoke import (
@@ -157,6 +160,14 @@ def faulty_repository(example_repository: Path, tmp_path_factory) -> Path:
     )
     broken_py = repo / "broken" / "1" / "model.py"
     broken_py.write_text(broken_py.read_text() + BROKEN)
+
+    # onnx_mlp: mlp as `target: auto` builds it on a CPU machine (onnx), which the bundled Triton cannot serve.
+    plan, _ = plan_build(Path(__file__).resolve().parent.parent / "examples" / "gen-repo.yaml",
+                         BuildOptions(target="onnx"))
+    onnx_mlp = next(m for m in plan.models if m.name == "mlp")
+    shutil.copytree(repo / "mlp", repo / "onnx_mlp")
+    (repo / "onnx_mlp" / "1" / "model.py").unlink()
+    (repo / "onnx_mlp" / "config.pbtxt").write_text(config_text(onnx_mlp).replace('name: "mlp"', 'name: "onnx_mlp"'))
     return repo
 
 
@@ -368,6 +379,21 @@ def test_model_that_does_not_load(faulty_server: TritonServer, faulty_repository
     assert ready.status == "failed" and "failed to load" in ready.message and "broken on purpose" in ready.message
     assert {r.status for r in report.results if r.check != "ready"} == {"skipped"}
     assert all("not ready" in r.message for r in report.results if r.check != "ready")
+
+
+@pytest.mark.triton
+def test_a_server_without_the_models_backend_says_which_and_how_to_proceed(faulty_server: TritonServer,
+                                                                            faulty_repository: Path) -> None:
+    """target auto gives onnx on a CPU machine; the bundled Triton has the python backend only."""
+    report = run_smoke(faulty_server.grpc_url, "grpc", faulty_repository, ["onnx_mlp"])
+    ready = report.for_model("onnx_mlp")["ready"]
+    assert ready.status == "failed" and ready.details["missing_backend"] == "onnxruntime", ready.message
+    assert "this server has no 'onnxruntime' backend, and the model's config asks for it (platform " \
+           "'onnxruntime_onnx')" in ready.message
+    assert "a Triton that has the onnxruntime backend" in ready.message and "--target python" in ready.message
+    # A model that fails for another reason gets no such hint.
+    broken = run_smoke(faulty_server.grpc_url, "grpc", faulty_repository, ["broken"]).for_model("broken")["ready"]
+    assert "backend" not in broken.details and "--target python" not in broken.message
 
 
 @pytest.mark.triton

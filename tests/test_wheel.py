@@ -87,18 +87,30 @@ def test_wheel_installs_and_validates_outside_the_checkout(tmp_path: Path, wheel
     assert {"graphspec.schema.json", "tune_report.schema.json"} <= {p.name for p in schemas.glob("*.schema.json")}
 
 
+#: Per quickstart command, the output README says it prints.
+QUICKSTART_OUTPUT = {
+    "validate": "2 graph(s) in 2 file(s) valid",
+    "plan": "target",
+    "build": "repository written to model_repository",
+    "verify": "ok: 12 artifact(s) match gen-repo.lock.json",
+    "lint": "0 error(s), 0 warning(s) in model_repository",
+    "smoke": "smoke: 14 passed, 0 failed, 0 error, 0 skipped",
+}
+
+
 def _tour_commands() -> list[str]:
-    """The command lines of README's tour (the ``bash`` block under "A tour with the bundled example")."""
+    """The ``gen-repo`` command lines of README's quickstart (its ``bash`` blocks, in order)."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## A tour with the bundled example", 1)[1]
-    block = section.split("```bash", 1)[1].split("```", 1)[0]
-    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith(".venv/bin/gen-repo")]
+    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```bash")[1:]]
+    return [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()
+            if line.strip().startswith("gen-repo ")]
 
 
 @pytest.mark.slow
 @pytest.mark.triton
 def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path, wheel_venv: Path) -> None:
-    """README's tour, verbatim, from a copy of the repository root, with gen-repo installed from its wheel.
+    """README's quickstart, verbatim, from a copy of the repository root, with gen-repo installed from its wheel.
 
     ``examples.models:make_mlp`` resolves from the working folder, as an app does for uvicorn; nothing puts the
     checkout on the import path. The fresh environment borrows the heavy extras (torch, onnx, onnxruntime, the CPU
@@ -112,6 +124,7 @@ def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path
     except TritonNotFoundError as exc:
         pytest.skip(f"no tritonserver available: {exc}")
     commands = _tour_commands()
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert [c.split()[1] for c in commands] == ["validate", "plan", "build", "verify", "lint", "smoke"]
     root = tmp_path / "checkout"
     tracked = subprocess.run(["git", "ls-files", "-z", "README.md", "examples"], cwd=REPO_ROOT, check=True,
@@ -131,6 +144,9 @@ def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path
         shown = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("PASS"))
         assert result.returncode == 0, (command, shown[-3000:], result.stderr[-3000:])
         assert "Traceback" not in result.stdout + result.stderr, command
+        # The output README's quickstart tells the reader to expect.
+        expected = QUICKSTART_OUTPUT[command.split()[1]]
+        assert expected in readme and expected in result.stdout + result.stderr, (command, expected)
     assert (root / "model_repository" / "mlp" / "1" / "model.onnx").is_file()
 
 

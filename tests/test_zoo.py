@@ -3,13 +3,16 @@
 Every model of ``tests/zoo/gen-repo.yaml`` is built once per session for the python target (a BERT encoder with
 token_type_ids and real samples, the same BERT with explicit ranges on only some inputs, GPT-2, ViT, a ResNet, a
 diffusers UNet2DConditionModel called plainly with a per-item timestep, and the same UNet stacked for guidance with
-a 0-d timestep and sample calls from a factory). onnxruntime must match torch on every stored case, the real Triton
-must pass every smoke check, and every stored reference case of every test repository must be a valid request.
+a 0-d timestep and sample calls from a factory, a Wav2Vec2 CTC model whose declared audio range is wider than its
+recording, and a Llama decoder on real left-padded prompt batches compared with a padding mask). onnxruntime must
+match torch on every stored case, the real Triton must pass every smoke check, every stored reference case of every
+test repository must be a valid request, and every stored output must lie inside its contract's range.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +28,8 @@ from generator.spec import GraphSpec
 from tests.manifest_helpers import REPO
 
 ZOO = REPO / "tests" / "zoo"
-ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided", "head")
+ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided", "head", "wav2vec2",
+              "llama")
 #: The zoo's ensemble: bert's pooled output into the classification head, one Triton endpoint.
 ZOO_ENSEMBLES = ("bert_classifier",)
 
@@ -82,6 +86,14 @@ def test_every_zoo_model_builds(zoo_build):
     # Every multiplier of unet_guided is declared in the manifest: nothing assumed. (The AITune recording's own
     # assumption is in tests/test_overrides.py.)
     assert not any(n.startswith("assumed: ") for n in notes["unet_guided"])
+    # wav2vec2 declares 400..8000 samples, recorded 2000..4000: its logits' frames follow the model, not the recording.
+    assert "output 'output_logits': shapes [1, 39, 12]..[4, 799, 12] over the input range (the reference cases at " \
+           "min, opt and max and the samples); from the recording alone [1, 199, 12]..[4, 399, 12]" in notes["wav2vec2"]
+    # llama's left-padded samples: torch and onnxruntime disagree at padded positions; the manifest leaves them out.
+    assert "3 of 3 sample calls fit the plan" in notes["llama"]
+    padded = next(n for n in notes["llama"] if n.startswith("check: "))
+    assert re.fullmatch(r"check: [1-9]\d* output elements at positions 'input_attention_mask' marks as padding "
+                        r"\(value 0\) left out of the comparison", padded), padded
 
 
 def test_onnxruntime_matches_torch_on_every_stored_case(zoo_repository):
@@ -91,7 +103,7 @@ def test_onnxruntime_matches_torch_on_every_stored_case(zoo_repository):
         cases = read_reference(version / "gen_repo")
         plan = plans[name]
         results, problems = compare_with_onnxruntime(version / "model.onnx", cases, inputs=plan.inputs,
-                                                     outputs=plan.outputs)
+                                                     outputs=plan.outputs, compare=plan.compare)
         assert not problems, (name, problems)
         assert len(results) == len(cases) * len(plan.outputs), name
 
@@ -223,3 +235,42 @@ def test_every_stored_reference_case_is_a_valid_request(zoo_repository, example_
             assert payload["ok"] and len(payload["cases"]) >= 3, (model, payload)
             checked += len(payload["cases"])
     assert checked >= 3 * (len(ZOO_MODELS) + len(ZOO_ENSEMBLES) + 2)
+
+
+def _repository_models(repository: Path) -> list[str]:
+    return sorted(p.name for p in repository.iterdir() if (p / "config.pbtxt").is_file())
+
+
+def test_every_stored_reference_output_lies_inside_its_contract_range(zoo_repository, example_repository):
+    """Contract output ranges come from the model over its whole input range, never narrower than what it produces:
+    every output of every stored case (min, opt, max, samples) of every test model, ensembles included, fits, and
+    the config's dims are -1 wherever the range varies."""
+    from generator.config import parse_config
+
+    checked = 0
+    for repository in (zoo_repository, example_repository):
+        for model in _repository_models(repository):
+            version = repository / model / "1"
+            contract = json.loads((version / "gen_repo" / "contract.json").read_text())
+            config = parse_config((repository / model / "config.pbtxt").read_text())
+            dims = {o.name: list(o.dims) for o in config.output}
+            for output in contract["outputs"]:
+                low, high = output["min_shape"], output["max_shape"]
+                varying = [a for a, (lo, hi) in enumerate(zip(low, high, strict=True)) if lo != hi]
+                first = 1 if contract["max_batch_size"] > 0 else 0
+                assert all(dims[output["name"]][a - first] == -1 for a in varying if a >= first), (model, output)
+            for case in read_reference(version / "gen_repo"):
+                for output in contract["outputs"]:
+                    shape = list(case.outputs[output["name"]].shape)
+                    assert len(shape) == len(output["min_shape"]), (model, case.name, output["name"])
+                    assert all(lo <= n <= hi for lo, n, hi in zip(output["min_shape"], shape, output["max_shape"],
+                                                                  strict=True)), \
+                        (model, case.name, output["name"], shape, output["min_shape"], output["max_shape"])
+                    checked += 1
+    assert checked >= 3 * (len(ZOO_MODELS) + len(ZOO_ENSEMBLES) + 2)
+    # The rows of issue 22: the audio model's frames (the recording saw 199..399) and the decoder's prompt lengths
+    # (recorded 6..20, declared 2..48).
+    (wav2vec2,) = ModelContract.from_repository(zoo_repository, "wav2vec2").outputs
+    assert (wav2vec2.min_shape, wav2vec2.max_shape) == ((1, 39, 12), (4, 799, 12))
+    (llama,) = ModelContract.from_repository(zoo_repository, "llama").outputs
+    assert (llama.min_shape, llama.max_shape) == ((1, 2, 99), (4, 48, 99))

@@ -8,8 +8,10 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
-from generator.manifest import read_manifest
-from generator.repository import config_staging
+from generator.confinement import OUTPUT_OPTION, output_overlap_problems
+from generator.errors import GenRepoError, Problem
+from generator.manifest import read_manifest, read_paths
+from generator.repository import config_staging, output_refusal
 
 
 @click.command("config")
@@ -38,6 +40,16 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
         # Planning without writing reports these problems with every other one, and raises.
         plan_config_files(document, options)
     out_dir = Path(output).resolve() if output else document.output_dir
+    where = (OUTPUT_OPTION, "") if output else (str(document.file), "/output")
+    problems = output_overlap_problems(out_dir, read_paths(document), *where, resolved=True) if output else []
+    if (why := output_refusal(out_dir)) is not None:
+        problems.append(Problem(where[0], where[1], f"{out_dir}: {why}"))
+    if problems:  # refused before a staging folder is made beside the output; with every planning problem too
+        try:
+            plan_config_files(document, options)
+        except GenRepoError as error:
+            problems += error.problems
+        raise GenRepoError(problems)
     with config_staging(out_dir) as staging:
         planned = plan_config_files(document, options, write_to=staging.folder)
         staging.commit(planned.names)

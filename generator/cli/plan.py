@@ -60,9 +60,9 @@ def _print_text(summary: dict[str, Any]) -> None:
             click.echo(f"  - {decision}")
     for refused in summary["refused"]:
         click.echo("")
-        click.echo(f"model {refused['name']!r} ({refused['pointer']}): refused, nothing would be built")
-        for problem in refused["problems"]:
-            click.echo(f"  - {problem['file']}: {problem['pointer']}: {problem['message']}")
+        # The reasons are printed once, as the command's errors on stderr (with every other command's errors).
+        click.echo(f"model {refused['name']!r} ({refused['pointer']}): refused, nothing would be built "
+                   f"({len(refused['problems'])} error(s) below)")
 
 
 @click.command("plan")

@@ -1,7 +1,9 @@
 """``gen-repo publish DIR URL``: upload a repository to S3/GCS as new, verified, then visible model versions.
 
-Exit codes: 0 published (or nothing changed), 1 a check failed or another publisher holds the lock (nothing new was
-made visible), 2 bad usage (DIR does not match its lock file, a bad URL, s3fs/gcsfs missing).
+Exit codes: 0 published (or nothing changed), 1 a check failed, a served version's objects do not match the lock
+file, or another publisher holds the lock (nothing new was made visible), 2 bad usage (DIR does not match its lock
+file or its lock does not describe a publishable repository, a bad URL, no such bucket, access refused, s3fs/gcsfs
+missing), 3 the storage endpoint cannot be reached.
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from generator.cli._common import report_errors
-from generator.errors import GenRepoError
+from generator.errors import EXIT_USAGE, GenRepoError
 
 if TYPE_CHECKING:
     from generator.validation import Summaries, ValidatedFile
@@ -80,15 +81,18 @@ def _file_line(result: ValidatedFile) -> str:
     return f"{result.file}: {len(result.max_batch_sizes)} graph(s), max_batch_size {', '.join(sizes) or '-'}: {verdict}"
 
 
-def _json_lines(lines: list[str]) -> str:
+def _json_lines(lines: list[str], errors: list[dict[str, str]] | None = None) -> str:
     """The ``--json`` document for many files: each graph one line of compact JSON (encoded by the workers).
 
     Indenting thousands of graphs goes through the json module's pure-Python encoder, about 6x slower than its C
-    encoder; one line per graph keeps the output fast and line-oriented for logs, and the same JSON.
+    encoder; one line per graph keeps the output fast and line-oriented for logs, and the same JSON. ``errors``:
+    the invalid files' problems, listed before the valid files' graphs (sorted keys, as with few files).
     """
-    if not lines:
-        return json.dumps({"graphs": [], "ok": True}, indent=2, sort_keys=True)
-    return '{\n  "graphs": [\n    ' + ",\n    ".join(lines) + '\n  ],\n  "ok": true\n}'
+    head = ""
+    if errors:
+        head = '  "errors": ' + json.dumps(errors, indent=2, sort_keys=True).replace("\n", "\n  ") + ",\n"
+    graphs = '[\n    ' + ",\n    ".join(lines) + '\n  ]' if lines else "[]"
+    return '{\n' + head + '  "graphs": ' + graphs + ',\n  "ok": ' + ("false" if errors else "true") + '\n}'
 
 
 @click.command("validate")
@@ -113,13 +117,22 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
     problems = [p for result in results for p in result.problems]
     if not few and not json_output:
         click.echo("\n".join(map(_file_line, results)))  # one write: thousands of echo calls flush thousands of times
-    if problems:
-        raise GenRepoError(problems)
     summaries: list[Any] = [summary for result in results for summary in result.summaries]
     if json_output:
-        click.echo(json.dumps({"graphs": summaries, "ok": True}, indent=2, sort_keys=True) if few
-                   else _json_lines(summaries))
+        # The documented document at any count: the valid files' graphs stay beside the invalid files' errors.
+        errors = [p.to_dict() for p in problems]
+        if few:
+            document: dict[str, Any] = {"graphs": summaries, "ok": not errors}
+            if errors:
+                document["errors"] = errors
+            click.echo(json.dumps(document, indent=2, sort_keys=True))
+        else:
+            click.echo(_json_lines(summaries, errors))
+        if problems:
+            sys.exit(EXIT_USAGE)
         return
+    if problems:
+        raise GenRepoError(problems)
     if few:
         _print_tables(summaries)
     count = sum(len(result.max_batch_sizes) for result in results)

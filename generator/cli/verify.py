@@ -1,7 +1,8 @@
 """``gen-repo verify DIR``: check every artifact of a repository against its lock file.
 
 Exit codes: 0 everything matches, 1 something differs (each difference listed), 2 bad usage (DIR is not a folder
-or has no ``gen-repo.lock.json``).
+or has no ``gen-repo.lock.json``; a bad URL, no such bucket, objects that are not a repository), 3 the storage
+endpoint cannot be reached.
 """
 
 from __future__ import annotations
@@ -15,24 +16,36 @@ import click
 from generator.cli._common import report_errors
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 from generator.repository import LOCK_FILE_NAME, read_lock, verify_repository
+from generator.storage import Verification, is_storage_url, verify_published
 
 
 @click.command("verify")
 @click.argument("directory", type=click.Path(path_type=str))
 @click.option("--json", "json_output", is_flag=True, help="Print the result as JSON on stdout.")
 @report_errors
-def command(directory: str | Path, json_output: bool) -> None:
+def command(directory: str, json_output: bool) -> None:
     """Check DIR's files (or those at an s3:// or gs:// URL) against its gen-repo.lock.json (sha256 of each)."""
-    if str(directory).startswith(("s3://", "gs://")):  # a published repository, read back to a temp folder
-        import shutil
-        import tempfile
+    # A published repository is read back to a temporary folder; its problems name the objects, not that copy.
+    result = verify_published(directory) if is_storage_url(directory) else _verify_folder(Path(directory))
+    if json_output:
+        payload = {
+            "ok": not result.problems,
+            "repository": result.location,
+            "artifacts": result.artifacts,
+            "problems": [p.to_dict() for p in result.problems],
+        }
+        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+    else:
+        for problem in result.problems:
+            click.echo(str(problem))
+        if result.problems:
+            click.echo(f"{len(result.problems)} difference(s) from {LOCK_FILE_NAME}")
+        else:
+            click.echo(f"ok: {result.artifacts} artifact(s) match {LOCK_FILE_NAME}")
+    sys.exit(EXIT_FAILED if result.problems else EXIT_OK)
 
-        from generator.publish import download_repository
 
-        tmp = tempfile.mkdtemp(prefix="gen-repo-verify-")
-        click.get_current_context().call_on_close(lambda: shutil.rmtree(tmp, ignore_errors=True))
-        directory = download_repository(str(directory), Path(tmp) / "repo")
-    directory = Path(directory)
+def _verify_folder(directory: Path) -> Verification:
     if not directory.is_dir():
         raise GenRepoError([Problem(str(directory), "", "not a directory")])
     if not (directory / LOCK_FILE_NAME).is_file():
@@ -42,19 +55,4 @@ def command(directory: str | Path, json_output: bool) -> None:
         checked: int | None = len(read_lock(directory)["artifacts"])
     except GenRepoError:
         checked = None  # a corrupt lock file; verify_repository reported it
-    if json_output:
-        payload = {
-            "ok": not problems,
-            "repository": str(directory),
-            "artifacts": checked,
-            "problems": [p.to_dict() for p in problems],
-        }
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
-    else:
-        for problem in problems:
-            click.echo(str(problem))
-        if problems:
-            click.echo(f"{len(problems)} difference(s) from {LOCK_FILE_NAME}")
-        else:
-            click.echo(f"ok: {checked} artifact(s) match {LOCK_FILE_NAME}")
-    sys.exit(EXIT_FAILED if problems else EXIT_OK)
+    return Verification(str(directory), problems, checked)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from generator.bounded import read_bytes
-from generator.compare import DEFAULT_TOLERANCES, compare_arrays, tolerance_for
+from generator.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
 from generator.dtypes import by_onnx, normalize_dtype
 from generator.errors import GenRepoError, Problem
 from generator.naming import SemanticPath, format_tensor_name
@@ -158,6 +158,8 @@ class CaseResult:
     rtol: float
     atol: float
     ok: bool
+    #: Elements left out: positions the padding mask marks.
+    left_out: int = 0
 
 
 class ExportError(GenRepoError):
@@ -862,20 +864,22 @@ def compare_with_onnxruntime(
     onnx_path: Path | str,
     cases: Sequence[CaseLike],
     *,
-    tolerances: Mapping[str, tuple[float, float]] | None = None,
+    compare: CompareSettings | None = None,
     threads: int = 1,
     inputs: Sequence[TensorPlanLike] = (),
     outputs: Sequence[TensorPlanLike] = (),
 ) -> tuple[list[CaseResult], list[Problem]]:
-    """Run every case in onnxruntime and compare with its stored (torch) outputs, dtype-aware.
+    """Run every case in onnxruntime and compare with its stored (torch) outputs (:mod:`generator.compare`).
 
-    An element passes when ``|ort - torch| <= atol + rtol * |torch|``; integers and bool must be equal; shapes and
-    dtypes must match. Cases hold request-side arrays (``generator.contract``); the plans in ``inputs``/``outputs``
-    (where given) turn them into the graph's model-side shapes and back. Returns per-output results and the
-    problems (empty when all pass).
+    An element passes when ``|ort - torch| <= atol + rtol * |torch|`` with the tolerances of ``compare`` (the
+    manifest's) or the dtype table's; integers and bool must be equal; shapes and dtypes must match; positions a
+    padding mask marks are left out. Cases hold request-side arrays (``generator.contract``); the plans in
+    ``inputs``/``outputs`` (where given) turn them into the graph's model-side shapes and back. Returns per-output
+    results and the problems (empty when all pass).
     """
     from generator.contract import to_model, to_request
 
+    settings = compare or CompareSettings()
     in_plans = {p.name: p for p in inputs}
     out_plans = {p.name: p for p in outputs}
     file = str(onnx_path)
@@ -911,21 +915,14 @@ def compare_with_onnxruntime(
                     )
                 )
                 continue
-            rtol, atol = tolerance_for(want.dtype, tolerances)
-            compared = compare_arrays(have, want, rtol, atol)
-            result = CaseResult(case.name, name, compared.max_abs_error or 0.0, compared.max_rel_error or 0.0, rtol,
-                                atol, compared.ok)
-            results.append(result)
-            if not result.ok:
-                problems.append(
-                    Problem(
-                        file,
-                        pointer,
-                        f"case {case.name!r} output {name!r}: onnxruntime differs "
-                        f"from torch by up to {result.max_abs_error:.3g} abs / "
-                        f"{result.max_rel_error:.3g} rel (allowed rtol={rtol:g}, atol={atol:g})",
-                    )
-                )
+            compared, rtol, atol, problem = compare_output(settings, name, have, want, case.inputs)
+            if compared is not None:
+                results.append(CaseResult(case.name, name, compared.max_abs_error or 0.0,
+                                          compared.max_rel_error or 0.0, rtol, atol, compared.ok, compared.left_out))
+            if problem:
+                problems.append(Problem(file, pointer, f"case {case.name!r} output {name!r}: onnxruntime differs "
+                                        f"from torch: {problem}" if compared is not None else
+                                        f"case {case.name!r} output {name!r}: {problem}"))
     return results, problems
 
 
@@ -935,7 +932,7 @@ def check_onnx(
     outputs: Sequence[TensorPlanLike],
     cases: Sequence[CaseLike] = (),
     *,
-    tolerances: Mapping[str, tuple[float, float]] | None = None,
+    compare: CompareSettings | None = None,
     threads: int = 1,
 ) -> list[CaseResult]:
     """Check an ONNX file against its plans and torch's outputs; raise :class:`OnnxCheckError` with every problem.
@@ -946,7 +943,7 @@ def check_onnx(
     problems = onnx_io_problems(onnx_path, inputs, outputs)
     if problems:
         raise OnnxCheckError(problems)
-    results, problems = compare_with_onnxruntime(onnx_path, cases, tolerances=tolerances, threads=threads,
+    results, problems = compare_with_onnxruntime(onnx_path, cases, compare=compare, threads=threads,
                                                  inputs=inputs, outputs=outputs)
     if problems:
         raise OnnxCheckError(problems)

@@ -16,6 +16,7 @@ from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
 from generator.bounded import read_bytes
+from generator.confinement import MODEL_DIRECTORY_VARIABLE, relative_path_problem
 from generator.dtypes import DTYPES
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Resolved
@@ -68,7 +69,6 @@ BACKEND_MODEL_FILE = {
 #: ONNX TensorProto element type -> config data type (from :mod:`generator.dtypes`).
 ONNX_DATA_TYPES = {d.onnx: d.triton for d in DTYPES}
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"
-MODEL_DIRECTORY_VARIABLE = "$$TRITON_MODEL_DIRECTORY"
 
 
 # ---------------------------------------------------------------------------- inference (AutoCompleteBackendFields)
@@ -201,6 +201,8 @@ def check_model_files(folder: ModelFolder) -> list[Finding]:
     config = cf.config
     findings: list[Finding] = []
     expected = expected_model_file(resolved)
+    if expected is not None and relative_path_problem(expected):
+        expected = None  # path-escape's finding
     if resolved.backend == "python":
         _check_python(cf, folder, resolved)
     cc_files = sorted(set(config.cc_model_filenames.values()))
@@ -221,7 +223,7 @@ def check_model_files(folder: ModelFolder) -> list[Finding]:
                     "model-file-missing", folder.show(str(version)),
                     f"version {version} has no '{expected}' (expected by {source}{inferred})"))
         for cc, filename in sorted(config.cc_model_filenames.items()):
-            if not (version_dir / filename).exists():
+            if not relative_path_problem(filename) and not (version_dir / filename).exists():
                 cf.add("cc-model-file-missing", f"cc_model_filenames maps compute capability {cc} to '{filename}', "
                        f"which is missing in version {version}", cf.entry(("cc_model_filenames",), cc, "value"))
         onnx_file = version_dir / (expected if resolved.backend == "onnxruntime" and expected else "model.onnx")
@@ -239,11 +241,11 @@ def _check_python(cf: ConfigFile, folder: ModelFolder, resolved: Resolved) -> No
                ("name",))
     if EXECUTION_ENV_PATH in cf.config.parameters:
         value = cf.config.parameters[EXECUTION_ENV_PATH].string_value
-        if value.startswith(MODEL_DIRECTORY_VARIABLE):
-            path = FsPath(str(folder.path) + value[len(MODEL_DIRECTORY_VARIABLE):])
-            if not path.exists():
-                cf.add("python-execution-env", f"{EXECUTION_ENV_PATH} '{value}' does not exist in the model folder; "
-                       "the python backend refuses the model", cf.entry(("parameters",), EXECUTION_ENV_PATH, "value"))
+        rest = value[len(MODEL_DIRECTORY_VARIABLE):].lstrip("/")
+        inside = value.startswith(MODEL_DIRECTORY_VARIABLE) and not relative_path_problem(rest)  # else path-escape's
+        if inside and not (folder.path / rest).exists():
+            cf.add("python-execution-env", f"{EXECUTION_ENV_PATH} '{value}' does not exist in the model folder; the "
+                   "python backend refuses the model", cf.entry(("parameters",), EXECUTION_ENV_PATH, "value"))
 
 
 # ---------------------------------------------------------------------------- ONNX agreement

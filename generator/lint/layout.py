@@ -13,7 +13,6 @@ Triton ignores files at the repository root and every backend ignores extra file
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -24,6 +23,7 @@ from google.protobuf import text_format
 
 from generator.bounded import UnreadableFileError, read_bytes
 from generator.config import WARMUP_FOLDER
+from generator.confinement import config_path_escapes, relative_path_problem
 from generator.dtypes import by_triton
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Repository
@@ -38,6 +38,7 @@ else:  # the same module, without tritonclient.grpc's grpc and numpy imports (se
 __all__ = [
     "INITIAL_STATE_FOLDER",
     "SKIPPED_MODEL_SUBDIRS",
+    "check_confinement",
     "check_files",
     "check_versions",
     "discover",
@@ -68,6 +69,12 @@ def discover(paths: Sequence[str | FsPath]) -> tuple[list[ModelFolder], list[Fin
         repo = Repository(FsPath(path), str(path) if len(paths) > 1 else "")
         if not repo.root.is_dir():
             findings.append(folder_finding("repository-missing", str(path), f"{path} is not a directory"))
+            continue
+        if (repo.root / "config.pbtxt").is_file():  # `gen-repo lint repo/mlp`: its version folders are no models
+            findings.append(folder_finding(
+                "repository-is-a-model", repo.show("config.pbtxt"),
+                f"{path} is a model folder (it holds config.pbtxt); lint expects the repository folder that holds the "
+                f"models: gen-repo lint {repo.root.resolve().parent}"))
             continue
         entries = sorted(p for p in repo.root.iterdir() if p.is_dir())
         for hidden in (p for p in entries if p.name.startswith(".")):
@@ -243,22 +250,25 @@ def _data_bytes(data_type: int, dims: Iterable[int]) -> int | None:
     return count * dtype.byte_size
 
 
-def _leaves(relative: str) -> bool:
-    """Whether a relative path climbs out of the folder it is joined to (checked on the text, as given)."""
-    normal = posixpath.normpath(relative.replace("\\", "/"))
-    return normal == ".." or normal.startswith("../")
+def check_confinement(cf: ConfigFile) -> None:
+    """path-escape: every config value naming a file, folder or library that leaves the model's folder.
+
+    Also a value that cannot be shown to stay in it (:func:`generator.confinement.config_path_escapes`); the file
+    rules here leave such values to this one.
+    """
+    for escape in config_path_escapes(cf.config):
+        cf.add("path-escape", escape.message, escape.locate(cf.locator.map_entry))
 
 
 def check_files(folder: ModelFolder) -> None:
-    """The files ``folder``'s config names: warmup data, initial state, labels, batch strategy, runtime library."""
+    """The files ``folder``'s config names: warmup data, initial state, labels, the batch strategy parameter."""
     cf = folder.cf
     if cf is None:
         return
     _check_warmup_files(cf, folder.path)
     _check_initial_state_files(cf, folder.path)
     _check_label_files(cf, folder.path)
-    _check_batch_strategy(cf, folder)
-    _check_runtime(cf, folder)
+    _check_batch_strategy(cf)
 
 
 def _check_warmup_files(cf: ConfigFile, model_dir: FsPath) -> None:
@@ -276,10 +286,8 @@ def _check_warmup_files(cf: ConfigFile, model_dir: FsPath) -> None:
             if not sample.input_data_file:
                 continue
             where = cf.entry(("model_warmup", index, "inputs"), name, "value", 0, "input_data_file")
-            if FsPath(sample.input_data_file).is_absolute() or _leaves(sample.input_data_file):
-                cf.add("warmup-data-file", f"{label} input '{name}': input_data_file '{sample.input_data_file}' "
-                       f"leaves the model's {WARMUP_FOLDER}/ folder", where)
-                continue
+            if relative_path_problem(sample.input_data_file):
+                continue  # path-escape's finding (check_confinement)
             path = model_dir / WARMUP_FOLDER / sample.input_data_file
             if not path.is_file():
                 cf.add("warmup-data-file", f"{label} input '{name}': input_data_file "
@@ -301,7 +309,9 @@ def _check_initial_state_files(cf: ConfigFile, model_dir: FsPath) -> None:
             where = ("sequence_batching", 0, "state", s, "initial_state", k, "data_file")
             label = f"sequence_batching state '{state.input_name}' initial_state"
             path = triton_join(model_dir, INITIAL_STATE_FOLDER, initial.data_file)
-            if _leaves(initial.data_file.lstrip("/")) or not path.is_file():
+            if relative_path_problem(initial.data_file):
+                continue  # path-escape's finding
+            if not path.is_file():
                 cf.add("initial-state-file", f"{label} data_file '{INITIAL_STATE_FOLDER}/{initial.data_file}' is "
                        "missing from the model folder; Triton fails to open it", where)
                 continue
@@ -315,59 +325,19 @@ def _check_initial_state_files(cf: ConfigFile, model_dir: FsPath) -> None:
 def _check_label_files(cf: ConfigFile, model_dir: FsPath) -> None:
     """Output ``label_filename``s: read by Triton from the model folder at load."""
     for index, output in enumerate(cf.config.output):
-        if output.label_filename and (_leaves(output.label_filename.lstrip("/"))
-                                      or not triton_join(model_dir, output.label_filename).is_file()):
+        if output.label_filename and not relative_path_problem(output.label_filename) \
+                and not triton_join(model_dir, output.label_filename).is_file():
             cf.add("label-file-missing", f"output '{output.name}' label_filename '{output.label_filename}' is not a "
                    "file in the model folder; Triton fails to read it at load", ("output", index, "label_filename"))
 
 
-def _check_batch_strategy(cf: ConfigFile, folder: ModelFolder) -> None:
-    """``TRITON_BATCH_STRATEGY_PATH``: not with sequence batching; an existing file inside the model folder.
+def _check_batch_strategy(cf: ConfigFile) -> None:
+    """``TRITON_BATCH_STRATEGY_PATH`` with sequence batching: Triton refuses the pair whatever the path.
 
-    Triton opens the path as given: a relative one against the server's working directory (2.51: "not found";
-    newer cores also refuse it as escaping the model folder, as they do an absolute one outside it).
+    The path itself is path-escape's (:func:`check_confinement`): Triton opens it as given, relative to the server's
+    working folder or absolute, so no value can be shown to stay in the model's folder.
     """
     config = cf.config
-    if BATCH_STRATEGY_PATH not in config.parameters:
-        return
-    where = cf.entry(("parameters",), BATCH_STRATEGY_PATH, "value")
-    value = config.parameters[BATCH_STRATEGY_PATH].string_value
-    if config.HasField("sequence_batching"):
+    if BATCH_STRATEGY_PATH in config.parameters and config.HasField("sequence_batching"):
         cf.add("batch-strategy-path", f"{BATCH_STRATEGY_PATH} cannot be set on a model with sequence_batching; "
-               "Triton refuses it", where)
-        return
-    path = FsPath(value)
-    if not path.is_absolute():
-        cf.add("batch-strategy-path", f"{BATCH_STRATEGY_PATH} '{value}' is relative: Triton opens it against the "
-               "server's working directory, not the model folder (give the absolute path of a file inside the model "
-               "folder)", where)
-        return
-    model = folder.path.absolute()
-    if not path.is_relative_to(model) or _leaves(posixpath.relpath(value, str(model))):
-        cf.add("batch-strategy-path", f"{BATCH_STRATEGY_PATH} '{value}' is outside the model folder {model}; newer "
-               "Triton cores refuse it ('escapes model repository')", where)
-    elif not path.is_file():
-        cf.add("batch-strategy-path", f"{BATCH_STRATEGY_PATH} '{value}' does not exist; Triton refuses the model",
-               where)
-
-
-def _check_runtime(cf: ConfigFile, folder: ModelFolder) -> None:
-    """``runtime``: looked up in the version folder, the model folder, then ``<backends>/<backend>``.
-
-    Triton refuses a library found outside the folder it was found in (and one not found at all).
-    """
-    runtime = cf.config.runtime
-    if not runtime or runtime == "model.py":
-        return
-    search = [folder.path / str(v) for v in folder.loaded] + [folder.path]
-    for base in search:
-        candidate = triton_join(base, runtime)
-        if candidate.is_file():
-            if _leaves(posixpath.relpath(posixpath.normpath(str(candidate)), str(base))):
-                cf.add("runtime-path", f"runtime '{runtime}' is found as {candidate}, outside "
-                       f"{folder.show(base.name) if base != folder.path else folder.show()}/; Triton refuses a backend "
-                       "library that escapes the folder it is found in", ("runtime",))
-            return
-    if _leaves(runtime.lstrip("/")):
-        cf.add("runtime-path", f"runtime '{runtime}' climbs out of the backend folder it is looked up in; Triton "
-               "refuses it (escapes backend directory, or not found)", ("runtime",))
+               "Triton refuses it", cf.entry(("parameters",), BATCH_STRATEGY_PATH, "value"))

@@ -10,8 +10,9 @@ lint flags them (warnings: loaded, but not as meant); ``tests`` name other tests
 
 Severity: ``error`` where Triton refuses the model (or, for ONNX agreement and TensorRT files, the backend that
 would load it does), ``warning`` where Triton loads it but probably not as meant; ``ensemble-shape-range`` is the one
-error beyond Triton (gen-repo's contracts say every request past the range fails), and ``config-unreadable`` gen-repo's
-own bound on what it reads (docs/security.md).
+error beyond Triton (gen-repo's contracts say every request past the range fails), ``config-unreadable`` gen-repo's
+own bound on what it reads, ``path-escape`` its confinement of config paths (docs/security.md; Triton 2.51 follows
+some of them out of the repository) and ``repository-is-a-model`` a folder given in place of the repository.
 ``docs/lint-rules.md`` is generated from this table (:func:`rules_markdown`; the file says how).
 """
 
@@ -141,17 +142,24 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("label-file-missing", ERROR, "layout", "an output's label_filename is missing from the model folder",
          checks=(_c("src/model.cc", "Model::Init (LabelProvider::AddLabels)", "failed to open text file for read",
                     "label-file-missing"),)),
-    Rule("batch-strategy-path", ERROR, "layout",
-         "parameter TRITON_BATCH_STRATEGY_PATH with sequence batching, relative, missing, or outside the model folder",
+    Rule("batch-strategy-path", ERROR, "layout", "parameter TRITON_BATCH_STRATEGY_PATH with sequence batching",
          checks=(_c(BACKEND_MODEL, "TritonModel::Create",
-                    "TRITON_BATCH_STRATEGY_PATH cannot be specified with sequence batcher", "batch-strategy-sequence"),
+                    "TRITON_BATCH_STRATEGY_PATH cannot be specified with sequence batcher",
+                    "batch-strategy-sequence"),)),
+    Rule("path-escape", ERROR, "layout",
+         "a file, folder or library a config names leaves the model's folder, or cannot be shown to stay in it "
+         "(generator/confinement.py; beyond Triton where 2.51 follows it, e.g. a model.py outside the repository)",
+         checks=(_c(BACKEND_MODEL, "TritonModel::GetBackendLibraryProperties", "escapes backend directory",
+                    "runtime-escape"),
                  _c(BACKEND_MODEL, "TritonModel::Create", "Batching library path not found",
                     "batch-strategy-relative"),
                  _c(BACKEND_MODEL, "TritonModel::Create", "Batching library path not found",
-                    "batch-strategy-missing"))),
-    Rule("runtime-path", ERROR, "layout", "a 'runtime' library path that climbs out of the folder it is found in",
-         checks=(_c(BACKEND_MODEL, "TritonModel::GetBackendLibraryProperties", "escapes backend directory",
-                    "runtime-escape"),)),
+                    "batch-strategy-missing")),
+         tests=("tests/test_confinement.py::test_lint_reports_each_escape_at_its_line",
+                "tests/test_lint.py::test_warmup_data_file_short_or_outside_the_warmup_folder")),
+    Rule("repository-is-a-model", ERROR, "layout",
+         "the folder given is a model folder (it holds config.pbtxt), not a repository",
+         tests=("tests/test_lint.py::test_cli_on_a_model_folder_says_a_repository_folder_is_expected",)),
     # ------------------------------------------------------------------------------------------------ backends
     Rule("platform-missing", ERROR, "backends",
          "no platform or backend, and Triton cannot infer one from the model files or a <name>.<backend> folder",
@@ -498,23 +506,44 @@ def _cell(text: str) -> str:
 def rules_markdown() -> str:
     """docs/lint-rules.md: every Triton check with its lint rule and the test that holds it, area by area."""
     lines = [
-        "# `gen-repo lint` rules and the Triton checks they port",
+        "# Lint: Triton model repositories against Triton's rules",
         "",
         "Generated from `generator/lint/rules.py`: `python -c 'from generator.lint.rules import rules_markdown;",
         "print(rules_markdown(), end=\"\")' > docs/lint-rules.md`;",
         "`tests/test_lint_rules.py` fails when this file and the table differ.",
         "",
-        "`gen-repo lint REPO [REPO...]` lints repositories one server serves together (like repeated",
-        "`--model-repository`): ensemble steps resolve across all of them, a model name in two is refused, and",
-        "`--external-model NAME` names a model loaded from elsewhere. Platform and backend are inferred as Triton core",
-        "infers them (model file names in the first sub-folder, the `<name>.<backend>` folder convention) before any",
-        "backend rule runs. The environment rules run with `--gpus N` and `--backends python,onnxruntime`, or `--url",
-        "HOST:PORT` of a running server (which tells the backends it lacks; Triton lists neither its backends nor its",
-        "GPUs); without them they are skipped and the output says so (`skipped` in `--json`). Errors are Triton's",
-        "refusals (exit 1); warnings are configurations Triton loads, probably not as meant.",
+        "## Running lint",
         "",
-        "Each Triton check names its source in [triton-inference-server/core](https://github.com/triton-inference-server/core)",
-        "(or the backend named), the words of Triton's refusal, and its case in `tests/lint_cases.py`. Every case is",
+        "`gen-repo lint REPO [REPO...]` checks Triton model repositories, hand-written ones included, against every",
+        "refusal Triton can decide from their files. The repositories are linted as one server with repeated",
+        "`--model-repository` serves them: ensemble steps resolve across all of them, a model name in two is refused,",
+        "and `--external-model NAME` names a model loaded from elsewhere. Platform and backend are inferred as Triton",
+        "core infers them (model file names in the first sub-folder, the `<name>.<backend>` folder convention) before",
+        "any backend rule runs, so ONNX graphs are compared with their configs however the backend was named (where",
+        "`onnx` is installed; otherwise `onnx-skipped` says the check did not run). Findings are",
+        "`file:line:col: severity: message [rule]` lines, file names prefixed by their repository when there are",
+        "several; `--json` prints them as a document. Errors are Triton's refusals (exit 1); warnings are",
+        "configurations Triton loads, probably not as meant (exit 0 when only warnings remain).",
+        "",
+        "```bash",
+        "gen-repo lint tests/lint_corpus/good                      # hand-written models in the style of Triton's docs",
+        "gen-repo lint tests/lint_corpus/bad/dims-invalid          # exit 1: one planted defect, located",
+        "gen-repo lint tests/lint_corpus/good/tiny_classifier      # exit 1: a model folder, not a repository",
+        "gen-repo lint --gpus 0 --backends python tests/lint_corpus/good  # exit 1: backends and GPUs it lacks",
+        "```",
+        "",
+        "A REPO is a repository folder, the one `tritonserver --model-repository` is given; a model folder (one that",
+        "holds a `config.pbtxt`) is refused with one error that names the repository folder to lint instead. The",
+        "rules that depend on the target machine run with `--gpus N` and `--backends python,onnxruntime`, or",
+        "`--url HOST:PORT` of a running server (which tells the backends it refused models for; Triton's API lists",
+        "neither its backends nor its GPUs); without them they are skipped and the output says so (`skipped` in",
+        "`--json`). For the pre-commit hook, see `docs/release-pipelines.md`.",
+        "",
+        "## The rules",
+        "",
+        "Each Triton check names its source in",
+        "[triton-inference-server/core](https://github.com/triton-inference-server/core) (or the backend named), the",
+        "words of Triton's refusal, and its case in `tests/lint_cases.py`. Every case is",
         "held twice: `tests/test_lint.py::test_case_is_flagged_and_its_neighbour_is_not` (lint flags it at",
         "`file:line:col`, its accepted neighbour has no finding) and `tests/test_lint_triton.py::test_real_triton`",
         "(the real Triton 2.51 on CPU refuses it with these words and loads the neighbour), unless *server* says why",
@@ -522,7 +551,7 @@ def rules_markdown() -> str:
         "",
     ]
     for area, title in AREAS.items():
-        lines += [f"## {title}", "", "| lint rule | severity | Triton source | Triton's refusal | case | server |",
+        lines += [f"### {title}", "", "| lint rule | severity | Triton source | Triton's refusal | case | server |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for r in (r for r in RULE_TABLE if r.area == area):
             for check in r.checks:
@@ -534,7 +563,7 @@ def rules_markdown() -> str:
             for test in r.tests:
                 lines.append(f"| `{r.id}` | {r.severity} | | {_cell(r.summary)} | `{test}` | |")
         lines.append("")
-    lines += ["## Triton checks not ported, and why", "", "| Triton source | check | why not |", "| --- | --- | --- |"]
+    lines += ["### Triton checks not ported, and why", "", "| Triton source | check | why not |", "| --- | --- | --- |"]
     lines += [f"| `{source}` | {_cell(check)} | {_cell(why)} |" for source, check, why in NOT_PORTED]
     lines.append("")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from generator.lint.findings import ConfigFile, Finding
 from generator.lint.folders import ModelFolder, Resolved
 from generator.lint.layout import (
     alternative_configs,
+    check_confinement,
     check_files,
     check_versions,
     discover,
@@ -50,6 +51,7 @@ def check_config(cf: ConfigFile, resolved: Resolved) -> None:
     check_model_config(cf, resolved)
     check_batching(cf)
     check_ensemble_config(cf, resolved)
+    check_confinement(cf)
 
 
 def _lint_folder(folder: ModelFolder, environment: Environment | None) -> list[Finding]:

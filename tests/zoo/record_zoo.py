@@ -69,6 +69,45 @@ def _pooled_calls() -> list:
     return [(b, (torch.randn(b, zoo.HIDDEN, generator=generator),), {}) for b in (1, 3, 2, 4)]
 
 
+def _audio_calls() -> list:
+    """Raw audio of 2000..4000 samples (frames 199..399); the declared range below is wider."""
+    generator = torch.Generator().manual_seed(5)
+    return [(b, (torch.randn(b, n, generator=generator),), {}) for b, n in ((1, 2000), (2, 4000), (3, 3000))]
+
+
+def _audio_ranges() -> dict:
+    """What the audio pipeline really sends: 400..8000 samples (0.025..0.5 s at 16 kHz), wider than recorded."""
+    from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+
+    return {"input_values": (BatchDim("batch", min=1, opt=2, max=4), DynamicDim("samples", min=400, opt=2000,
+                                                                                  max=8000))}
+
+
+def _llama_calls() -> list:
+    """Left-padded prompt batches, as a generation pipeline batches prompts for a decoder."""
+    generator = torch.Generator().manual_seed(6)
+    return [(len(lengths), *zoo.left_padded_call(lengths, generator))
+            for lengths in ([6], [9, 12, 4], [20, 13], [10, 3, 7, 5])]
+
+
+def _llama_ranges() -> dict:
+    """Prompts of 2..48 tokens (recorded 6..20): the logits' sequence range must follow."""
+    from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+
+    shape = (BatchDim("batch", min=1, opt=2, max=4), DynamicDim("seq", min=2, opt=16, max=48))
+    return {"input_ids": shape, "attention_mask": shape}
+
+
+def _roberta_calls() -> list:
+    generator = torch.Generator().manual_seed(7)
+    calls = []
+    for batch, seq in TOKEN_SHAPES:
+        kwargs = zoo.token_call(batch, seq, generator, segments=False)
+        kwargs["input_ids"] = kwargs["input_ids"].clamp(min=2)  # ids 0 and 1 are RoBERTa's bos and padding
+        calls.append((batch, (), kwargs))
+    return calls
+
+
 CASES = {
     "bert": Case(zoo.make_bert, _token_calls(segments=True)),
     "bert_partial_ranges": Case(zoo.make_bert, _token_calls(segments=True), dynamic_shapes=_bert_partial_ranges),
@@ -78,4 +117,8 @@ CASES = {
     "unet": Case(zoo.make_unet, _unet_plain_calls()),
     "unet_guided": Case(zoo.make_unet, _unet_guided_calls()),
     "head": Case(zoo.make_head, _pooled_calls()),
+    "wav2vec2": Case(zoo.make_wav2vec2, _audio_calls(), dynamic_shapes=_audio_ranges),
+    "llama": Case(zoo.make_llama, _llama_calls(), dynamic_shapes=_llama_ranges),
+    # Not served by the zoo manifest: tests/test_artifacts.py declares a sequence beyond its position embeddings.
+    "roberta": Case(zoo.make_roberta, _roberta_calls()),
 }

@@ -18,6 +18,7 @@ HIDDEN = 32
 IMAGE = 32
 LATENT = 8
 TEXT_SEQ = 6  # encoder_hidden_states length for the UNet
+AUDIO_VOCAB = 12  # CTC labels of the audio model
 
 
 def _seeded(seed: int) -> None:
@@ -81,6 +82,49 @@ def make_unet() -> torch.nn.Module:
         down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
         cross_attention_dim=HIDDEN, attention_head_dim=8, norm_num_groups=32,
     ).eval()
+
+
+def make_roberta() -> torch.nn.Module:
+    """A RoBERTa encoder: 64 position embeddings whose ids start after the padding index (1), so at most 62 tokens."""
+    from transformers import RobertaConfig, RobertaModel
+
+    _seeded(7)
+    config = RobertaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
+        max_position_embeddings=64, type_vocab_size=1, pad_token_id=1, attn_implementation="eager",
+    )
+    return RobertaModel(config, add_pooling_layer=False).eval()
+
+
+def make_wav2vec2() -> torch.nn.Module:
+    """A Wav2Vec2 CTC model on raw audio: a 2-layer conv feature extractor (10x downsampling) and a 2-layer encoder.
+
+    Its frame count follows the sample count (``((n - 10) // 5 + 1 - 3) // 2 + 1``): an output range that the
+    recording alone does not show when the declared input range is wider.
+    """
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    _seeded(5)
+    config = Wav2Vec2Config(
+        vocab_size=AUDIO_VOCAB, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, feat_extract_norm="group", do_stable_layer_norm=False,
+        apply_spec_augment=False, attn_implementation="eager",
+    )
+    return Wav2Vec2ForCTC(config).eval()
+
+
+def make_llama() -> torch.nn.Module:
+    """A Llama decoder (RoPE, RMSNorm, grouped-query attention, SDPA) with its language-model head."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    _seeded(6)
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        attn_implementation="sdpa",  # transformers' default: torch and onnxruntime disagree where a row is all padding
+    )
+    return LlamaForCausalLM(config).eval()
 
 
 class ClassifierHead(torch.nn.Module):
@@ -148,3 +192,25 @@ def unet_guided_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """Real guidance calls (timesteps of a 1000-step schedule) for ``samples: {factory: ...}``."""
     generator = torch.Generator().manual_seed(10)
     return [unet_guided_call(b, generator, t) for b, t in ((1, 981.0), (2, 501.0), (4, 21.0))]
+
+
+def left_padded_call(lengths: list[int], generator: torch.Generator) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A batch of prompts of ``lengths`` tokens, left-padded (pad id 0) to the longest, as a generation pipeline
+    batches them for a decoder; ``use_cache=False`` as in the recording (logits only)."""
+    seq = max(lengths)
+    ids = torch.zeros(len(lengths), seq, dtype=torch.int64)
+    mask = torch.zeros(len(lengths), seq, dtype=torch.int64)
+    for row, length in enumerate(lengths):
+        ids[row, seq - length:] = torch.randint(3, VOCAB, (length,), generator=generator)
+        mask[row, seq - length:] = 1
+    return (), {"input_ids": ids, "attention_mask": mask, "use_cache": False}
+
+
+#: Prompt lengths per batch of the decoder's sample calls (every batch has a shorter, left-padded prompt).
+LLAMA_SAMPLE_BATCHES = ((7, 3), (12, 5, 9), (16, 16, 4, 11))
+
+
+def llama_left_padded_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Real left-padded prompt batches for ``samples: {factory: ...}``: padded positions have undefined logits."""
+    generator = torch.Generator().manual_seed(11)
+    return [left_padded_call(list(lengths), generator) for lengths in LLAMA_SAMPLE_BATCHES]

@@ -1,0 +1,213 @@
+"""Per zoo model: a cold ``gen-repo build`` against the bare ONNX export it used, and a warm rebuild (issue 22).
+
+For each model of ``tests/zoo/gen-repo.yaml`` (a one-model manifest, python target, in this process):
+
+- **bare**: what a user writes to get the same ONNX file without gen-repo: the factory's module, the same flat
+  wrapper and example inputs, and one ``torch.onnx.export`` call with the same exporter (dynamo, or the TorchScript
+  exporter where the build fell back to it), the same dynamic axes and their ranges, weights inline;
+- **cold**: ``generator.build.build_repository`` with an empty cache and a new output folder (plan, factory, export,
+  reference cases in torch, onnxruntime against torch, contract, reference data, warmup data, staging, lock file),
+  with the time of each stage from its progress events;
+- **warm**: the same build again, nothing changed (every model from the cache), in this process and through the
+  ``gen-repo build`` console script (interpreter start-up and imports count).
+
+Same process state for both: imports and one throw-away export happen before any timed run, bare and cold runs
+alternate their order per repetition, and torch.export's caches are reset before each. Prints medians and spread
+(min..max) per model, the cold/bare ratio against the goal (<= 1.5x) and warm against 1 s.
+
+    python bench/bench_build_zoo.py [--repeat 3] [--models bert llama ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import itertools
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO = ROOT / "tests" / "zoo"
+#: The build's stages in the order their progress events arrive; "plan" is everything before the first event.
+STAGES = ("plan", "source", "export", "reference", "check", "stage")
+
+
+def _manifest(folder: Path, entry: dict[str, Any]) -> Path:
+    """A one-model manifest in ``folder`` (paths absolute: the zoo's spec and sample files stay where they are)."""
+    entry = dict(entry)
+    entry["spec"] = str(ZOO / entry["spec"])
+    if isinstance(entry.get("samples"), str):
+        entry["samples"] = str(ZOO / entry["samples"])
+    path = folder / "gen-repo.yaml"
+    path.write_text(yaml.safe_dump({"defaults": {"target": "python", "warmup": True}, "models": [entry]}))
+    return path
+
+
+def _options(cache: Path) -> Any:
+    from generator.build import BuildOptions
+
+    return BuildOptions(allow_code=True, target="python", cache_dir=cache, allow_outside=True,
+                        code_path=(str(ZOO),))
+
+
+def _reset_torch() -> None:
+    import torch
+
+    torch._dynamo.reset()
+
+
+def _cold(manifest: Path, output: Path, cache: Path) -> tuple[float, dict[str, float], str]:
+    """One cold build: seconds, seconds per stage, and the exporter the build used."""
+    from generator.build import build_repository
+
+    events: list[tuple[float, str]] = []
+    _reset_torch()
+    started = time.perf_counter()
+    report = build_repository(manifest, _options(cache), output,
+                              progress=lambda e: events.append((time.perf_counter(), e.stage)))
+    ended = time.perf_counter()
+    assert report.ok, report.to_dict()
+    stages = dict.fromkeys(STAGES, 0.0)
+    marks = [(started, "plan"), *((t, stage) for t, stage in events), (ended, "end")]
+    seen_work = False
+    for (t0, stage), (t1, _) in itertools.pairwise(marks):
+        seen_work = seen_work or stage in ("source", "export", "reference", "check")
+        bucket = stage if stage in ("source", "export", "reference", "check") else ("stage" if seen_work else "plan")
+        stages[bucket] += t1 - t0
+    notes = report.models[0].notes
+    exporter = "legacy" if any("used the legacy exporter" in n or "exported with legacy" in n for n in notes) \
+        else "dynamo"
+    return ended - started, stages, exporter
+
+
+def _bare(manifest: Path, folder: Path, exporter: str) -> float:
+    """The same ONNX without gen-repo: module, wrapper, example inputs and one torch.onnx.export call."""
+    import torch
+    from torch.export import Dim
+
+    from generator.artifacts import import_factory
+    from generator.errors import Problem
+    from generator.export.onnx import constants_from_graph, dynamic_axes_of, example_inputs, flat_module_for
+    from generator.planning import plan_build
+
+    options = _options(folder / "unused-cache")
+    (model,) = plan_build(manifest, options)[0].models
+    _reset_torch()
+    started = time.perf_counter()
+    module = import_factory(str(model.source.factory), options, Problem("", "", ""))
+    wrapper = flat_module_for(module, model.inputs, model.outputs, forward_signature=model.graph.forward_signature,
+                              constants=constants_from_graph(model.graph))
+    tensors = tuple(example_inputs(model.inputs))
+    names = ([t.name for t in model.inputs], [t.name for t in model.outputs])
+    path = folder / "bare.onnx"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            shapes = tuple({a: Dim.DYNAMIC(min=int(t.min_shape[a]), max=int(t.max_shape[a]))
+                            for a in dynamic_axes_of(t)} or None for t in model.inputs)
+            torch.onnx.export(wrapper, tensors, str(path), input_names=names[0], output_names=names[1],
+                              dynamic_shapes={"inputs": shapes}, dynamo=True, external_data=False)
+        else:
+            axes = {t.name: {a: f"{t.name}_{a}" for a in dynamic_axes_of(t)} for t in model.inputs}
+            torch.onnx.export(wrapper, tensors, str(path), input_names=names[0], output_names=names[1],
+                              dynamic_axes=axes, dynamo=False, opset_version=17)
+    return time.perf_counter() - started
+
+
+def _warm_in_process(manifest: Path, output: Path, cache: Path) -> float:
+    from generator.build import build_repository
+
+    started = time.perf_counter()
+    report = build_repository(manifest, _options(cache), output)
+    elapsed = time.perf_counter() - started
+    assert report.ok and all(m.status == "cached" for m in report.models), report.to_dict()
+    return elapsed
+
+
+def _warm_cli(manifest: Path, output: Path, cache: Path) -> float:
+    beside = Path(sys.executable).parent / "gen-repo"
+    command = [str(beside) if beside.is_file() else "gen-repo", "build", str(manifest), "-o", str(output),
+               "--target", "python", "--allow-code", "--allow-outside", "--cache-dir", str(cache), "--plain"]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ZOO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def _stat(values: list[float]) -> str:
+    return f"{statistics.median(values):6.2f} ({min(values):.2f}..{max(values):.2f})"
+
+
+def main() -> None:
+    """Run the benchmark and print its table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--models", nargs="*", help="zoo model names (default: all)")
+    args = parser.parse_args()
+    entries = yaml.safe_load((ZOO / "gen-repo.yaml").read_text())["models"]
+    entries = [e for e in entries if not args.models or e["name"] in args.models]
+    sys.path.insert(0, str(ZOO))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-build-zoo-") as tmp:
+        base = Path(tmp)
+        # Imports, and one throw-away build: no timed run pays for first imports.
+        first = base / "first"
+        first.mkdir()
+        _cold(_manifest(first, entries[0]), first / "out", first / "cache")
+        for entry in entries:
+            folder = base / entry["name"]
+            folder.mkdir()
+            manifest = _manifest(folder, entry)
+            bare: list[float] = []
+            cold: list[float] = []
+            warm: list[float] = []
+            warm_cli: list[float] = []
+            stages: dict[str, list[float]] = {s: [] for s in STAGES}
+            exporter = "dynamo"
+            for i in range(args.repeat):
+                run = folder / str(i)
+                run.mkdir()
+                # Alternate the order (the first cold run says which exporter the bare one uses).
+                for kind in ("cold", "bare") if i % 2 == 0 else ("bare", "cold"):
+                    if kind == "cold":
+                        seconds, per_stage, exporter = _cold(manifest, run / "out", run / "cache")
+                        cold.append(seconds)
+                        for stage, value in per_stage.items():
+                            stages[stage].append(value)
+                    else:
+                        bare.append(_bare(manifest, run, exporter))
+                warm.append(_warm_in_process(manifest, run / "out", run / "cache"))
+                warm_cli.append(_warm_cli(manifest, run / "out", run / "cache"))
+                shutil.rmtree(run)
+            rows.append((entry["name"], exporter, bare, cold, warm, warm_cli, stages))
+            ratio = statistics.median(cold) / statistics.median(bare)
+            print(f"{entry['name']}: bare {_stat(bare)} cold {_stat(cold)} ratio {ratio:.2f}x", file=sys.stderr)
+    print(f"gen-repo build, one zoo model per manifest, --target python ({args.repeat} repetitions; seconds, median "
+          "(min..max))")
+    print(f"{'model':<20} {'exporter':<8} {'bare export':>19} {'cold build':>19} {'cold/bare':>9} "
+          f"{'warm in-process':>19} {'warm CLI':>19}")
+    for name, exporter, bare, cold, warm, warm_cli, _ in rows:
+        ratio = statistics.median(cold) / statistics.median(bare)
+        print(f"{name:<20} {exporter:<8} {_stat(bare):>19} {_stat(cold):>19} {ratio:>8.2f}x {_stat(warm):>19} "
+              f"{_stat(warm_cli):>19}")
+    print("\nwhere a cold build's time goes (medians, seconds)")
+    print(f"{'model':<20} " + " ".join(f"{s:>9}" for s in STAGES))
+    for name, *_, stages in rows:
+        print(f"{name:<20} " + " ".join(f"{statistics.median(stages[s]):>9.2f}" for s in STAGES))
+    met = [name for name, _, bare, cold, *_ in rows if statistics.median(cold) <= 1.5 * statistics.median(bare)]
+    warm_met = [name for name, *_, warm_cli, _ in rows if statistics.median(warm_cli) <= 1.0]
+    print(f"\ncold <= 1.5x bare: {len(met)} of {len(rows)} models; warm CLI <= 1 s: {len(warm_met)} of {len(rows)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+import triton_python_backend_utils as pb_utils  # noqa: F401

@@ -1,0 +1,174 @@
+"""Real object stores on loopback for the publish/verify/smoke tests: S3 (``moto_server``) and GCS
+(``gcp-storage-emulator``, in memory). conftest.py turns them into the ``store`` fixture (one per backend).
+
+Each server listens on 127.0.0.1 only (checked with ``ss``), is started once per session and stopped at the end.
+:class:`ObjectStore` says how gen-repo, tritonserver and a test reach it: the environment (credentials for S3, the
+emulator variables for GCS), URLs for a prefix and an fsspec filesystem to inspect or damage objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BIN = Path(sys.executable).parent
+#: moto accepts any credentials; the AWS SDKs need some to sign with (and never look further, e.g. EC2 metadata).
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true"}
+#: S3 bucket names are 3-63 characters; GCS's emulator takes the same.
+BUCKET = "models"
+MISSING_BUCKET = "no-such-bucket"
+
+
+def gcs_env(endpoint: str) -> dict[str, str]:
+    """What a user of a GCS emulator sets (docs/release-pipelines.md): gen-repo's (gcsfs's) and tritonserver's
+    (google-cloud-cpp's) endpoint, no GCE metadata probe by google-auth nor by google-cloud-cpp (a loopback port
+    nothing answers on), and gcsfs's plain client (read when gcsfs is imported)."""
+    return {"STORAGE_EMULATOR_HOST": endpoint, "CLOUD_STORAGE_EMULATOR_ENDPOINT": endpoint, "NO_GCE_CHECK": "true",
+            "GCE_METADATA_ROOT": "127.0.0.1:1", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """One running store: ``kind`` ("s3" or "gcs"), its endpoint (``127.0.0.1:PORT``) and environment."""
+
+    kind: str
+    endpoint: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def scheme(self) -> str:
+        return "s3" if self.kind == "s3" else "gs"
+
+    def url(self, prefix: str, bucket: str = BUCKET) -> str:
+        """The repository URL gen-repo takes for ``prefix`` in ``bucket``."""
+        if self.kind == "s3":
+            return f"s3://{self.endpoint}/{bucket}/{prefix}"
+        return f"gs://{bucket}/{prefix}"
+
+    def triton_url(self, prefix: str) -> str:
+        """What ``gen-repo publish`` says to give ``tritonserver --model-repository``: the URL in the form given."""
+        if self.kind == "s3":
+            return f"s3://{self.endpoint}/{BUCKET}/{prefix}"
+        return f"gs://{BUCKET}/{prefix}"
+
+    def dead_url(self, prefix: str) -> str:
+        """A URL whose endpoint refuses connections (gen-repo's environment for GCS: :meth:`dead_env`)."""
+        if self.kind == "s3":
+            return f"s3://127.0.0.1:{free_port()}/{BUCKET}/{prefix}"
+        return self.url(prefix)
+
+    def dead_env(self) -> dict[str, str]:
+        """The environment in which :meth:`dead_url` cannot be reached."""
+        if self.kind == "s3":
+            return dict(self.env)
+        return {**self.env, **gcs_env(f"http://127.0.0.1:{free_port()}")}
+
+    def fs(self) -> Any:
+        """An fsspec filesystem on the store (listing caches off), to look at and damage objects."""
+        if self.kind == "s3":
+            import s3fs
+
+            return s3fs.S3FileSystem(endpoint_url=f"http://{self.endpoint}", skip_instance_cache=True,
+                                     use_listings_cache=False)
+        from gcsfs.core import GCSFileSystem
+
+        return GCSFileSystem(endpoint_url=f"http://{self.endpoint}", token="anon", skip_instance_cache=True)
+
+    def key(self, prefix: str, rel: str = "") -> str:
+        """The fsspec path of ``rel`` in the repository at ``prefix``."""
+        return "/".join(p for p in (BUCKET, prefix, rel) if p)
+
+    def snapshot(self, prefix: str) -> dict[str, bytes]:
+        """Every object under ``prefix`` with its bytes."""
+        fs = self.fs()
+        fs.invalidate_cache()
+        return {p: fs.cat_file(p) for p in fs.find(self.key(prefix))}
+
+
+def _wait_listening(process: subprocess.Popen[bytes], port: int, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            break
+        assert process.poll() is None and time.monotonic() < deadline, f"{what} did not start"
+        time.sleep(0.1)
+    listening = subprocess.run(["ss", "-Htlnp"], capture_output=True, text=True).stdout
+    mine = [line.split()[3] for line in listening.splitlines() if f"pid={process.pid}," in line]
+    assert mine == [f"127.0.0.1:{port}"], mine  # loopback only
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def store_command(kind: str, port: int) -> list[str]:
+    """The command that serves ``kind`` on 127.0.0.1:``port`` (GCS: in memory, with the test bucket)."""
+    if kind == "s3":
+        return [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)]
+    return [str(BIN / "gcp-storage-emulator"), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory",
+            "--default-bucket", BUCKET, "--quiet"]
+
+
+def skip_unless_installed(kind: str) -> None:
+    """Skip (a failure under GEN_REPO_STRICT_SKIPS=1) when the store or its client library is missing."""
+    server, client = ("moto_server", "s3fs") if kind == "s3" else ("gcp-storage-emulator", "gcsfs")
+    if not (BIN / server).is_file() or importlib.util.find_spec(client) is None:
+        message = ("moto[server] and s3fs are needed (pip install -e '.[dev]')" if kind == "s3" else
+                   "gcp-storage-emulator and gcsfs are needed (pip install -e '.[all,dev]')")
+        pytest.skip(message)
+
+
+@contextlib.contextmanager
+def running_store(kind: str) -> Iterator[ObjectStore]:
+    """Start a store of ``kind`` on a free loopback port with the test bucket; stop it afterwards."""
+    skip_unless_installed(kind)
+    port = free_port()
+    env = dict(AWS_ENV) if kind == "s3" else gcs_env(f"http://127.0.0.1:{port}")
+    process = subprocess.Popen(store_command(kind, port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True, env={**os.environ, **env})
+    try:
+        _wait_listening(process, port, kind)
+        store = ObjectStore(kind, f"127.0.0.1:{port}", env)
+        if kind == "s3":
+            with _environ(env):
+                store.fs().mkdir(BUCKET)
+        yield store
+    finally:
+        _stop(process)
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
