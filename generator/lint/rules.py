@@ -125,7 +125,7 @@ RULE_TABLE: tuple[Rule, ...] = (
          checks=(_c(LIFECYCLE, "VersionsToLoad", "(no refusal: the python backend waits for 1/model.py)",
                     "version-folder-prefix", server="the load never finishes in 2.51 (python backend)"),)),
     Rule("warmup-data-file", ERROR, "layout",
-         "a warmup input_data_file missing, outside <model>/warmup/, or shorter than its dims",
+         "a warmup input_data_file missing from <model>/warmup/ or shorter than its dims",
          checks=(_c(INSTANCE, "TritonModelInstance::GenerateWarmupData", "failed to open text file for read",
                     "warmup-data-file-missing"),
                  _c(INSTANCE, "TritonModelInstance::GenerateWarmupData", "warmup setting expects 16 bytes",
