@@ -27,7 +27,7 @@ EXIT_CODES: dict[str, str] = {
                "bucket or a bucket that is not a repository; 3 the storage endpoint cannot be reached"),
     "serve": "0 stopped with Ctrl-C; 2 bad usage; 3 the server did not start",
     "smoke": "0 every check passed; 1 a check failed; 2 bad usage; 3 the server could not be reached or started",
-    "lint": "0 no errors (warnings alone pass); 1 errors; 2 bad usage",
+    "lint": "0 no errors (warnings alone pass); 1 errors; 2 bad usage; 3 the --url server could not be reached",
     "check-request": "0 valid; 1 invalid (every problem listed); 2 bad usage; 3 the server could not be reached",
     "perf-config": "0 written; 2 bad input",
     "perf": "0 measured; 1 a model answered no request; 2 bad usage; 3 the server could not be reached",

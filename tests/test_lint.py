@@ -7,12 +7,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.lint import RULES, Finding, PbtxtLocator, lint_repository, parse_config_text
+from generator.lint import RULES, Environment, Finding, PbtxtLocator, lint, lint_repository, parse_config_text, rules
+from generator.lint.rules import RULE_TABLE, Rule
+from tests.lint_cases import CASE_IDS, CASES, Case, Model, ensemble, position, repo_of, step, write_side
 
 CORPUS = Path(__file__).parent / "lint_corpus"
 GOOD = CORPUS / "good"
@@ -59,16 +62,6 @@ def test_bad_case_reports_exactly_the_planted_defect(case: str) -> None:
     assert RULES[findings[0].rule][0] == findings[0].severity
 
 
-def test_every_rule_has_a_bad_case() -> None:
-    covered = {_expected(case)["rule"] for case in BAD_CASES}
-    # Ensemble wiring has its own corpus over real built models (tests/ensemble_corpus, tests/test_ensemble.py).
-    ensembles = Path(__file__).parent / "ensemble_corpus"
-    covered |= {e["rule"] for p in ensembles.glob("*/expected.json") for e in json.loads(p.read_text())}
-    # Tested below instead of in a corpus: a path that does not exist, an environment without onnx, shape ranges
-    # (they need gen-repo contracts) and configs too large or not regular files (no place in git).
-    assert set(RULES) - covered == {"repository-missing", "onnx-skipped", "ensemble-shape-range", "config-unreadable"}
-
-
 def test_ensemble_shape_ranges_come_from_the_steps_contracts(tmp_path: Path) -> None:
     """A step output whose contract range exceeds its consumer's: Triton loads it and fails the long requests."""
     def model(name: str, high: int) -> None:
@@ -90,11 +83,12 @@ def test_ensemble_shape_ranges_come_from_the_steps_contracts(tmp_path: Path) -> 
         'input [ { name: "x", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
         'output [ { name: "y", data_type: TYPE_FP32, dims: [ -1 ] } ]\n'
         'ensemble_scheduling { step [\n'
-        '  { model_name: "a" input_map { key: "x" value: "x" } output_map { key: "y" value: "t" } },\n'
-        '  { model_name: "b" input_map { key: "x" value: "t" } output_map { key: "y" value: "y" } }\n'
+        '  { model_name: "a" model_version: -1 input_map { key: "x" value: "x" }\n'
+        '    output_map { key: "y" value: "t" } },\n'
+        '  { model_name: "b" model_version: -1 input_map { key: "x" value: "t" } output_map { key: "y" value: "y" } }\n'
         '] }\n')
     findings = [f for f in lint_repository(tmp_path) if f.rule.startswith("ensemble")]
-    assert [(f.rule, f.file, f.line) for f in findings] == [("ensemble-shape-range", "ab/config.pbtxt", 8)]
+    assert [(f.rule, f.file, f.line) for f in findings] == [("ensemble-shape-range", "ab/config.pbtxt", 9)]
     assert "axis 1: 4..64 produced, 4..32 accepted" in findings[0].message
 
 
@@ -230,3 +224,144 @@ def test_warmup_data_file_short_or_outside_the_warmup_folder(tmp_path: Path) -> 
     (finding,) = lint_repository(tmp_path)
     assert (finding.rule, finding.line) == ("path-escape", 31), str(finding)
     assert "input_data_file '../1/x' has a '..' component: Triton joins it to <model>/warmup/" in finding.message
+
+
+# ---------------------------------------------------------------------------- the case table (tests/lint_cases.py)
+def _rule_for(case_id: str) -> Rule:
+    (found,) = [r for r in RULE_TABLE if case_id in r.cases or any(c.case == case_id for c in r.checks)]
+    return found
+
+
+def _group(case: Case) -> tuple[Environment | None, tuple[str, ...]]:
+    return case.environment, case.external
+
+
+@pytest.fixture(scope="module")
+def linted(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], list[Finding]]:
+    """Every case's sides written into repositories (one set per environment), linted once per set; the findings
+    of each side's models."""
+    out: dict[tuple[str, str], list[Finding]] = {(c.id, side): [] for c in CASES for side in ("bad", "good")}
+    owner: dict[str, tuple[str, str]] = {}
+    groups: dict[tuple[Environment | None, tuple[str, ...]], list[Case]] = {}
+    for case in CASES:
+        groups.setdefault(_group(case), []).append(case)
+    for index, ((environment, external), cases) in enumerate(groups.items()):
+        roots = [tmp_path_factory.mktemp(f"lint{index}-repo{r}") for r in range(3)]
+        for case in cases:
+            for side in ("bad", "good"):
+                write_side(case, side, roots)
+                owner.update({case.name(side, key): (case.id, side) for key in case.models(side)})
+        report = lint(roots[:2], external_models=external, environment=environment)
+        for finding in report.findings:
+            model = finding.file.split(f"{roots[0]}/", 1)[-1].split(f"{roots[1]}/", 1)[-1].split("/")[0]
+            if model in owner:
+                out[owner[model]].append(finding)
+            else:  # a repository with no model of this set
+                assert finding.rule == "repository-empty", str(finding)
+        _ROOTS[index] = roots
+        for case in cases:
+            _CASE_ROOTS[case.id] = roots
+    return out
+
+
+_ROOTS: dict[int, list[Path]] = {}
+_CASE_ROOTS: dict[str, list[Path]] = {}
+
+
+def _expected_finding(case: Case, key: str, at: str | tuple[str, int] | None, rule: Rule) -> tuple[Any, ...]:
+    """(rule, file, line, column, severity) of a finding the case plants."""
+    roots = _CASE_ROOTS[case.id]
+    root = roots[repo_of(key)]
+    folder = f"{root}/{case.name('bad', key)}"
+    if at is None:
+        return (rule.id, f"{folder}/{case.where}" if case.where and key == next(iter(case.bad)) else folder, None,
+                None, rule.severity)
+    line, column = position((root / case.name("bad", key) / "config.pbtxt").read_text(), at)
+    return (rule.id, f"{folder}/config.pbtxt", line, column, rule.severity)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case_is_flagged_and_its_neighbour_is_not(case: Case, linted: dict[tuple[str, str], list[Finding]]) -> None:
+    """The planted finding at its file:line:col, exactly; the accepted neighbour has no finding at all."""
+    rule = _rule_for(case.id)
+    subject = next(iter(case.bad))
+    expected = sorted([_expected_finding(case, subject, case.at, rule),
+                       *(_expected_finding(case, key, at, rule) for key, at in case.also),
+                       *(_expected_finding(case, key, at, rules.rule(other)) for key, at, other in case.plus)], key=str)
+    got = sorted(((f.rule, f.file, f.line, f.column, f.severity) for f in linted[(case.id, "bad")]), key=str)
+    assert got == expected, [str(f) for f in linted[(case.id, "bad")]]
+    assert linted[(case.id, "good")] == []
+
+
+# ---------------------------------------------------------------------------- several repositories, the environment
+def _two_repositories(tmp_path: Path) -> tuple[Path, Path]:
+    """An ensemble in one repository whose step model lies in the other (both sides of tests/lint_cases.py)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    case = Case("split", {"e": ensemble(step()), "s@1": Model()}, {})
+    write_side(case, "bad", [first, second, tmp_path / "elsewhere"])
+    return first, second
+
+
+def test_cli_resolves_ensemble_steps_across_repositories(tmp_path: Path) -> None:
+    """Like Triton's repeated --model-repository: a step in another repository is found; in none, it is an error;
+    --external-model names a model loaded from elsewhere."""
+    first, second = _two_repositories(tmp_path)
+    runner = CliRunner()
+    alone = runner.invoke(main, ["lint", str(first)])
+    assert alone.exit_code == 1
+    assert "split-bad-e/config.pbtxt:6:32:" in alone.output and "[ensemble-model-missing]" in alone.output
+    assert runner.invoke(main, ["lint", str(first), str(second)]).exit_code == 0
+    assert runner.invoke(main, ["lint", str(first), "--external-model", "split-bad-s"]).exit_code == 0
+    (second / "split-bad-e").mkdir()  # the same model name in both repositories: Triton refuses it
+    both = runner.invoke(main, ["lint", "--json", str(first), str(second)])
+    payload = json.loads(both.stdout)
+    assert payload["repositories"] == [str(first), str(second)]
+    assert {(f["rule"], f["file"]) for f in payload["findings"] if f["rule"] == "model-duplicate"} == {
+        ("model-duplicate", f"{first}/split-bad-e"), ("model-duplicate", f"{second}/split-bad-e")}
+
+
+def test_cli_environment_rules_need_the_machine_and_say_when_skipped(tmp_path: Path) -> None:
+    """--gpus and --backends enable the environment rules; without them the output names what was skipped."""
+    case = CASE_IDS["environment-no-gpu"]
+    repo = tmp_path / "repo"
+    write_side(case, "bad", [repo, tmp_path / "r1", tmp_path / "r2"])
+    (repo / case.name("bad", "m") / "config.pbtxt").write_text(
+        (repo / case.name("bad", "m") / "config.pbtxt").read_text().replace('"python"', '"onnxruntime"'))
+    runner = CliRunner()
+    plain = runner.invoke(main, ["lint", str(repo)])
+    assert plain.exit_code == 1  # onnxruntime wants model.onnx: a finding of its own, no environment needed
+    assert "[environment-" not in plain.stdout
+    assert "skipped environment-gpus: needs the GPU count" in plain.stderr
+    assert "skipped environment-backend: needs the installed backends" in plain.stderr
+    result = runner.invoke(main, ["lint", "--json", "--gpus", "0", "--backends", "python,tensorrt", str(repo)])
+    payload = json.loads(result.stdout)
+    assert payload["skipped"] == {}
+    assert sorted(f["rule"] for f in payload["findings"]) == ["environment-backend", "environment-gpus",
+                                                               "model-file-missing"]
+    assert "(--gpus, --backends)" in next(f["message"] for f in payload["findings"] if f["rule"] == "environment-gpus")
+    one_gpu = json.loads(runner.invoke(main, ["lint", "--json", "--gpus", "1", str(repo)]).stdout)
+    assert [f["rule"] for f in one_gpu["findings"]] == ["model-file-missing"]
+    assert list(one_gpu["skipped"]) == ["environment-backend"]
+    assert runner.invoke(main, ["lint", "--gpus", "-1", str(repo)]).exit_code == 2
+
+
+def test_hidden_folders_are_models_to_triton(tmp_path: Path) -> None:
+    """Triton's Poll lists every sub-folder, hidden ones too: lint warns about them and checks nothing inside."""
+    shutil.copytree(GOOD / "mlp_python", tmp_path / "mlp_python")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (finding,) = lint_repository(tmp_path)
+    assert (finding.rule, finding.file, finding.severity) == ("model-folder-hidden", ".ipynb_checkpoints", "warning")
+
+
+def test_newest_model_config_fields_parse_with_positions() -> None:
+    """model_metrics (ModelConfig field 26, Triton 2.52+) and ensemble max_inflight_requests (2.63+) are fields of
+    tritonclient's model_config_pb2 (pyproject requires it): they parse, and a finding inside them has line:col."""
+    text = ('name: "e"\nplatform: "ensemble"\nmax_batch_size: 4\n'
+            "model_metrics {\n  metric_control [ { metric_identifier { family: \"\" } } ]\n}\n"
+            "ensemble_scheduling {\n  max_inflight_requests: 16\n  step [ ]\n}\n")
+    config, findings = parse_config_text(text, "e/config.pbtxt")
+    assert findings == [] and config is not None
+    assert config.ensemble_scheduling.max_inflight_requests == 16
+    assert config.model_metrics.metric_control[0].HasField("metric_identifier")
+    _, wrong = parse_config_text(text.replace("max_inflight_requests", "max_inflight"), "e/config.pbtxt")
+    assert [(f.rule, f.line, f.column) for f in wrong] == [("config-parse", 8, 3)]

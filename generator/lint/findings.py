@@ -1,0 +1,81 @@
+"""Findings as values: one located problem each (file:line:column), and the helper that locates them in a config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from generator.lint.locator import PbtxtLocator
+from generator.lint.rules import RULES
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2 as mc
+
+__all__ = ["ConfigFile", "Finding", "folder_finding", "format_finding"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One finding: ``file`` relative to the repository (posix), 1-based ``line``/``column`` or None for a folder."""
+
+    severity: str
+    file: str
+    line: int | None
+    column: int | None
+    rule: str
+    message: str
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        """Deterministic order: file, position, rule, message."""
+        return (self.file, self.line or 0, self.column or 0, self.rule, self.message)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (``gen-repo lint --json``)."""
+        return {
+            "severity": self.severity,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "rule": self.rule,
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        return format_finding(self)
+
+
+def format_finding(finding: Finding) -> str:
+    """``file:line:column: severity: message [rule]`` (position parts left out when unknown)."""
+    where = finding.file
+    if finding.line is not None:
+        where += f":{finding.line}"
+        if finding.column is not None:
+            where += f":{finding.column}"
+    return f"{where}: {finding.severity}: {finding.message} [{finding.rule}]"
+
+
+def folder_finding(rule: str, where: str, message: str) -> Finding:
+    """A finding about a folder or file as a whole (no line): severity from the rule table."""
+    return Finding(RULES[rule][0], where, None, None, rule, message)
+
+
+@dataclass
+class ConfigFile:
+    """A parsed config and what findings about it need: its shown file name and field positions."""
+
+    rel: str
+    config: mc.ModelConfig
+    locator: PbtxtLocator
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, rule: str, message: str, path: Sequence[str | int] = ()) -> None:
+        """A finding of ``rule`` at field ``path`` (its nearest recorded ancestor; line 1 when none is)."""
+        position = self.locator.find(tuple(path)) if path else None
+        line, column = position if position else (1, 1)
+        self.findings.append(Finding(RULES[rule][0], self.rel, line, column, rule, message))
+
+    def entry(self, prefix: Sequence[str | int], key: str, *rest: str | int) -> tuple[str | int, ...]:
+        """Path of ``rest`` inside the map entry ``key`` of map field ``prefix`` (the map itself when not found)."""
+        return (*self.locator.map_entry(tuple(prefix), key), *rest)
+

@@ -1,0 +1,102 @@
+"""Lint one or more repositories as one Triton server with repeated ``--model-repository`` sees them.
+
+The order follows Triton's load path: model folders and their config (repository manager), versions, platform and
+backend inference, then every area's rules on the resolved config, the files it names, the environment, and last
+the ensembles across all repositories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+
+from generator.lint.backends import check_model_files, check_platform, resolve
+from generator.lint.batching import check_batching
+from generator.lint.ensembles import check_ensemble_config, check_ensembles
+from generator.lint.environment import Environment, check_environment
+from generator.lint.findings import ConfigFile, Finding
+from generator.lint.folders import ModelFolder, Resolved
+from generator.lint.layout import (
+    alternative_configs,
+    check_confinement,
+    check_files,
+    check_versions,
+    discover,
+    load_config,
+    read_config,
+    scan_versions,
+)
+from generator.lint.model_config import check_model_config
+
+__all__ = ["LintReport", "lint", "lint_repository"]
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """Findings (sorted by file, line, column, rule) and the rules skipped for lack of environment facts."""
+
+    findings: list[Finding]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        """Number of error findings."""
+        return sum(1 for f in self.findings if f.severity == "error")
+
+
+def check_config(cf: ConfigFile, resolved: Resolved) -> None:
+    """Every per-config rule (no file system access) on one parsed, resolved config."""
+    check_platform(cf, resolved)
+    check_model_config(cf, resolved)
+    check_batching(cf)
+    check_ensemble_config(cf, resolved)
+    check_confinement(cf)
+
+
+def _lint_folder(folder: ModelFolder, environment: Environment | None) -> list[Finding]:
+    findings = load_config(folder)
+    findings += scan_versions(folder)
+    if folder.cf is not None:
+        folder.resolved = resolve(folder.cf.config, folder.path, folder.name)
+    findings += check_versions(folder)
+    if folder.cf is not None and folder.resolved is not None:
+        check_config(folder.cf, folder.resolved)
+        check_files(folder)
+        findings += check_model_files(folder)
+        if environment is not None:
+            check_environment(folder, environment)
+    for rel in alternative_configs(folder):  # --model-config-name alternatives: the same per-config rules
+        cf, _, parse_findings = read_config(folder, rel)
+        findings += parse_findings
+        if cf is not None:
+            check_config(cf, resolve(cf.config, folder.path, folder.name))
+            findings += cf.findings
+    return findings
+
+
+def lint(paths: Sequence[str | FsPath], *, external_models: Iterable[str] = (),
+         environment: Environment | None = None) -> LintReport:
+    """Lint the repositories ``paths`` together, as one server serving all of them.
+
+    ``external_models`` are model names loaded from elsewhere (an ensemble step may name them); ``environment``
+    enables the rules that depend on the target machine (skipped, and listed in the report, where unknown).
+    Findings name files relative to their repository, prefixed by the repository path when there are several.
+    """
+    folders, findings = discover(paths)
+    for folder in folders:
+        findings += _lint_folder(folder, environment)
+    by_name: dict[str, ModelFolder] = {}
+    for folder in folders:
+        by_name.setdefault(folder.name, folder)
+    check_ensembles(by_name, frozenset(external_models))
+    for folder in folders:
+        if folder.cf is not None:
+            findings += folder.cf.findings
+    skipped = (environment or Environment()).skipped()
+    return LintReport(sorted(findings, key=Finding.sort_key), skipped)
+
+
+def lint_repository(path: str | FsPath) -> list[Finding]:
+    """Lint one Triton model repository; findings sorted by file, line, column, rule."""
+    return lint([path]).findings
