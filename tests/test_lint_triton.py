@@ -21,6 +21,7 @@ import pytest
 
 from generator.lint.rules import RULE_TABLE
 from tests.lint_cases import CASE_IDS, CASES, Case, Model, ensemble, one, step, write_side
+from tests.requirements import missing
 
 pytestmark = pytest.mark.triton
 
@@ -58,7 +59,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[st
     try:
         binary = find_tritonserver()
     except TritonNotFoundError as exc:
-        pytest.skip(f"no tritonserver available: {exc}")
+        raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
     roots = [tmp_path_factory.mktemp(f"triton-repo{r}") for r in range(3)]
     for case in SERVED:
         for side in ("bad", "good"):
