@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.server import free_port
 from tests.requirements import require
 
 BIN = Path(sys.executable).parent
@@ -36,12 +37,6 @@ def gcs_env(endpoint: str) -> dict[str, str]:
     nothing answers on), and gcsfs's plain client (read when gcsfs is imported)."""
     return {"STORAGE_EMULATOR_HOST": endpoint, "CLOUD_STORAGE_EMULATOR_ENDPOINT": endpoint, "NO_GCE_CHECK": "true",
             "GCE_METADATA_ROOT": "127.0.0.1:1", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

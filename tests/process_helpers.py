@@ -34,6 +34,15 @@ sys.exit(code)
 """
 
 
+def gen_repo_script() -> str:
+    """The ``gen-repo`` console script of the running interpreter's environment."""
+    import shutil
+
+    found = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
+    assert found, "the gen-repo console script is not installed"
+    return found
+
+
 def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 120.0) -> tuple[int, str, int]:
     """``gen-repo ARGS``: exit code, stdout and stderr together, and the command's peak memory (RSS, MiB).
 

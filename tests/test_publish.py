@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from generator.publish import LOCK_OBJECT, PublishError, PublishLock, PublishLoc
 from generator.repository import LOCK_FILE_NAME
 from generator.storage import download_repository, parse_url, verify_url
 from tests.object_stores import ObjectStore
+from tests.process_helpers import gen_repo_script
 
 
 def test_published_config_pins_the_version() -> None:
@@ -34,10 +34,6 @@ def test_published_config_renames_the_versions_warmup_data() -> None:
     assert 'input_data_file: "7/x"' in out and 'input_data_file: "mine/y"' in out  # a user's own file stays
 
 
-def _gen_repo() -> str:
-    found = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
-    assert found
-    return found
 
 
 def _flip_last_byte(fs, path: str) -> None:  # type: ignore[no-untyped-def]
@@ -210,7 +206,7 @@ def test_triton_serves_from_the_store_and_rolls_to_version_2(
         time.sleep(0.5)
     assert versions("mlp").get("2") == "READY", versions("mlp")
     assert verify_url(url) == []
-    done = subprocess.run([_gen_repo(), "smoke", "--url", server.grpc_url, "--repo", url, "--burst", "8"],
+    done = subprocess.run([gen_repo_script(), "smoke", "--url", server.grpc_url, "--repo", url, "--burst", "8"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # Retention (2 versions) keeps version 1 in the bucket for servers still on it.
@@ -226,7 +222,7 @@ def test_cli_publish_and_retention(store: ObjectStore, warmup_example_repository
     """Three publishes keep the newest two versions, their folders and their warmup data; configs name theirs."""
     url = store.url("cli")
     for expected in (1, 2, 3):
-        done = subprocess.run([_gen_repo(), "publish", str(warmup_example_repository), url, "--force",
+        done = subprocess.run([gen_repo_script(), "publish", str(warmup_example_repository), url, "--force",
                                "--keep-versions", "2", "--json"], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert {m["version"] for m in json.loads(done.stdout)["models"]} == {expected}
@@ -239,7 +235,7 @@ def test_cli_publish_and_retention(store: ObjectStore, warmup_example_repository
     assert 'input_data_file: "3/input_x"' in fs.cat_file(store.key("cli", "mlp/config.pbtxt")).decode()
     assert verify_url(url) == []
     # Text output: the URL in the form it was given, for the user and for tritonserver.
-    done = subprocess.run([_gen_repo(), "publish", str(warmup_example_repository), url], capture_output=True,
+    done = subprocess.run([gen_repo_script(), "publish", str(warmup_example_repository), url], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == (
@@ -253,7 +249,7 @@ def test_cli_smoke_launches_triton_on_the_store(store: ObjectStore, example_repo
     url = store.url("smoke")
     publish(example_repository, url)
     report_file = tmp_path / "smoke.json"
-    done = subprocess.run([_gen_repo(), "smoke", "--launch", "--repo", url, "--burst", "16", "--json",
+    done = subprocess.run([gen_repo_script(), "smoke", "--launch", "--repo", url, "--burst", "16", "--json",
                            str(report_file)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"serving {store.triton_url('smoke')}" in done.stderr  # the server was started on the bucket itself
@@ -279,7 +275,7 @@ def test_publish_accepts_the_locks_verify_accepts(store: ObjectStore, example_re
     """A lock entry without ``version`` is valid (verify accepts it): publish takes the version from the model's one
     version folder."""
     repo = _with_lock(example_repository, tmp_path / "repo", lambda lock: lock["models"]["mlp"].pop("version"))
-    done = subprocess.run([_gen_repo(), "verify", str(repo)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([gen_repo_script(), "verify", str(repo)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     report = publish(repo, store.url("versionless"))
     assert {m.name: (m.status, m.version) for m in report.models} == {"mlp": ("published", 1), "text": ("published", 1)}
@@ -299,10 +295,10 @@ def test_publish_and_verify_refuse_the_same_invalid_locks(example_repository: Pa
     names another folder than its artifacts' is valid, but not what a build writes)."""
     repo = _with_lock(example_repository, tmp_path / "repo", edit)
     lock_file = str(repo / LOCK_FILE_NAME)
-    verified = subprocess.run([_gen_repo(), "verify", str(repo)], capture_output=True, text=True, timeout=60)
+    verified = subprocess.run([gen_repo_script(), "verify", str(repo)], capture_output=True, text=True, timeout=60)
     assert verified.returncode == verify_code, verified.stdout + verified.stderr
-    published = subprocess.run([_gen_repo(), "publish", str(repo), "s3://127.0.0.1:9/bucket/x"], capture_output=True,
-                               text=True, timeout=60)
+    published = subprocess.run([gen_repo_script(), "publish", str(repo), "s3://127.0.0.1:9/bucket/x"],
+                               capture_output=True, text=True, timeout=60)
     assert published.returncode == 2, published.stdout + published.stderr
     assert "Traceback" not in published.stderr
     assert f"error: {lock_file}: {pointer}: " in published.stderr or f"error: {repo}" in published.stderr, (

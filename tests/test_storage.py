@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,13 +27,12 @@ from tests.object_stores import (
     skip_unless_installed,
     store_command,
 )
+from tests.process_helpers import gen_repo_script
 from tests.requirements import require
 
 
 def _gen_repo(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    found = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
-    assert found
-    return subprocess.run([found, *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([gen_repo_script(), *args], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
 
@@ -82,8 +80,7 @@ def test_missing_bucket_and_bad_url_exit_2(store: ObjectStore, example_repositor
 def test_unreachable_endpoint_exits_3(store: ObjectStore, example_repository: Path) -> None:
     """publish and verify against an endpoint that refuses connections (after the clients' own retries)."""
     url, env = store.dead_url("repo"), store.dead_env()
-    gen_repo = shutil.which("gen-repo", path=str(Path(sys.executable).parent))
-    assert gen_repo
+    gen_repo = gen_repo_script()
     runs = [subprocess.Popen([gen_repo, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, **env})
             for args in (["publish", str(example_repository), url], ["verify", url])]  # in parallel: gcsfs retries
