@@ -77,12 +77,15 @@ def test_an_additive_integer_mask_keeps_positions_where_one(tmp_path):
     model = _export(Additive(), (_x(), torch.ones(2, 5, dtype=torch.int64)), ["x", "attention_mask"],
                     tmp_path / "m.onnx", True)
     domain = mask_domains(model, [("attention_mask", "int64")])["attention_mask"]
-    assert domain.mask_keep == 1 and domain.source.startswith("a mask: 0 drops a position (Mul(")
+    assert domain.mask_keep == 1 and domain.source.startswith("a mask: 0 drops a position (Mul(1 - attention_mask, ")
 
 
 def test_a_negated_bool_mask_keeps_positions_where_true(tmp_path):
     model = _export(Inverted(), (_x(), torch.ones(2, 5, dtype=torch.bool)), ["x", "keep"], tmp_path / "m.onnx", True)
-    assert mask_domains(model, [("keep", "bool")])["keep"].mask_keep is True
+    domain = mask_domains(model, [("keep", "bool")])["keep"]
+    # The evidence quotes what the Where reads: the negated mask, not the input (true keeps, so true cannot drop).
+    assert domain.mask_keep is True
+    assert domain.source == "a mask: false drops a position (Where(Not(keep), -inf, x) in the graph)"
 
 
 def test_inputs_the_graph_does_not_show_as_masks_are_left_out(tmp_path):

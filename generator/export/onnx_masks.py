@@ -88,27 +88,31 @@ def _verdicts(start: str, consumers: dict[str, list[tuple[Any, int]]],
               values: dict[str, Any]) -> set[tuple[bool, str]]:
     """Where ``start`` drops positions: (whether a true value of ``start`` drops one, the operator that says so)."""
     found: set[tuple[bool, str]] = set()
-    frontier, seen = [(start, False)], {(start, False)}
+    # Each tensor reached carries how it derives from ``start`` as a message shows it ("Not(keep)", "1 - mask"): the
+    # operator quoted as evidence must say what it really reads, not the input it started from.
+    frontier: list[tuple[str, bool, str]] = [(start, False, start)]
+    seen = {(start, False)}
     while frontier and len(seen) < _MAX_VISITED:
-        tensor, flipped = frontier.pop()
+        tensor, flipped, shown = frontier.pop()
         for node, position in consumers.get(tensor, ()):
-            nexts: list[tuple[str, bool]] = []
+            nexts: list[tuple[str, bool, str]] = []
             if node.op_type == "Where" and position == 0 and len(node.input) == 3:
                 if _masking(values, node.input[1]):
-                    found.add((not flipped, f"Where({start}, {_shown(values, node.input[1])}, x)"))
+                    found.add((not flipped, f"Where({shown}, {_shown(values, node.input[1])}, x)"))
                 elif _masking(values, node.input[2]):
-                    found.add((flipped, f"Where({start}, x, {_shown(values, node.input[2])})"))
+                    found.add((flipped, f"Where({shown}, x, {_shown(values, node.input[2])})"))
             elif node.op_type == "Mul" and len(node.input) == 2 and _masking(values, node.input[1 - position]):
-                found.add((not flipped, f"Mul({start}, {_shown(values, node.input[1 - position])})"))
-            elif node.op_type == "Not" or (node.op_type == "Sub" and position == 1 and
-                                           _is_one(values, node.input[0])):  # flips: ~mask, 1 - mask
-                nexts = [(node.output[0], not flipped)]
+                found.add((not flipped, f"Mul({shown}, {_shown(values, node.input[1 - position])})"))
+            elif node.op_type == "Not":  # ~mask
+                nexts = [(node.output[0], not flipped, f"Not({shown})")]
+            elif node.op_type == "Sub" and position == 1 and _is_one(values, node.input[0]):  # 1 - mask
+                nexts = [(node.output[0], not flipped, f"1 - {shown}")]
             elif position in VALUE_KEEPING.get(node.op_type, ()):
-                nexts = [(output, flipped) for output in node.output if output]
-            for item in nexts:
-                if item not in seen:
-                    seen.add(item)
-                    frontier.append(item)
+                nexts = [(output, flipped, shown) for output in node.output if output]
+            for output, output_flipped, output_shown in nexts:
+                if (output, output_flipped) not in seen:
+                    seen.add((output, output_flipped))
+                    frontier.append((output, output_flipped, output_shown))
     return found
 
 
