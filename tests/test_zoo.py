@@ -28,8 +28,8 @@ from generator.contract import to_model
 from generator.export.onnx import compare_with_onnxruntime
 from generator.reference import read_reference
 from generator.smoke import CHECKS, SmokeOptions, run_smoke
-from generator.spec import GraphSpec
 from tests.manifest_helpers import REPO
+from tests.repository_checks import outputs_outside_contract, recording_problems
 
 ZOO = REPO / "tests" / "zoo"
 ZOO_MODELS = ("bert", "bert_partial_ranges", "gpt2", "vit", "resnet", "unet", "unet_guided", "head", "wav2vec2",
@@ -67,15 +67,7 @@ def _plans():
 
 @pytest.mark.parametrize("stem", ZOO_SPECS)
 def test_zoo_specs_are_aitune_recordings_and_keep_aitunes_answers(stem):
-    document = json.loads((ZOO / "specs" / f"{stem}.graphspec.json").read_text())
-    assert document["aitune_version"] == "0.6.0"
-    graph = GraphSpec.from_dict(document["graph"])
-    expected = document["expected"]
-    assert graph.get_max_batch_size() == expected["max_batch_size"]
-    assert graph.get_min_batch_size() == expected["min_batch_size"]
-    for (locator, spec), want in zip(graph.input_spec.tensor_data, expected["inputs"], strict=True):
-        shapes = graph.get_effective_input_shapes(locator, spec)
-        assert list(shapes) == [want["effective_min_shape"], want["effective_opt_shape"], want["effective_max_shape"]]
+    assert recording_problems(ZOO / "specs" / f"{stem}.graphspec.json") == []
 
 
 def test_every_zoo_model_builds(zoo_build):
@@ -247,36 +239,15 @@ def test_every_stored_reference_case_is_a_valid_request(zoo_repository, example_
     assert checked >= 3 * (len(ZOO_MODELS) + len(ZOO_ENSEMBLES) + 2)
 
 
-def _repository_models(repository: Path) -> list[str]:
-    return sorted(p.name for p in repository.iterdir() if (p / "config.pbtxt").is_file())
-
-
 def test_every_stored_reference_output_lies_inside_its_contract_range(zoo_repository, example_repository):
     """Contract output ranges come from the model over its whole input range, never narrower than what it produces:
     every output of every stored case (min, opt, max, samples) of every test model, ensembles included, fits, and
-    the config's dims are -1 wherever the range varies."""
-    from generator.config import parse_config
-
+    the config's dims are -1 wherever the range varies (tests/repository_checks.py)."""
     checked = 0
     for repository in (zoo_repository, example_repository):
-        for model in _repository_models(repository):
-            version = repository / model / "1"
-            contract = json.loads((version / "gen_repo" / "contract.json").read_text())
-            config = parse_config((repository / model / "config.pbtxt").read_text())
-            dims = {o.name: list(o.dims) for o in config.output}
-            for output in contract["outputs"]:
-                low, high = output["min_shape"], output["max_shape"]
-                varying = [a for a, (lo, hi) in enumerate(zip(low, high, strict=True)) if lo != hi]
-                first = 1 if contract["max_batch_size"] > 0 else 0
-                assert all(dims[output["name"]][a - first] == -1 for a in varying if a >= first), (model, output)
-            for case in read_reference(version / "gen_repo"):
-                for output in contract["outputs"]:
-                    shape = list(case.outputs[output["name"]].shape)
-                    assert len(shape) == len(output["min_shape"]), (model, case.name, output["name"])
-                    assert all(lo <= n <= hi for lo, n, hi in zip(output["min_shape"], shape, output["max_shape"],
-                                                                  strict=True)), \
-                        (model, case.name, output["name"], shape, output["min_shape"], output["max_shape"])
-                    checked += 1
+        count, problems = outputs_outside_contract(repository)
+        assert problems == [], problems
+        checked += count
     assert checked >= 3 * (len(ZOO_MODELS) + len(ZOO_ENSEMBLES) + 2)
     # The rows of issue 22: the audio model's frames (the recording saw 199..399) and the decoder's prompt lengths
     # (recorded 6..20, declared 2..48).
