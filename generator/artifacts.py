@@ -435,7 +435,9 @@ def derive_output_ranges(
     The recording shows only the sizes its calls produced; the reference cases run the model at the min and max of
     every input range (and on every sample), so their outputs bound what it produces: the range is the recording's
     widened to every case's output (model-side). An axis in ``data_dependent`` (:func:`data_dependent_axes` of the
-    exported graph) is dynamic (``-1``) in the config even where every case gave one size.
+    exported graph) is dynamic (``-1``) in the config even where every case gave one size, and no case bounds it:
+    other data gives other sizes (a filter keeps none, or all), so its range is ``0..`` unbounded (max ``-1``, as
+    :class:`generator.client.TensorContract` reads it).
     """
     from generator.contract import to_model
 
@@ -458,7 +460,14 @@ def derive_output_ranges(
         if tensor.reshape is None and not tensor.torch_scalar and len(dims) == len(low) - first:
             dims = [-1 if lo != hi or axis in symbolic.get(tensor.name, ()) else hi
                     for axis, (lo, hi) in enumerate(zip(low, high, strict=True)) if axis >= first]
+        unbounded = sorted(a for a in symbolic.get(tensor.name, ()) if first <= a < len(low))
+        for axis in unbounded:
+            notes.append(f"output {tensor.name!r} axis {axis}: its size depends on the data (the reference cases gave "
+                         f"{low[axis]}..{high[axis]}), so the contract says 0.. with no upper bound")
+            low[axis], high[axis] = 0, -1
         ranges[tensor.name] = OutputRange(tuple(low), tuple(high), tuple(dims))
+        if unbounded:
+            continue
         if (tuple(low), tuple(high)) != (tensor.min_shape, tensor.max_shape):
             notes.append(f"output {tensor.name!r}: shapes {low}..{high} over the input range (the reference cases "
                          f"at min, opt and max and the samples); from the recording alone {list(tensor.min_shape)}.."

@@ -251,15 +251,21 @@ def _range_problems(tensor: str, producer: _Use, consumer: _Use, max_batch_size:
     if not len(low) == len(high) == len(accept_low) == len(accept_high) or not high:
         return []
     if max_batch_size > 0 and producer.batching and consumer.batching:
-        high = (min(high[0], max_batch_size), *high[1:])
-    bad = [axis for axis in range(len(low)) if low[axis] < accept_low[axis] or high[axis] > accept_high[axis]]
+        high = (min(high[0], max_batch_size) if high[0] >= 0 else max_batch_size, *high[1:])
+    # A max of -1 has no upper bound (a size the data decides, or a -1 dim known only from a config).
+    bad = [axis for axis in range(len(low)) if low[axis] < accept_low[axis] or
+           (accept_high[axis] >= 0 and (high[axis] < 0 or high[axis] > accept_high[axis]))]
     if not bad:
         return []
-    axes = "; ".join(f"axis {a}: {low[a]}..{high[a]} produced, {accept_low[a]}..{accept_high[a]} accepted"
+    axes = "; ".join(f"axis {a}: {_span(low[a], high[a])} produced, {_span(accept_low[a], accept_high[a])} accepted"
                      for a in bad)
     return [WiringProblem(consumer.where, f"ensemble tensor {tensor!r}: {producer.who} makes shapes "
                           f"{list(low)}..{list(high)}, which {consumer.who} does not accept ({axes})",
                           "ensemble-shape-range")]
+
+
+def _span(low: int, high: int) -> str:
+    return f"{low}..{high}" if high >= 0 else f"{low}.. (no upper bound)"
 
 
 def _flow_problems(wiring: Wiring, uses: Mapping[str, list[_Use]]) -> list[WiringProblem]:

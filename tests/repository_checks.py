@@ -70,8 +70,9 @@ def outputs_outside_contract(repository: Path, models: Sequence[str] | None = No
                 shape = list(case.outputs[output["name"]].shape)
                 checked += 1
                 low, high = output["min_shape"], output["max_shape"]
-                if len(shape) != len(low) or not all(lo <= n <= hi for lo, n, hi in zip(low, shape, high,
-                                                                                        strict=True)):
+                # A max of -1 has no upper bound (an axis whose size the data decides).
+                if len(shape) != len(low) or not all(lo <= n and (hi < 0 or n <= hi) for lo, n, hi in
+                                                     zip(low, shape, high, strict=True)):
                     problems.append(f"{model}: case {case.name!r} output {output['name']!r} has shape {shape}, "
                                     f"outside the contract's {low}..{high}")
     return checked, problems

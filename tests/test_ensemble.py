@@ -264,3 +264,19 @@ def test_the_real_triton_refuses_every_planted_defect_and_serves_the_good_ensemb
     mask.set_data_from_numpy(np.ones((x.shape[0], 4), np.int64))
     result = client.infer("ens_good", [request, ids, mask], client_timeout=60)
     np.testing.assert_allclose(result.as_numpy("y"), y, rtol=1e-4, atol=1e-5)
+
+
+def test_a_size_the_data_decides_fits_only_a_consumer_without_an_upper_bound():
+    """A filter's row count has no upper bound (contract max -1): a consumer bounded on that axis may get more rows
+    than it accepts, one unbounded there takes any count."""
+    rows = TensorIO("rows", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(-1, 4))
+    bounded = TensorIO("boxes", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(64, 4))
+    unbounded = TensorIO("boxes", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(-1, 4))
+    steps = (Step("filter", {"x": "x"}, {"rows": "t"}), Step("head", {"boxes": "t"}, {"y": "y"}))
+    wiring = Wiring("e", 0, (_io("x"),), (_io("y"),), steps)
+    models = {"filter": StepModel("filter", 0, (_io("x"),), (rows,)), "head": StepModel("head", 0, (bounded,),
+                                                                                       (_io("y"),))}
+    (problem,) = [p for p in wiring_problems(wiring, models) if p.rule == "ensemble-shape-range"]
+    assert "axis 0: 0.. (no upper bound) produced, 0..64 accepted" in problem.message
+    models["head"] = StepModel("head", 0, (unbounded,), (_io("y"),))
+    assert [p for p in wiring_problems(wiring, models) if p.rule == "ensemble-shape-range"] == []

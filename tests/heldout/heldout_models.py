@@ -210,3 +210,23 @@ def kept_tokens(batch: int, seq: int, generator: torch.Generator) -> tuple[torch
     lengths[0] = seq
     keep = torch.arange(seq)[None, :] < lengths[:, None]
     return ids.masked_fill(~keep, 0), keep
+
+
+# Half precision ------------------------------------------------------------------------------------------------------
+def make_distilbert_tagger_fp16() -> torch.nn.Module:
+    """The DistilBERT tagger in float16 (token ids in, float16 logits out)."""
+    return make_distilbert_tagger().half()
+
+
+# A data-dependent output ---------------------------------------------------------------------------------------------
+class ScoreFilter(torch.nn.Module):
+    """Keeps the boxes whose score passes a threshold, as detection post-processing does: how many rows come out
+    depends on the values, not on the shapes."""
+
+    def forward(self, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return boxes[scores.sigmoid() > 0.5]
+
+
+def make_score_filter() -> torch.nn.Module:
+    """The score filter (boxes [b, n, 4] and scores [b, n] in, the kept boxes [k, 4] out)."""
+    return ScoreFilter().eval()

@@ -113,6 +113,17 @@ def _keep_mask_calls() -> list:
     return [(b, held.kept_tokens(b, s, generator), {}) for b, s in ((1, 6), (3, 10), (2, 17), (4, 7))]
 
 
+def _distilbert_fp16_calls() -> list:
+    generator = torch.Generator().manual_seed(49)
+    return [(b, (), _tokens(b, s, generator)) for b, s in ((1, 8), (3, 14), (2, 21))]
+
+
+def _filter_calls() -> list:
+    generator = torch.Generator().manual_seed(50)
+    return [(b, (torch.rand(b, n, 4, generator=generator), torch.randn(b, n, generator=generator)), {})
+            for b, n in ((1, 10), (3, 25), (2, 17))]
+
+
 CASES = {
     "bart": Case(held.make_bart, _bart_calls()),
     "whisper_encoder": Case(held.make_whisper_encoder, _whisper_calls()),
@@ -123,4 +134,6 @@ CASES = {
     "siglip": Case(held.make_siglip, _siglip_calls()),
     "gru_tagger": Case(held.make_gru_tagger, _gru_calls()),
     "keep_mask_encoder": Case(held.make_keep_mask_encoder, _keep_mask_calls()),
+    "distilbert_tagger_fp16": Case(held.make_distilbert_tagger_fp16, _distilbert_fp16_calls()),
+    "score_filter": Case(held.make_score_filter, _filter_calls()),
 }
