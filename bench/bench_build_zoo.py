@@ -11,9 +11,13 @@ For each model of ``tests/zoo/gen-repo.yaml`` (a one-model manifest, python targ
 - **warm**: the same build again, nothing changed (every model from the cache), in this process and through the
   ``gen-repo build`` console script (interpreter start-up and imports count).
 
-Same process state for both: imports and one throw-away export happen before any timed run, bare and cold runs
-alternate their order per repetition, and torch.export's caches are reset before each. Prints medians and spread
-(min..max) per model, the cold/bare ratio against the goal (<= 1.5x) and warm against 1 s.
+Same process state for both: per model, one throw-away cold build and one throw-away bare export run before its
+timed runs (first use of a model costs more in whichever run comes first: its factory's lazy transformers/diffusers
+imports, torch's first calls of its operators), bare and cold runs alternate their order per repetition, and
+torch.export's caches are reset before each. The cold build's own ``torch.onnx.export`` call is timed too
+("in export"): cold minus that is what gen-repo adds (the forward check before exporting, the reference cases, the
+onnxruntime check, files). Prints medians and spread (min..max) per model, the cold/bare ratio against the goal
+(<= 1.5x) and warm against 1 s, and the load average before and after.
 
     python bench/bench_build_zoo.py [--repeat 3] [--models bert llama ...]
 """
@@ -24,6 +28,7 @@ import argparse
 import contextlib
 import io
 import itertools
+import os
 import shutil
 import statistics
 import subprocess
@@ -66,12 +71,33 @@ def _reset_torch() -> None:
     torch._dynamo.reset()
 
 
+#: Seconds of every ``torch.onnx.export`` call since the last reset (see :func:`_time_torch_onnx_export`).
+_EXPORT_CALLS: list[float] = []
+
+
+def _time_torch_onnx_export() -> None:
+    """Time each ``torch.onnx.export`` call, the build's included (a wrapper; arguments and result untouched)."""
+    import torch.onnx
+
+    real = torch.onnx.export
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            _EXPORT_CALLS.append(time.perf_counter() - started)
+
+    torch.onnx.export = timed
+
+
 def _cold(manifest: Path, output: Path, cache: Path) -> tuple[float, dict[str, float], str]:
-    """One cold build: seconds, seconds per stage, and the exporter the build used."""
+    """One cold build: seconds, seconds per stage (and "in export": its torch.onnx.export calls), the exporter."""
     from generator.build import build_repository
 
     events: list[tuple[float, str]] = []
     _reset_torch()
+    _EXPORT_CALLS.clear()
     started = time.perf_counter()
     report = build_repository(manifest, _options(cache), output,
                               progress=lambda e: events.append((time.perf_counter(), e.stage)))
@@ -84,10 +110,13 @@ def _cold(manifest: Path, output: Path, cache: Path) -> tuple[float, dict[str, f
         seen_work = seen_work or stage in ("source", "export", "reference", "check")
         bucket = stage if stage in ("source", "export", "reference", "check") else ("stage" if seen_work else "plan")
         stages[bucket] += t1 - t0
-    notes = report.models[0].notes
-    exporter = "legacy" if any("used the legacy exporter" in n or "exported with legacy" in n for n in notes) \
-        else "dynamo"
-    return ended - started, stages, exporter
+    stages["in export"] = sum(_EXPORT_CALLS)
+    from generator.export.onnx import EXPORTER_NAMES
+
+    # The build's note "exported with <exporter> in N s" says which exporter the file came from.
+    used = [e for e, words in EXPORTER_NAMES.items()
+            if any(n.startswith(f"exported with {words} in ") for n in report.models[0].notes)]
+    return ended - started, stages, used[0]
 
 
 def _bare(manifest: Path, folder: Path, exporter: str) -> float:
@@ -160,19 +189,20 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-build-zoo-") as tmp:
         base = Path(tmp)
-        # Imports, and one throw-away build: no timed run pays for first imports.
-        first = base / "first"
-        first.mkdir()
-        _cold(_manifest(first, entries[0]), first / "out", first / "cache")
+        _time_torch_onnx_export()
+        load_before = os.getloadavg()
         for entry in entries:
             folder = base / entry["name"]
             folder.mkdir()
             manifest = _manifest(folder, entry)
+            # Throw-away runs of this model: no timed run pays for its first use (imports, first operator calls).
+            _, _, first_exporter = _cold(manifest, folder / "first-out", folder / "first-cache")
+            _bare(manifest, folder, first_exporter)
             bare: list[float] = []
             cold: list[float] = []
             warm: list[float] = []
             warm_cli: list[float] = []
-            stages: dict[str, list[float]] = {s: [] for s in STAGES}
+            stages: dict[str, list[float]] = {s: [] for s in (*STAGES, "in export")}
             exporter = "dynamo"
             for i in range(args.repeat):
                 run = folder / str(i)
@@ -192,6 +222,7 @@ def main() -> None:
             rows.append((entry["name"], exporter, bare, cold, warm, warm_cli, stages))
             ratio = statistics.median(cold) / statistics.median(bare)
             print(f"{entry['name']}: bare {_stat(bare)} cold {_stat(cold)} ratio {ratio:.2f}x", file=sys.stderr)
+        load_after = os.getloadavg()
     print(f"gen-repo build, one zoo model per manifest, --target python ({args.repeat} repetitions; seconds, median "
           "(min..max))")
     print(f"{'model':<20} {'exporter':<8} {'bare export':>19} {'cold build':>19} {'cold/bare':>9} "
@@ -200,13 +231,18 @@ def main() -> None:
         ratio = statistics.median(cold) / statistics.median(bare)
         print(f"{name:<20} {exporter:<8} {_stat(bare):>19} {_stat(cold):>19} {ratio:>8.2f}x {_stat(warm):>19} "
               f"{_stat(warm_cli):>19}")
-    print("\nwhere a cold build's time goes (medians, seconds)")
-    print(f"{'model':<20} " + " ".join(f"{s:>9}" for s in STAGES))
-    for name, *_, stages in rows:
-        print(f"{name:<20} " + " ".join(f"{statistics.median(stages[s]):>9.2f}" for s in STAGES))
+    print("\nwhere a cold build's time goes (medians, seconds; 'in export' is the torch.onnx.export call inside the "
+          "export stage, 'added' the cold build minus it)")
+    print(f"{'model':<20} " + " ".join(f"{s:>9}" for s in (*STAGES, "in export", "added")))
+    for name, _, _, cold, *_, stages in rows:
+        added = [c - e for c, e in zip(cold, stages["in export"], strict=True)]
+        print(f"{name:<20} " + " ".join(f"{statistics.median(stages[s]):>9.2f}" for s in (*STAGES, "in export"))
+              + f" {statistics.median(added):>9.2f}")
     met = [name for name, _, bare, cold, *_ in rows if statistics.median(cold) <= 1.5 * statistics.median(bare)]
     warm_met = [name for name, *_, warm_cli, _ in rows if statistics.median(warm_cli) <= 1.0]
     print(f"\ncold <= 1.5x bare: {len(met)} of {len(rows)} models; warm CLI <= 1 s: {len(warm_met)} of {len(rows)}")
+    print("load average (1, 5, 15 min) before: " + ", ".join(f"{x:.1f}" for x in load_before) + "; after: "
+          + ", ".join(f"{x:.1f}" for x in load_after))
 
 
 if __name__ == "__main__":
