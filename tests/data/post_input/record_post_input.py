@@ -2,7 +2,13 @@
 
 aitune 0.6.0 records no ``post_input_spec``; AITune main's RecordingModule computes it the way this script does:
 ``SampleMetadata.from_inputs`` over the normalized arguments after the call (with the global batch size), merged over
-the calls with ``update_shapes_seen``. Everything else comes from ``../shared/tools/aitune-record/record.py``
+the calls with ``update_shapes_seen``. Checked against AITune main's source (github.com/ai-dynamo/aitune,
+``aitune/torch/module/graph_spec.py`` and the RecordingModule test "tracks input metadata before and after call"):
+``GraphSpec.post_input_spec: SampleMetadata | None = None``, the last field, written by ``to_dict`` after
+``dynamic_shapes`` in the same form as ``input_spec`` (None when not recorded) and read back with
+``data.get("post_input_spec")``; ``update_shapes_seen(inputs, outputs, post_inputs)`` takes the first call's
+metadata and merges later calls into it. Tensors changed by the call show in ``tensor_data``, non-tensor leaves
+(a counter) in ``other_data``, as here. Everything else comes from ``../shared/tools/aitune-record/record.py``
 (RecordingModule as ``tune()`` drives it). Regenerate (the aitune-record venv, see its README)::
 
     python tests/data/post_input/record_post_input.py /work/shared/tools/aitune-record tests/data/post_input
