@@ -9,9 +9,19 @@ same in every process. The GraphSpecs in ``specs/`` were recorded from these fac
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import torch
+
+# The zoo's sample-call helpers (left-padded prompts, padded tokens) serve here too; its token ids (< 99) fit the
+# held-out vocabularies. Imported from its folder, which is not a package, without leaving that folder on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "zoo"))
+try:
+    import zoo_models as _zoo
+finally:
+    sys.path.pop(0)
 
 #: Tiny sizes shared by the recordings and the sample calls.
 VOCAB = 101
@@ -23,16 +33,12 @@ MEL_FRAMES = 64  # Whisper's fixed input length: 2 x max_source_positions
 GRU_EMBED, GRU_HIDDEN, GRU_TAGS = 16, 10, 7
 
 
-def _seeded(seed: int) -> None:
-    torch.manual_seed(seed)
-
-
 # Encoder-decoder ------------------------------------------------------------------------------------------------------
 def make_bart() -> torch.nn.Module:
     """A BART encoder-decoder with its language-model head (learned positions, offset 2)."""
     from transformers import BartConfig, BartForConditionalGeneration
 
-    _seeded(20)
+    torch.manual_seed(20)
     config = BartConfig(
         vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, max_position_embeddings=64,
@@ -48,7 +54,7 @@ def make_whisper_encoder() -> torch.nn.Module:
     from transformers import WhisperConfig
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
-    _seeded(21)
+    torch.manual_seed(21)
     config = WhisperConfig(
         vocab_size=VOCAB, num_mel_bins=MELS, d_model=HIDDEN, encoder_layers=1, decoder_layers=1,
         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37,
@@ -62,7 +68,7 @@ def make_hubert() -> torch.nn.Module:
     """A HuBERT audio classifier on raw audio: conv features, mean-pooled frames, one label vector per clip."""
     from transformers import HubertConfig, HubertForSequenceClassification
 
-    _seeded(22)
+    torch.manual_seed(22)
     config = HubertConfig(
         vocab_size=12, hidden_size=HIDDEN, num_hidden_layers=1, num_attention_heads=2, intermediate_size=37,
         conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
@@ -77,7 +83,7 @@ def make_qwen2() -> torch.nn.Module:
     """A Qwen2 decoder (RoPE, grouped-query attention with biases, SDPA) with its language-model head."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    _seeded(23)
+    torch.manual_seed(23)
     config = Qwen2Config(
         vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -86,21 +92,10 @@ def make_qwen2() -> torch.nn.Module:
     return Qwen2ForCausalLM(config).eval()
 
 
-def left_padded_call(lengths: list[int], generator: torch.Generator) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Prompts of ``lengths`` tokens left-padded (pad id 0) to the longest, as a generation pipeline batches them."""
-    seq = max(lengths)
-    ids = torch.zeros(len(lengths), seq, dtype=torch.int64)
-    mask = torch.zeros(len(lengths), seq, dtype=torch.int64)
-    for row, length in enumerate(lengths):
-        ids[row, seq - length:] = torch.randint(3, VOCAB, (length,), generator=generator)
-        mask[row, seq - length:] = 1
-    return (), {"input_ids": ids, "attention_mask": mask, "use_cache": False}
-
-
 def qwen2_left_padded_calls() -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """Real left-padded prompt batches for the manifest's ``samples``: logits at padded positions are undefined."""
     generator = torch.Generator().manual_seed(30)
-    return [left_padded_call(list(lengths), generator) for lengths in ((5, 9), (14, 3, 8), (11, 11, 2, 6))]
+    return [_zoo.left_padded_call(list(lengths), generator) for lengths in ((5, 9), (14, 3, 8), (11, 11, 2, 6))]
 
 
 # Token classification ------------------------------------------------------------------------------------------------
@@ -108,7 +103,7 @@ def make_distilbert_tagger() -> torch.nn.Module:
     """DistilBERT with a token-classification head (no token_type_ids, sinusoidal-free learned positions)."""
     from transformers import DistilBertConfig, DistilBertForTokenClassification
 
-    _seeded(24)
+    torch.manual_seed(24)
     config = DistilBertConfig(
         vocab_size=VOCAB, dim=HIDDEN, n_layers=2, n_heads=2, hidden_dim=37, max_position_embeddings=64,
         num_labels=5, attn_implementation="eager",
@@ -137,7 +132,7 @@ class VaeDecoder(torch.nn.Module):
 
 def make_vae_decoder() -> torch.nn.Module:
     """The VAE decoder (latents [b, 4, h, w] -> images [b, 3, 2h, 2w])."""
-    _seeded(25)
+    torch.manual_seed(25)
     return VaeDecoder().eval()
 
 
@@ -146,7 +141,7 @@ def make_siglip() -> torch.nn.Module:
     """A SigLIP text tower and vision tower in one forward (sigmoid logits); texts and images batch on their own."""
     from transformers import SiglipConfig, SiglipModel
 
-    _seeded(26)
+    torch.manual_seed(26)
     config = SiglipConfig(
         text_config={"vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": 37, "num_hidden_layers": 1,
                      "num_attention_heads": 2, "max_position_embeddings": 16, "pad_token_id": 1, "bos_token_id": 0,
@@ -175,7 +170,7 @@ class GruTagger(torch.nn.Module):
 
 def make_gru_tagger() -> torch.nn.Module:
     """The GRU tagger (two graphs in AITune: without and with ``h0``)."""
-    _seeded(27)
+    torch.manual_seed(27)
     return GruTagger().eval()
 
 
@@ -199,17 +194,14 @@ class KeepMaskEncoder(torch.nn.Module):
 
 def make_keep_mask_encoder() -> torch.nn.Module:
     """The keep-mask encoder (one pooled vector per sequence)."""
-    _seeded(28)
+    torch.manual_seed(28)
     return KeepMaskEncoder().eval()
 
 
 def kept_tokens(batch: int, seq: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids and a keep mask (``True`` = a real token): each row keeps a prefix, never nothing."""
-    ids = torch.randint(1, VOCAB, (batch, seq), generator=generator)
-    lengths = torch.randint(1, seq + 1, (batch,), generator=generator)
-    lengths[0] = seq
-    keep = torch.arange(seq)[None, :] < lengths[:, None]
-    return ids.masked_fill(~keep, 0), keep
+    """Token ids and a keep mask (``True`` = a real token): the zoo's padded tokens with the mask inverted."""
+    ids, padding = _zoo.padded_tokens(batch, seq, generator)
+    return ids, ~padding
 
 
 # Half precision ------------------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def _hubert_ranges() -> dict:
 
 def _qwen2_calls() -> list:
     generator = torch.Generator().manual_seed(43)
-    return [(len(lengths), *held.left_padded_call(lengths, generator))
+    return [(len(lengths), *held._zoo.left_padded_call(lengths, generator))
             for lengths in ([7], [10, 13, 5], [19, 12], [9, 4, 8, 6])]
 
 
