@@ -22,6 +22,7 @@ from markdown_it import MarkdownIt
 
 from generator.cli import main
 from generator.repository import LOCK_FILE_NAME
+from generator.server import free_port
 from generator.smoke import CHECKS
 from tests.process_helpers import gen_repo_script
 
@@ -193,4 +194,8 @@ def test_a_bad_summary_path_is_the_only_error_and_nothing_runs(example_repositor
         assert json.loads(out)["errors"] == [
             {"file": str(bad), "pointer": "/", "severity": "error",
              "message": f"--summary-md: cannot append to this file: {reason}"}]
+    # Checked before any work: smoke neither tries the server nor writes its report (it would, then fail to append).
+    code, _out, err = _run("smoke", "--url", f"127.0.0.1:{free_port()}", "--json", tmp_path / "smoke.json",
+                           "--summary-md", tmp_path)
+    assert code == 2 and "--summary-md: cannot append to this file: Is a directory" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
