@@ -199,3 +199,26 @@ def test_a_bad_summary_path_is_the_only_error_and_nothing_runs(example_repositor
                            "--summary-md", tmp_path)
     assert code == 2 and "--summary-md: cannot append to this file: Is a directory" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
+
+
+@pytest.mark.timeout(60)
+def test_an_unreachable_server_gets_a_section_too(example_repository: Path, tmp_path: Path) -> None:
+    summary = _summary_file(tmp_path)
+    url = f"127.0.0.1:{free_port()}"
+    # smoke: its report says what it could not check (exit 3).
+    code, _out, err = _run("smoke", "--url", url, "--model", "mlp", "--timeout", "5", "--json",
+                           tmp_path / "smoke.json", "--summary-md", summary)
+    assert code == 3, err
+    section = _section(summary)
+    assert section.startswith("### ❌ gen-repo smoke\n") and f"grpc {url}: server unreachable" in section
+    assert _counts(section) == json.loads((tmp_path / "smoke.json").read_text())["counts"]
+    assert [row[:2] for row in _table(section)] == [["model", "status"], ["mlp", "error"]]
+    # lint --url: the command stops with a located error (exit 3), and the section carries it.
+    summary.write_text(EARLIER, encoding="utf-8")
+    code, out, _err = _run("lint", example_repository, "--url", url, "--json", "--summary-md", summary)
+    assert code == 3
+    errors = json.loads(out)["errors"]
+    section = _section(summary)
+    assert section.startswith("### ❌ gen-repo lint\n") and "exit 3 (unreachable)" in section
+    assert _counts(section) == {"errors": len(errors)}
+    assert _table(section)[1:] == [[e["file"], e["pointer"], e["message"]] for e in errors]
