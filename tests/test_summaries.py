@@ -49,6 +49,13 @@ def _section(path: Path) -> str:
     return section
 
 
+def _summarised(folder: Path, *args: str | Path) -> tuple[int, str, str]:
+    """``gen-repo ARGS --summary-md folder/summary.md`` after an earlier step: exit code, stdout, its section."""
+    summary = _summary_file(folder)
+    code, out, _err = _run(*args, "--summary-md", summary)
+    return code, out, _section(summary)
+
+
 def _counts(section: str) -> dict[str, int]:
     line = next(line for line in section.splitlines() if line.startswith("**"))
     return {label.strip(): int(count) for count, label in re.findall(r"\*\*(\d+)\*\* ([^·]+)", line)}
@@ -117,11 +124,9 @@ def test_verify_summary_names_the_tampered_file(example_repository: Path, tmp_pa
     shutil.copytree(example_repository, repo)
     onnx = repo / "mlp" / "1" / "model.onnx"
     onnx.write_bytes(onnx.read_bytes()[:-1] + b"\0")
-    summary = _summary_file(tmp_path)
-    code, out, _err = _run("verify", repo, "--json", "--summary-md", summary)
+    code, out, section = _summarised(tmp_path, "verify", repo, "--json")
     assert code == 1
     payload = json.loads(out)
-    section = _section(summary)
     assert section.startswith("### ❌ gen-repo verify\n")
     assert len(payload["problems"]) == 1
     assert _counts(section) == {"artifacts": payload["artifacts"], "differences": len(payload["problems"])}
@@ -130,9 +135,9 @@ def test_verify_summary_names_the_tampered_file(example_repository: Path, tmp_pa
     assert _links(section) == {"repository": "repo"}
 
     shutil.copy(example_repository / "mlp" / "1" / "model.onnx", onnx)
-    code, out, _err = _run("verify", repo, "--json", "--summary-md", summary)
+    code, out, _err = _run("verify", repo, "--json", "--summary-md", tmp_path / "summary.md")
     assert code == 0
-    text = summary.read_text(encoding="utf-8")
+    text = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert text.count("### ") == 3  # appended after the failed run's section, nothing rewritten
     last = text[text.rindex("### ✅ gen-repo verify"):]
     assert _counts(last) == {"artifacts": json.loads(out)["artifacts"], "differences": 0}
@@ -144,11 +149,9 @@ def test_lint_summary_puts_errors_before_warnings(example_repository: Path, tmp_
     shutil.copytree(example_repository, repo)
     (repo / "mlp" / "notes").mkdir()  # a warning in the first model: Triton ignores the folder
     (repo / "text" / "1" / "model.py").unlink()  # an error in the second: the python backend needs it
-    summary = _summary_file(tmp_path)
-    code, out, _err = _run("lint", repo, "--json", "--summary-md", summary)
+    code, out, section = _summarised(tmp_path, "lint", repo, "--json")
     assert code == 1
     payload = json.loads(out)
-    section = _section(summary)
     assert section.startswith("### ❌ gen-repo lint\n")
     assert _counts(section) == payload["summary"] == {"errors": 1, "warnings": 1}
     rows = _table(section)
