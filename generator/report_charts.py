@@ -80,8 +80,9 @@ def _svg(figure: Figure, salt: str) -> str:
 
 
 def _own_ids(text: str, prefix: str) -> str:
-    """``text`` with every id (and every reference to one) prefixed: matplotlib numbers its groups from 1 in each
-    figure (``axes_1``), so two charts in one page would repeat ids. Only markup is touched, never text content.
+    """``text`` with every id (and every reference to one) prefixed; only markup is touched, never text content.
+
+    matplotlib numbers its groups from 1 in each figure (``axes_1``): two charts in one page would repeat ids.
     """
     ids = set(_ID.findall(text))
 
