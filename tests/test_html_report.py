@@ -312,3 +312,26 @@ def test_bad_input_files_are_all_named_and_nothing_is_written(example_repository
 def test_a_missing_repository_is_a_located_error(tmp_path: Path) -> None:
     code, text, _ = run_cli(["report", str(tmp_path / "nowhere"), "-o", str(tmp_path / "r.html")])
     assert code == 2 and f"{tmp_path / 'nowhere'}: /: not a directory" in text and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_a_published_repository_is_reported_from_its_bucket(store: Any, example_repository: Path,
+                                                             tmp_path: Path) -> None:
+    from generator.publish import publish
+
+    url = store.url("report")
+    publish(example_repository, url)
+    store.fs().pipe_file(store.key("report", "text/1/model.onnx"), b"not onnx")  # the lock check must see it
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", url, "-o", str(page)])
+    assert code == 0, text
+    tree = _parse(page.read_text(encoding="utf-8"))
+    assert _text(tree.find(".//code")) == url  # type: ignore[arg-type]
+    assert {"input_x"} <= _svg_texts(_section(tree, "mlp")) and _section(tree, "text") is not None
+    # verify's answer, naming the object in the bucket (never the temporary copy the page was made from).
+    assert f"{url}/text/1/model.onnx" in _text(tree.find(".//ul[@class='problems']"))  # type: ignore[arg-type]
+    assert "1 difference(s) from gen-repo.lock.json" in _text(tree.find(".//table[@class='summary']"))  # type: ignore[arg-type]
+
+    code, text, _ = run_cli(["report", store.dead_url("report"), "-o", str(tmp_path / "dead.html")],
+                            env=store.dead_env())
+    assert code == 3 and "Traceback" not in text and not (tmp_path / "dead.html").exists(), text
