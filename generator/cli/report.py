@@ -52,6 +52,9 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
         return
     # Written whole, then renamed into place: a reader never sees half a page.
     partial = output.with_name(f".{output.name}.partial")
-    partial.write_text(page, encoding="utf-8")
-    partial.replace(output)
+    try:
+        partial.write_text(page, encoding="utf-8")
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
     click.echo(f"report written to {output}", err=True)
