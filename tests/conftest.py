@@ -184,6 +184,30 @@ def built_example_repository(example_repository) -> _Path:
     return example_repository
 
 
+# ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/test_html_report.py) ------------------------------------
+@pytest.fixture(scope="session")
+def zoo_build(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The zoo (tests/zoo) built once per session (python target, two processes, own cache): (folder, build report).
+
+    Shared by every module that needs it, so a session builds the zoo once.
+    """
+    from generator.build import BuildOptions, build_repository
+
+    base = tmp_path_factory.mktemp("zoo")
+    report = build_repository(
+        _REPO_ROOT / "tests" / "zoo" / "gen-repo.yaml",
+        BuildOptions(allow_code=True, target="python", cache_dir=base / "cache", jobs=2),
+        output_dir=base / "model_repository",
+    )
+    return base / "model_repository", report
+
+
+@pytest.fixture(scope="session")
+def zoo_repository(zoo_build) -> _Path:  # type: ignore[no-untyped-def]
+    """The zoo's repository folder (``zoo_build``'s first element)."""
+    return zoo_build[0]
+
+
 # ---- CI strictness: what CI installs must really run (tests/requirements.py) ------------------------------------
 from tests import requirements as _requirements  # noqa: E402
 

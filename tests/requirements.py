@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Debian's chromium (scripts/setup installs it as root): the browser tests/test_html_report.py views the report in.
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 class RequirementSkip(pytest.skip.Exception):  # type: ignore[name-defined,misc]
@@ -140,6 +142,10 @@ def _gcs_emulator() -> str | None:
     return f"{' and '.join(missing)} missing" if missing else None
 
 
+def _chromium() -> str | None:
+    return None if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK) else f"no {CHROMIUM} (Debian's chromium package)"
+
+
 def _shared_fixtures() -> str | None:
     shared = _REPO_ROOT.parent / "shared" / "fixtures" / "aitune"
     return None if shared.is_dir() else f"no {shared} next to this checkout"
@@ -163,6 +169,7 @@ _ALL = (
     Requirement("console_script", True, "pip install -e .", _console_script),
     Requirement("libyaml", True, "PyPI's PyYAML wheels bundle libyaml", _libyaml),
     Requirement("protobuf_upb", True, "PyPI's protobuf wheels use upb", _upb),
+    Requirement("chromium", True, "apt-get install chromium (scripts/setup does, as root)", _chromium),
     Requirement("root", True, "run as root (CI does) with mount(8)", _root),
     Requirement("user_namespaces", True, "unprivileged user namespaces and util-linux", _user_namespaces),
     Requirement("no_gpu", True, "a machine without an NVIDIA GPU (CI is one)", _no_gpu),
