@@ -4,8 +4,9 @@ A change is **breaking** when a request that was valid before is refused now, or
 shape or type: a removed model, input or output (or one renamed), a new required input, an input made required, a
 data type or rank change, a static size changed, a narrowed shape range or value domain, a lower ``max_batch_size``,
 batching turned off. It is **compatible** otherwise: an added model, output or optional input, an input made
-optional, a widened range or domain, a higher ``max_batch_size``, batching turned on (requests keep their shape when
-the first axis was already variable; a rank or range change that comes with it is reported on its own).
+optional, a widened range or domain, a higher ``max_batch_size``, batching turned on. Turning batching on or off
+changes the request's first axis: where that changes a tensor's rank (its dims kept) or its first axis's range, that
+is reported on its own (breaking); a model whose first dim was already variable keeps its requests' shape.
 
 Contracts are :class:`generator.client.ModelContract` objects. One from ``gen_repo/contract.json`` is *exact*: its
 shape ranges are the TensorRT profile's and its inputs carry their value domains. One derived from a ``config.pbtxt``
