@@ -66,7 +66,7 @@ def _print_table(diff: ContractDiff) -> None:
     if diff.changes:
         table = Table(title=f"gen-repo diff {escape(diff.old)} -> {escape(diff.new)}")
         for column in ("model", "class", "kind", "subject", "change"):
-            table.add_column(column, overflow="fold", no_wrap=column in ("model", "class"))
+            table.add_column(column, overflow="fold", no_wrap=column in ("model", "class", "kind"))
         for change in diff.changes:
             style = "red" if change.breaking else "green"
             table.add_row(escape(change.model), f"[{style}]{change.classification}[/{style}]", change.kind,
