@@ -75,6 +75,9 @@ def test_bad_input_is_exit_2_located_without_a_traceback(example_repository: Pat
     assert f"error: {tmp_path / 'missing'}: /: not a folder" in done.stderr
     assert f"error: {broken / 'text' / '1' / 'gen_repo' / 'contract.json'}: /: not a gen-repo contract" in done.stderr
     assert not list(tmp_path.glob("*.md"))
+    unwritable = _diff(str(broken / "mlp" / "1"), str(broken / "mlp" / "1"), "--markdown",
+                       str(tmp_path / "no-such-folder" / "diff.md"))
+    assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr, unwritable.stderr
 
 
 @pytest.mark.slow

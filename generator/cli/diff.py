@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from generator.cli._common import report_errors
-from generator.errors import EXIT_FAILED, EXIT_OK
+from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
 if TYPE_CHECKING:
     from generator.contract_diff import ContractDiff
@@ -45,11 +45,16 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     from generator.contract_sources import diff_locations
 
     diff = diff_locations(old, new)
-    if markdown_file is not None:
-        markdown_file.write_text(render_markdown(diff), encoding="utf-8")
-    if summary_file is not None:
-        links = [("diff (Markdown)", str(markdown_file))] if markdown_file is not None else []
-        append_summary(summary_file, summary_section(diff, links))
+    target = markdown_file
+    try:
+        if markdown_file is not None:
+            markdown_file.write_text(render_markdown(diff), encoding="utf-8")
+        target = summary_file
+        if summary_file is not None:
+            links = [("diff (Markdown)", str(markdown_file))] if markdown_file is not None else []
+            append_summary(summary_file, summary_section(diff, links))
+    except OSError as error:
+        raise GenRepoError([Problem(str(target), "", f"cannot write: {error.strerror or error}")]) from error
     if json_output:
         click.echo(diff.render_json(), nl=False)
     else:
