@@ -267,3 +267,57 @@ def test_a_model_folder_leading_outside_is_refused(example_repository: Path, tmp
     with pytest.raises(GenRepoError) as caught:
         diff_locations(str(example_repository), str(repo))
     assert any("outside" in p.message for p in caught.value.problems), caught.value.problems
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Held out: the classification agrees with what the client-side validator refuses
+# --------------------------------------------------------------------------------------------------------------------
+def _requests(contract: ModelContract) -> list[dict[str, Any]]:
+    """Requests the contract accepts: its example inputs at min/opt/max (values from each domain), the same with
+    any integer an input without a domain may take, and each without one optional input."""
+    import numpy as np
+
+    requests = []
+    for shape in ("min", "opt", "max"):
+        for seed in range(3):
+            example = contract.example_inputs(shape, seed=seed)
+            requests.append(example)
+            rng = np.random.default_rng(seed)
+            anything = dict(example)
+            for tensor in contract.inputs:
+                if tensor.values is None and tensor.dtype.kind in "iu":
+                    anything[tensor.name] = rng.integers(0, 1000, size=example[tensor.name].shape).astype(tensor.dtype)
+            requests.append(anything)
+            requests += [{k: v for k, v in example.items() if k != t.name} for t in contract.inputs if t.optional]
+    return requests
+
+
+def _request_side(change: Any) -> bool:
+    """A change that can refuse a request (as opposed to changing what a client reads back)."""
+    return change.subject.startswith("input:") or change.subject == "max_batch_size"
+
+
+CROSS_CHECKED = [(case, *EDITS[case][:2]) for case in sorted(EDITS)]
+
+
+@pytest.mark.parametrize(("case", "model", "edit"), CROSS_CHECKED, ids=[c[0] for c in CROSS_CHECKED])
+def test_a_breaking_request_side_change_refuses_an_old_request(contracts: dict[str, dict[str, Any]], case: str,
+                                                               model: str, edit: Any) -> None:
+    """For every edit: some request the old contract accepts is refused by ``ModelContract.validate`` under the new
+    one exactly when the diff reports a breaking change on the request side (inputs, batch)."""
+    new_doc = copy.deepcopy(contracts[model])
+    edit(new_doc)
+    old, new = ModelContract.from_contract_dict(contracts[model]), ModelContract.from_contract_dict(new_doc)
+    requests = _requests(old)
+    assert all(old.validate(r) == [] for r in requests)
+    refused = [r for r in requests if new.validate(r)]
+    breaking = [c for c in diff_models(old, new).breaking if _request_side(c)]
+    assert bool(refused) == bool(breaking), (case, [c.kind for c in breaking])
+
+
+def test_the_rebuild_agrees_with_the_validator(example_repository: Path, variant_example_repository: Path) -> None:
+    for model, refuses in (("mlp", False), ("text", True)):
+        old = ModelContract.from_repository(example_repository, model)
+        new = ModelContract.from_repository(variant_example_repository, model)
+        assert any(new.validate(r) for r in _requests(old)) is refuses
+        assert any(_request_side(c) for c in old.compatible_with(new).breaking) is refuses
