@@ -45,13 +45,16 @@ __all__ = [
     "FolderReader",
     "Location",
     "Reader",
+    "VERSION_FOLDER",
     "diff_locations",
     "load_location",
     "load_model_contract",
     "served_version",
 ]
 
-_VERSION = re.compile(r"^[1-9][0-9]*$")
+#: A version folder's name, as Triton reads it (and publish writes it).
+VERSION_FOLDER = re.compile(r"^[1-9][0-9]*$")
+_VERSION = VERSION_FOLDER
 CONTRACT_PATH = "gen_repo/contract.json"
 
 

@@ -37,7 +37,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import secrets
 import socket
 import time
@@ -50,7 +49,7 @@ from generator.bounded import read_text
 from generator.config import WARMUP_FOLDER
 from generator.contract import render_contract
 from generator.contract_diff import diff_models
-from generator.contract_sources import BucketReader, FolderReader, load_model_contract
+from generator.contract_sources import VERSION_FOLDER, BucketReader, FolderReader, load_model_contract
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
 from generator.repository import LOCK_FILE_NAME, LOCK_FORMAT, lock_problems, read_lock, render_lock, verify_repository
 from generator.storage import PUBLISH_LOCK_OBJECT, StorageURL, list_objects, open_filesystem, parse_url, storage_errors
@@ -67,7 +66,7 @@ SETTLE_S = 1.0
 #: Objects are read back (hashed) in ranges of this many bytes: a plan of any size in bounded memory.
 READ_CHUNK = 64 << 20
 
-_VERSION = re.compile(r"^[1-9][0-9]*$")
+_VERSION = VERSION_FOLDER
 #: Folders of a model with one subfolder per version: the version folder itself ("") and its warmup data
 #: (``warmup/<version>/``, named by the config's ``input_data_file``).
 _VERSIONED_AREAS = ("", WARMUP_FOLDER)
