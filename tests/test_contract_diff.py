@@ -66,6 +66,18 @@ def test_the_reverse_rebuild_and_an_identical_one(example_repository: Path, vari
     assert same.changes == () and same.unchanged == ("mlp", "text")
 
 
+def test_a_removed_and_an_added_model(example_repository: Path, tmp_path: Path) -> None:
+    fewer = tmp_path / "fewer"
+    shutil.copytree(example_repository, fewer)
+    shutil.rmtree(fewer / "text")
+    removed = diff_locations(str(example_repository), str(fewer))
+    assert _rows(removed.changes) == [("text", "model_removed", "model", None, "breaking")]
+    assert (removed.removed, removed.unchanged) == (("text",), ("mlp",))
+    added = diff_locations(str(fewer), str(example_repository))
+    assert _rows(added.changes) == [("text", "model_added", "model", None, "compatible")]
+    assert added.added == ("text",) and added.breaking == 0
+
+
 def test_compatible_with_is_the_same_classification(example_repository: Path,
                                                     variant_example_repository: Path) -> None:
     for model in ("mlp", "text"):
