@@ -199,6 +199,32 @@ def test_batching_on_keeps_a_request_shape_that_was_variable(contracts: dict[str
     assert ("mlp", "range_narrowed", "input:input_x", 0, "breaking") in _rows(comparison.changes)
 
 
+def test_an_ensembles_inputs_and_outputs_as_its_clients_see_them(example_repository: Path,
+                                                                  variant_example_repository: Path,
+                                                                  tmp_path: Path) -> None:
+    """tests/ensemble_corpus/ens_good (an ensemble over the example models that Triton loads), rewired for the rebuilt
+    models: its ids input becomes INT32 and its mask input goes away, as the rebuilt text model's did."""
+    corpus = Path(__file__).parent / "ensemble_corpus" / "ens_good"
+    old, new = tmp_path / "old", tmp_path / "new"
+    shutil.copytree(example_repository, old)
+    shutil.copytree(variant_example_repository, new)
+    shutil.copytree(corpus, old / "ens_good", ignore=shutil.ignore_patterns("expected.json"))
+    shutil.copytree(corpus, new / "ens_good", ignore=shutil.ignore_patterns("expected.json"))
+    config = new / "ens_good" / "config.pbtxt"
+    text = config.read_text()
+    for line in ('  { name: "mask", data_type: TYPE_INT64, dims: [ -1 ] }\n',
+                 '      input_map { key: "input_attention_mask" value: "mask" }\n'):
+        assert line in text
+        text = text.replace(line, "")
+    config.write_text(text.replace('{ name: "ids", data_type: TYPE_INT64, dims: [ -1 ] },',
+                                   '{ name: "ids", data_type: TYPE_INT32, dims: [ -1 ] }'))  # last input now
+    diff = diff_locations(str(old), str(new))
+    assert [r for r in _rows(diff.changes) if r[0] == "ens_good"] == [
+        ("ens_good", "data_type", "input:ids", None, "breaking"),
+        ("ens_good", "ensemble_input_removed", "input:mask", None, "breaking")]
+    assert ("ens_good", "shape_ranges") in {(u.model, u.fact) for u in diff.unknown}  # a config says no more
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Repositories gen-repo did not build: contracts derived from config.pbtxt
 # --------------------------------------------------------------------------------------------------------------------
