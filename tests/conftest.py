@@ -114,6 +114,12 @@ def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from _read_only(output)
 
 
+@pytest.fixture(scope="session")
+def example_build_cache(example_repository) -> _Path:  # type: ignore[no-untyped-def]
+    """The build cache ``example_repository`` filled: a CLI build of the example models with it is a cache hit."""
+    return example_repository.parent / "cache"
+
+
 # ---- warmup_example_repository (generator/config.py warmup, generator/publish.py) -----------------------------
 @pytest.fixture(scope="session")
 def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
