@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from generator.ci_summary import SummaryRow, SummarySection, markdown_cell
+from generator.ci_summary import markdown_cell
 
 if TYPE_CHECKING:
     from generator.client import ModelContract, TensorContract
@@ -42,7 +42,6 @@ __all__ = [
     "diff_repositories",
     "is_exact",
     "render_markdown",
-    "summary_section",
 ]
 
 DIFF_FORMAT = "gen-repo-diff/1"
@@ -449,17 +448,3 @@ def render_markdown(diff: ContractDiff) -> str:
         lines += [f"- {markdown_cell(u.model)}: {markdown_cell(u.fact)}: {markdown_cell(u.why)}" for u in diff.unknown]
         lines.append("")
     return "\n".join(lines)
-
-
-def summary_section(diff: ContractDiff, links: Sequence[tuple[str, str]] = ()) -> SummarySection:
-    """The ``--summary-md`` section of a diff: counts, breaking changes first, unknown facts as a note."""
-    rows = [SummaryRow(f"{c.model} {c.subject}", c.classification, f"{c.kind}: {c.message}", failed=c.breaking)
-            for c in diff.changes]
-    note = f"{len(diff.unknown)} fact(s) not compared (contracts derived from config.pbtxt)" if diff.unknown else ""
-    return SummarySection(
-        title=f"gen-repo diff {diff.old} → {diff.new}",
-        counts={"breaking": diff.breaking, "compatible": diff.compatible, "models added": len(diff.added),
-                "models removed": len(diff.removed), "models changed": len(diff.changed),
-                "models unchanged": len(diff.unchanged)},
-        rows=rows, links=links, ok=diff.breaking == 0, note=note, columns=("change", "class", "detail"),
-    )

@@ -69,8 +69,10 @@ def test_bad_input_is_exit_2_located_without_a_traceback(example_repository: Pat
     broken = tmp_path / "broken"
     shutil.copytree(example_repository, broken)
     (broken / "text" / "1" / "gen_repo" / "contract.json").write_text("[]")
-    done = _diff(str(tmp_path / "missing"), str(broken))
+    done = _diff(str(tmp_path / "missing"), str(broken), "--summary-md", str(tmp_path / "summary.txt"))
     assert done.returncode == 2, done.stdout + done.stderr
+    section = (tmp_path / "summary.txt").read_text()  # bad input gets its section too, every problem in it
+    assert section.startswith("### ❌ gen-repo diff") and "not a gen-repo contract" in section
     assert "Traceback" not in done.stderr
     assert f"error: {tmp_path / 'missing'}: /: not a folder" in done.stderr
     assert f"error: {broken / 'text' / '1' / 'gen_repo' / 'contract.json'}: /: not a gen-repo contract" in done.stderr

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
 if TYPE_CHECKING:
@@ -27,11 +27,9 @@ if TYPE_CHECKING:
               help="Print the diff as JSON on stdout (schema gen-repo-diff/1, docs/diff.md).")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the diff as a Markdown document to this file.")
-@click.option("--summary-md", "summary_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Append a short Markdown section (counts, breaking changes first) to this file, e.g. "
-                   "$GITHUB_STEP_SUMMARY.")
+@summary_md_option
 @report_errors
-def command(old: str, new: str, json_output: bool, markdown_file: Path | None, summary_file: Path | None) -> None:
+def command(old: str, new: str, json_output: bool, markdown_file: Path | None, summary_md: Path | None = None) -> None:
     """Compare the model contracts of OLD and NEW as a client sees them.
 
     OLD and NEW are repository folders, s3:// or gs:// repositories, or one model's two version folders
@@ -41,20 +39,19 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input, 3 storage unreachable.
     """
     from generator.ci_summary import append_summary
-    from generator.contract_diff import render_markdown, summary_section
+    from generator.contract_diff import render_markdown
     from generator.contract_sources import diff_locations
+    from generator.summaries import diff_summary
 
     diff = diff_locations(old, new)
-    target = markdown_file
-    try:
-        if markdown_file is not None:
+    if markdown_file is not None:
+        try:
             markdown_file.write_text(render_markdown(diff), encoding="utf-8")
-        target = summary_file
-        if summary_file is not None:
-            links = [("diff (Markdown)", str(markdown_file))] if markdown_file is not None else []
-            append_summary(summary_file, summary_section(diff, links))
-    except OSError as error:
-        raise GenRepoError([Problem(str(target), "", f"cannot write: {error.strerror or error}")]) from error
+        except OSError as error:
+            raise GenRepoError([Problem(str(markdown_file), "", f"cannot write: {error.strerror or error}")]) \
+                from error
+    if summary_md is not None:
+        append_summary(summary_md, diff_summary(diff, [("diff (Markdown)", markdown_file)] if markdown_file else []))
     if json_output:
         click.echo(diff.render_json(), nl=False)
     else:
