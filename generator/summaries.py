@@ -2,7 +2,8 @@
 
 One function per result type: :func:`build_summary` (``gen-repo build``'s :class:`~generator.build_types.BuildReport`),
 :func:`smoke_summary` (:class:`~generator.smoke.SmokeReport`), :func:`lint_summary`
-(:class:`~generator.lint.run.LintReport`), :func:`verify_summary` (:class:`~generator.storage.Verification`), and
+(:class:`~generator.lint.run.LintReport`), :func:`verify_summary` (:class:`~generator.storage.Verification`),
+:func:`diff_summary` (:class:`~generator.contract_diff.ContractDiff`), and
 :func:`error_summary` for a command stopped by bad input or unreachable storage (its located problems). Counts come
 from the result types themselves (``SmokeReport.counts``, ``LintReport.errors``/``warnings``), so a section says
 what the command's ``--json`` says. The result types are imported for type checking only: building a summary must
@@ -21,11 +22,14 @@ from generator.repository import LOCK_FILE_NAME
 
 if TYPE_CHECKING:
     from generator.build_types import BuildReport
+    from generator.contract_diff import ContractDiff
     from generator.lint.run import LintReport
     from generator.smoke import SmokeReport
     from generator.storage import Verification
 
-__all__ = ["build_summary", "error_summary", "lint_summary", "problem_rows", "smoke_summary", "verify_summary"]
+__all__ = [
+    "build_summary", "diff_summary", "error_summary", "lint_summary", "problem_rows", "smoke_summary", "verify_summary",
+]
 
 #: Columns of a table of located problems (bad input, verify's differences).
 _PROBLEM_COLUMNS = ("file", "pointer", "problem")
@@ -116,3 +120,19 @@ def verify_summary(result: Verification) -> SummarySection:
     return SummarySection("gen-repo verify", counts, problem_rows(result.problems),
                           [("repository", result.location)], ok=not result.problems, note=note,
                           columns=_PROBLEM_COLUMNS)
+
+
+def diff_summary(diff: ContractDiff, files: Sequence[tuple[str, str | Path]] = ()) -> SummarySection:
+    """``gen-repo diff``: changes by class and models by fate, one row per change (breaking first).
+
+    ``files`` are the documents the run wrote (label, path), e.g. ``("diff (Markdown)", "diff.md")``.
+    """
+    rows = [SummaryRow(f"{c.model} {c.subject}", c.classification, f"{c.kind}: {c.message}", failed=c.breaking)
+            for c in diff.changes]
+    counts = {"breaking": diff.breaking, "compatible": diff.compatible, "models added": len(diff.added),
+              "models removed": len(diff.removed), "models changed": len(diff.changed),
+              "models unchanged": len(diff.unchanged)}
+    note = f"{len(diff.unknown)} fact(s) not compared (contracts derived from config.pbtxt)" if diff.unknown else ""
+    return SummarySection(f"gen-repo diff {diff.old} → {diff.new}", counts, rows,
+                          [(label, str(path)) for label, path in files], ok=diff.breaking == 0, note=note,
+                          columns=("change", "class", "detail"))

@@ -146,6 +146,27 @@ def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from _read_only(output)
 
 
+# ---- variant_example_repository (generator/contract_diff.py, generator/publish.py's release gate) ----------------
+@pytest.fixture(scope="session")
+def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The example models rebuilt with known contract changes (tests/diff_helpers.py), once per session.
+
+    Against ``example_repository``: mlp gains an output and a higher max_batch_size (compatible); text loses an
+    input, changes a dtype, narrows its value domain and sequence range (and widens it) and lowers its max batch.
+    Read-only: copy it to edit.
+    """
+    from generator.build import BuildOptions, build_repository
+    from tests.diff_helpers import make_variant_project
+
+    base = tmp_path_factory.mktemp("variant_example_repository")
+    manifest = make_variant_project(base / "project")
+    output = base / "model_repository"
+    report = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=base / "cache"),
+                              output_dir=output)
+    assert report.ok, report.to_dict()
+    yield from _read_only(output)
+
+
 # ---- store: S3 and GCS on loopback (generator/storage.py, generator/publish.py) -------------------------------------
 @pytest.fixture(scope="session")
 def s3_server():

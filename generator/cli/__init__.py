@@ -27,6 +27,7 @@ COMMANDS = (
     "check-request",
     "perf-config",
     "perf",
+    "diff",
     "report",
     "publish",
 )
