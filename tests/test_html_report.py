@@ -346,3 +346,24 @@ def test_an_output_folder_that_is_not_there_is_a_located_error(example_repositor
     target = tmp_path / "missing" / "report.html"
     code, text, _ = run_cli(["report", str(example_repository), "-o", str(target)])
     assert code == 2 and f"{target}: /: no folder" in text and "Traceback" not in text, text
+
+
+def test_the_real_diff_of_a_rebuild_is_shown_change_by_change(example_repository: Path,
+                                                               variant_example_repository: Path,
+                                                               tmp_path: Path) -> None:
+    """`gen-repo diff --json` of the examples against their rebuild with known changes, as the page lists it."""
+    code, diff_text, _ = run_cli(["diff", str(example_repository), str(variant_example_repository), "--json"])
+    assert code == 1, diff_text  # the rebuild breaks text's clients
+    diff = json.loads(diff_text)
+    (tmp_path / "diff.json").write_text(diff_text, encoding="utf-8")
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(variant_example_repository), "-o", str(page), "--diff",
+                             str(tmp_path / "diff.json")])
+    assert code == 0, text
+    tree = _parse(page.read_text(encoding="utf-8"))
+    rows = [[_text(td) for td in tr.iter("td")] for tr in tree.find(".//table[@class='diff']").iter("tr")]  # type: ignore[union-attr]
+    shown = [tuple(row[:4]) for row in rows if row]
+    assert shown == [(c["model"], c["classification"], c["kind"], c["subject"]) for c in diff["changes"]]
+    assert {c["kind"] for c in diff["changes"]} >= {"input_removed", "data_type", "output_added"}
+    summary = _text(tree.find(".//table[@class='summary']"))  # type: ignore[arg-type]
+    assert f"{diff['breaking']} breaking, {diff['compatible']} compatible" in summary
