@@ -13,8 +13,8 @@ things a plain launch lacks, all handled here:
 
 Serving must leave the user's files alone, so two things third-party code would write are kept in: on a machine
 without an NVIDIA GPU, Triton's GPU metrics are off (``--allow-gpu-metrics=false``), or its embedded DCGM host engine
-appends to ``/var/log/nv-hostengine.log``; and the server gets a private ``HOME`` and ``XDG_CACHE_HOME`` in a temporary
-folder removed at stop, since onnxruntime (run by the python target's ``model.py``) keeps a device database under
+appends to ``/var/log/nv-hostengine.log``; and the server gets a private ``XDG_CACHE_HOME``, a temporary folder
+removed at stop, since onnxruntime (run by the python target's ``model.py``) keeps a device database under
 ``~/.cache/Microsoft/DeveloperTools`` (``tests/test_server_writes.py`` observes what serving writes).
 
 The server binds 127.0.0.1 only, logs into a file (a pipe could fill up and block it) and is always stopped:
@@ -29,7 +29,6 @@ import hashlib
 import os
 import shutil
 import signal
-import site
 import socket
 import subprocess
 import sys
@@ -287,8 +286,8 @@ class TritonServer:
         self._own_log = False
         self._log_cache: str | None = None
         self._launch: _Launch | None = None
-        self._home: Path | None = None
-        self._home_finalizer: weakref.finalize | None = None
+        self._cache_home: Path | None = None
+        self._cache_home_finalizer: weakref.finalize | None = None
         self.http_port = 0
         self.grpc_port = 0
         self.metrics_port = 0
@@ -344,8 +343,8 @@ class TritonServer:
             args.append("--allow-gpu-metrics=false")
         args += list(extra_args)
         auto_ports = http_port is None and grpc_port is None and metrics_port is None
-        self._home = Path(tempfile.mkdtemp(prefix="tritonserver-home-"))
-        self._home_finalizer = weakref.finalize(self, shutil.rmtree, self._home, True)
+        self._cache_home = Path(tempfile.mkdtemp(prefix="tritonserver-cache-"))
+        self._cache_home_finalizer = weakref.finalize(self, shutil.rmtree, self._cache_home, True)
         self._launch = _Launch(repo, args, self._environment(env), auto_ports)
         self._launch.ports = {
             "http": http_port or free_port(),
@@ -373,12 +372,11 @@ class TritonServer:
             environment["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*libs, *existing]))
         # Serving must not change the repository: the Python backend would write __pycache__ next to model.py.
         environment.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-        if self._home is not None:
-            # Whatever the server's libraries keep per user (onnxruntime's device database in ~/.cache) goes into
-            # this server's own folder, removed at stop. The user's site-packages stay where they were: the stubs
-            # import model.py's packages from them too.
-            environment.setdefault("PYTHONUSERBASE", site.getuserbase())
-            environment["HOME"] = environment["XDG_CACHE_HOME"] = str(self._home)
+        if self._cache_home is not None:
+            # What the server's libraries cache per user (onnxruntime's device database, in ~/.cache) goes into this
+            # server's own folder, removed at stop. HOME itself stays: Triton reads cloud credentials from it
+            # (~/.aws, ~/.config/gcloud) for s3:// and gs:// repositories, and Python its user site-packages.
+            environment["XDG_CACHE_HOME"] = str(self._cache_home)
         if overrides:
             environment.update(overrides)
         return environment
@@ -475,7 +473,7 @@ class TritonServer:
         """
         process = self._process
         if process is None:
-            self._remove_home()
+            self._remove_cache_home()
             return None
         try:
             if process.poll() is None:
@@ -486,13 +484,13 @@ class TritonServer:
         finally:
             self._reap()
             self._finish_log()
-            self._remove_home()
+            self._remove_cache_home()
         return process.returncode
 
-    def _remove_home(self) -> None:
-        """Delete the server's private HOME (the finalizer runs once: here, or at garbage collection)."""
-        if self._home_finalizer is not None:
-            self._home_finalizer()
+    def _remove_cache_home(self) -> None:
+        """Delete the server's private XDG_CACHE_HOME (the finalizer runs once: here, or at garbage collection)."""
+        if self._cache_home_finalizer is not None:
+            self._cache_home_finalizer()
 
     def _reap(self) -> None:
         """Kill whatever is left of the process group and collect the exit status (never blocks for long)."""

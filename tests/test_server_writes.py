@@ -9,7 +9,7 @@ upper layer, where the test reads it: only ``<model>/<version>/__pycache__/`` by
 Third-party writes count too. Without generator/server.py's launch settings, Triton 2.51's DCGM host engine appends
 ``/var/log/nv-hostengine.log`` and onnxruntime (run by the python target's model.py) writes
 ``~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db``: this test saw both before the launcher turned GPU
-metrics off on a machine without a GPU and gave the server a private HOME, and fails if either comes back.
+metrics off on a machine without a GPU and gave the server a private XDG_CACHE_HOME, and fails if either comes back.
 """
 
 from __future__ import annotations
@@ -25,15 +25,24 @@ from tests.requirements import require
 
 DRIVER = """
 import sys
+import tempfile
 from pathlib import Path
 
 from generator.server import launch
 from generator.smoke import run_smoke
 
 repo, log = Path(sys.argv[1]), Path(sys.argv[2])
+# The launcher's temporary folders land here: the server's XDG_CACHE_HOME must be gone once stop() returns, not
+# only at interpreter exit.
+scratch = Path(tempfile.mkdtemp())
+tempfile.tempdir = str(scratch)
 with launch(repo, ready_timeout=120, log_file=log, disable_auto_complete_config=True) as server:
     report = run_smoke(server.grpc_url, "grpc", repo)
     assert report.exit_code == 0, [(r.model, r.check, r.status, r.message) for r in report.results]
+    serving = [p.name for p in scratch.iterdir()]
+    assert len(serving) == 1 and serving[0].startswith("tritonserver-cache-"), serving
+assert list(scratch.iterdir()) == [], "the server's private cache folder outlived stop()"
+scratch.rmdir()
 print("served")
 """
 
