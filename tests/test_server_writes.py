@@ -14,6 +14,7 @@ metrics off on a machine without a GPU and gave the server a private XDG_CACHE_H
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,16 @@ def test_serving_writes_only_bytecode_into_the_repository(example_repository: Pa
     assert (tmp_path / "shm.txt").read_text(encoding="utf-8") == "", "shared memory left behind in /dev/shm"
     # And nothing reached the real file system: the repository copy is unchanged.
     assert not (repo / "mlp" / "1" / "__pycache__").exists()
+
+
+def test_every_server_gen_repo_starts_goes_through_the_launcher() -> None:
+    """``smoke --launch``, ``serve`` and ``perf`` start tritonserver through generator.server.launch, the launcher
+    whose settings the test above observes; no other module starts a process that mentions tritonserver."""
+    generator = Path(__file__).resolve().parent.parent / "generator"
+    texts = {p.relative_to(generator.parent).as_posix(): p.read_text(encoding="utf-8") for p in generator.rglob("*.py")}
+    starters = sorted(name for name, text in texts.items()
+                      if re.search(r"\bsubprocess\b|\bPopen\b|os\.exec|os\.spawn", text) and "tritonserver" in text)
+    assert starters == ["generator/server.py"]
+    launchers = sorted(name for name, text in texts.items()
+                       if re.search(r"from generator\.server import [^\n]*\blaunch\b", text))
+    assert launchers == ["generator/cli/serve.py", "generator/perf.py", "generator/smoke_session.py"]
