@@ -185,6 +185,8 @@ def differences(ours: mc.ModelConfig, theirs: mc.ModelConfig) -> list[str]:
         mine, other = _tensors(getattr(ours, what)), _tensors(getattr(theirs, what))
         if mine != other:
             problems.append(f"{what}: ours {mine}, Model Navigator's {other}")
+    # Whether to batch dynamically is each generator's own call (Model Navigator is given only max_batch_size and our
+    # queue delay and preferred sizes, which it must then write as we do).
     if ours.HasField("dynamic_batching") != theirs.HasField("dynamic_batching"):
         problems.append(f"dynamic_batching: ours {ours.HasField('dynamic_batching')}, Model Navigator's "
                         f"{theirs.HasField('dynamic_batching')}")
