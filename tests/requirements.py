@@ -89,6 +89,20 @@ def _user_namespaces() -> str | None:
     return None
 
 
+@cache
+def _model_navigator() -> str | None:
+    # Imported in a child process only: importing it reroutes all of Python's logging to loguru and sets
+    # multiprocessing's start method (tests/test_peer_configs.py runs it the same way).
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", "import model_navigator.triton"], capture_output=True, text=True,
+                           check=False)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["(no message)"])[-1]
+        return f"model_navigator.triton cannot be imported: {last}"
+    return None
+
+
 def _has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None or any(
         p.name[len("nvidia"):].isdigit() for p in Path("/dev").glob("nvidia*"))
@@ -164,6 +178,8 @@ _ALL = (
     Requirement("onnxruntime", True, "pip install -e '.[export]'", _module("onnxruntime")),
     Requirement("jsonschema_rs", True, "a core dependency: pip install -e .", _module("jsonschema_rs")),
     Requirement("ray", True, "pip install -e '.[ray]'", _module("ray")),
+    Requirement("model_navigator", True, "scripts/setup: pip install --no-deps triton-model-navigator (the modules it "
+                "imports come with the dev extra)", _model_navigator),
     Requirement("moto_s3", True, "pip install -e '.[s3,dev]' (moto[server], s3fs)", _moto_s3),
     Requirement("gcs_emulator", True, "pip install -e '.[all,dev]' (gcp-storage-emulator, gcsfs)", _gcs_emulator),
     Requirement("console_script", True, "pip install -e .", _console_script),
