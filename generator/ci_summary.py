@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-__all__ = ["MAX_ROWS", "SummaryRow", "SummarySection", "append_summary", "markdown_cell", "render_section"]
+from generator.errors import GenRepoError, Problem
+
+__all__ = [
+    "MAX_ROWS",
+    "SummaryPathError",
+    "SummaryRow",
+    "SummarySection",
+    "append_summary",
+    "check_summary_path",
+    "markdown_cell",
+    "relative_link",
+    "render_section",
+]
 
 #: Rows shown per section; the rest are counted in one closing line.
 MAX_ROWS = 50
@@ -89,8 +101,54 @@ def _link(path: str) -> str:
     return path.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
 
 
+class SummaryPathError(GenRepoError):
+    """The ``--summary-md`` file cannot be appended to (exit 2); no section is written anywhere else."""
+
+
+def _path_error(path: str | os.PathLike[str], error: OSError) -> SummaryPathError:
+    reason = error.strerror or str(error)
+    return SummaryPathError([Problem(os.fspath(path), "", f"--summary-md: cannot append to this file: {reason}")])
+
+
+def check_summary_path(path: str | os.PathLike[str]) -> None:
+    """Raise :class:`SummaryPathError` unless ``path`` can be appended to (a missing file is created, empty).
+
+    Called before a command does its work, so a bad path is an exit-2 error at once, not after an hour-long build.
+    Opening for append is the one test that sees everything (missing folder, a folder, permissions, a read-only
+    file system) and, like every append here, never truncates.
+    """
+    try:
+        with Path(path).open("a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        raise _path_error(path, error) from None
+
+
+def relative_link(target: str, folder: Path) -> str:
+    """``target`` relative to ``folder`` when it lies inside it, else as given (URLs and outside paths included).
+
+    A link from a summary to a file beside it keeps working when the folder is uploaded or committed together;
+    a path climbing out of it (``../../``) would only be harder to read than the path the user gave.
+    """
+    if "://" in target:
+        return target
+    try:
+        return Path(os.path.abspath(target)).relative_to(os.path.abspath(folder)).as_posix()
+    except ValueError:
+        return target
+
+
 def append_summary(path: str | os.PathLike[str], section: SummarySection) -> None:
-    """Append ``section`` to the Markdown file at ``path`` (created if missing, never truncated)."""
+    """Append ``section`` to the Markdown file at ``path`` (created if missing, never truncated).
+
+    Links are made relative to the file's folder where they lie inside it (:func:`relative_link`). A file that
+    cannot be written raises :class:`SummaryPathError` (located, exit 2).
+    """
     target = Path(path)
-    with target.open("a", encoding="utf-8") as handle:
-        handle.write(render_section(section))
+    folder = target.parent
+    section = replace(section, links=[(label, relative_link(str(link), folder)) for label, link in section.links])
+    try:
+        with target.open("a", encoding="utf-8") as handle:
+            handle.write(render_section(section))
+    except OSError as error:
+        raise _path_error(path, error) from None

@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from google.protobuf import json_format, text_format
@@ -36,6 +36,9 @@ from generator.connection import Connection, ServerUnreachableError, is_transpor
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
 from generator.values import ValueDomain, draw
+
+if TYPE_CHECKING:
+    from generator.contract_diff import ModelComparison
 
 __all__ = [
     "CONTRACT_FORMAT",
@@ -358,6 +361,17 @@ class ModelContract:
         if self.backend:
             out["backend"] = self.backend
         return out
+
+    def compatible_with(self, other: ModelContract) -> ModelComparison:
+        """How ``other`` (e.g. the live server's, :meth:`from_server`) changes this contract (the one a client pinned).
+
+        Every client-visible change, each breaking or compatible, and the facts that could not be compared (a side
+        derived from a config knows no value domains); ``.compatible`` is True when nothing breaks this client.
+        The same classification as ``gen-repo diff`` (:func:`generator.contract_diff.diff_models`).
+        """
+        from generator.contract_diff import diff_models
+
+        return diff_models(self, other)
 
     # ------------------------------------------------------------------ validation
     def validate(self, inputs: Mapping[str, Any], raise_on_error: bool = False) -> list[RequestProblem]:

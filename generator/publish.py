@@ -16,6 +16,12 @@ publish is refused, naming them). Per model whose content changed (or every mode
    every other version, a damaged one included, is removed. Then it writes the repository's ``gen-repo.lock.json``
    describing exactly what is there.
 
+Before step 1 the **release gate** compares each changed model's contract with the version the bucket serves now
+(:mod:`generator.contract_diff`): a change that breaks clients (a removed input, a dtype change, a narrowed range...)
+refuses the publish before anything is uploaded, unless ``allow_breaking``. What changed, and for an allowed breaking
+change who allowed it and when, is recorded with the published version in the lock file
+(``models/<model>/release``).
+
 When a check fails nothing becomes visible: the new version folders are removed and the configs and lock stay as
 they were. Concurrent publishers of one repository are detected with a lock object at the repository root
 (``.gen-repo-publish.lock``; Triton ignores files at the root): on S3 it is created with a conditional write
@@ -31,7 +37,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import secrets
 import socket
 import time
@@ -43,6 +48,8 @@ from typing import Any
 from generator.bounded import read_text
 from generator.config import WARMUP_FOLDER
 from generator.contract import render_contract
+from generator.contract_diff import diff_models
+from generator.contract_sources import VERSION_FOLDER, BucketReader, FolderReader, load_model_contract
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
 from generator.repository import LOCK_FILE_NAME, LOCK_FORMAT, lock_problems, read_lock, render_lock, verify_repository
 from generator.storage import PUBLISH_LOCK_OBJECT, StorageURL, list_objects, open_filesystem, parse_url, storage_errors
@@ -59,7 +66,7 @@ SETTLE_S = 1.0
 #: Objects are read back (hashed) in ranges of this many bytes: a plan of any size in bounded memory.
 READ_CHUNK = 64 << 20
 
-_VERSION = re.compile(r"^[1-9][0-9]*$")
+_VERSION = VERSION_FOLDER
 #: Folders of a model with one subfolder per version: the version folder itself ("") and its warmup data
 #: (``warmup/<version>/``, named by the config's ``input_data_file``).
 _VERSIONED_AREAS = ("", WARMUP_FOLDER)
@@ -77,6 +84,10 @@ class PublishError(GenRepoError):
 
 class PublishLocked(PublishError):  # noqa: N818 (a state, not an error type name)
     """Another publisher holds the repository's lock object."""
+
+
+class ReleaseRefused(PublishError):  # noqa: N818 (a decision, not an error type name)
+    """A model's new version breaks clients of the version served now, and breaking changes were not allowed."""
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -198,12 +209,13 @@ class ModelPublish:
     uploaded: int = 0
     removed_versions: tuple[int, ...] = ()
     damaged_versions: tuple[int, ...] = ()
+    release: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for ``--json``."""
         return {"name": self.name, "status": self.status, "version": self.version, "previous": self.previous,
                 "uploaded": self.uploaded, "removed_versions": list(self.removed_versions),
-                "damaged_versions": list(self.damaged_versions)}
+                "damaged_versions": list(self.damaged_versions), "release": self.release}
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,6 +424,8 @@ def publish(
     after_upload: UploadHook | None = None,
     progress: Say | None = None,
     filesystem: Any = None,
+    allow_breaking: bool = False,
+    allowed_by: str | None = None,
 ) -> PublishReport:
     """Publish the repository at ``local_dir`` to ``url`` (see the module docstring); return what was done.
 
@@ -420,6 +434,8 @@ def publish(
     lock file or whose lock does not describe a publishable repository, a bad URL, a missing bucket;
     :class:`PublishLocked` when another publisher holds the lock; :class:`PublishError` when an uploaded object does
     not read back as the lock file says, or when a served version's objects do not match the remote lock file;
+    :class:`ReleaseRefused` (exit 1) when a model's new version breaks clients of its served version and
+    ``allow_breaking`` is false (``allowed_by``, default ``$USER``, is recorded when it is true);
     :class:`~generator.storage.StorageUnreachable` (exit 3) when the storage endpoint cannot be reached.
     """
     if keep_versions < 1:
@@ -437,7 +453,8 @@ def publish(
         fs = filesystem if filesystem is not None else open_filesystem(target)
         list_objects(fs, target)  # the bucket exists and answers before anything is written
         with PublishLock(fs, target, owner, lock_ttl_s):
-            return _publish_locked(local, lock, versions, target, fs, keep_versions, force, after_upload, say)
+            gate = _Gate(allow_breaking, allowed_by or os.environ.get("USER") or "unknown")
+            return _publish_locked(local, lock, versions, target, fs, keep_versions, force, after_upload, say, gate)
 
 
 def _publish_locked(
@@ -450,6 +467,7 @@ def _publish_locked(
     force: bool,
     after_upload: UploadHook | None,
     say: Say,
+    gate: _Gate,
 ) -> PublishReport:
     objects = list_objects(fs, target)
     keys = set(objects)
@@ -493,6 +511,7 @@ def _publish_locked(
 
     # What each config names now (read before step 3 rewrites it): never mistaken for a half-uploaded folder.
     served = {model: _served_versions(fs, target, model) for model in plans}
+    releases = _release_gate(local, local_version, target, fs, objects, remote_models, served, list(plans), gate, say)
 
     _upload_and_check(fs, target, plans, after_upload, say)
 
@@ -519,12 +538,15 @@ def _publish_locked(
         new_artifacts[f"{model}/config.pbtxt"] = {"sha256": _sha256(config), "size": len(config)}
         previous = remote_models.get(model, {}).get("version")
         results[model] = ModelPublish(model, "published", version, previous if isinstance(previous, int) else None,
-                                      len(files), removed, bad)
+                                      len(files), removed, bad, releases.get(model))
         if removed:
             say(model, f"removed versions {', '.join(map(str, removed))} (retention: keep {keep_versions})")
     models = dict(remote_models)
     for model in plans:
         models[model] = {**dict(lock["models"][model]), "version": plans[model][0]}
+        models[model].pop("release", None)  # a downloaded repository's record belongs to its own publish
+        if model in releases:
+            models[model]["release"] = releases[model]
     for model in set(remote_models) - set(lock["models"]):
         results[model] = ModelPublish(model, "kept", remote_models[model].get("version"))
     new_lock = {"format": LOCK_FORMAT, "tool_versions": lock.get("tool_versions", {}), "models": models,
@@ -532,6 +554,69 @@ def _publish_locked(
     if plans or remote.get("artifacts") is None:
         fs.pipe_file(target.join(LOCK_FILE_NAME), render_lock(new_lock).encode("utf-8"))
     return PublishReport(target.url, target.triton_url, tuple(results[m] for m in sorted(results)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Gate:
+    """The release gate's settings: whether breaking changes may ship, and who allowed them."""
+
+    allow_breaking: bool
+    allowed_by: str
+
+
+def _release_gate(local: Path, local_version: Mapping[str, int], target: StorageURL, fs: Any,
+                  objects: Mapping[str, int], remote_models: Mapping[str, Any], served: Mapping[str, set[int]],
+                  models: list[str], gate: _Gate, say: Say) -> dict[str, dict[str, Any]]:
+    """Compare each model's new contract with its served version's; the record per model kept in the lock file.
+
+    The served version is the highest one the bucket's config names (else the remote lock's). A model served by
+    nobody yet has nothing to break. Raises :class:`ReleaseRefused` listing every breaking change (of every model)
+    unless ``gate.allow_breaking``; a served contract that cannot be read refuses the same way, as nothing can
+    then be said about the new version. The record holds the changes, and for allowed breaking changes who allowed
+    them and when (the one part that differs between two identical publishes).
+    """
+    bucket = BucketReader(fs, target, objects)
+    folder = FolderReader(local)
+    records: dict[str, dict[str, Any]] = {}
+    refused: list[Problem] = []
+    for model in models:
+        current = remote_models.get(model, {}).get("version")
+        from_version = max(served[model]) if served[model] else current if isinstance(current, int) else None
+        if from_version is None:
+            continue
+        record: dict[str, Any] = {"from_version": from_version}
+        try:
+            comparison = diff_models(load_model_contract(bucket, model, from_version),
+                                     load_model_contract(folder, model, local_version[model]))
+        except GenRepoError as error:
+            why = "; ".join(str(p) for p in error.problems)
+            if not gate.allow_breaking:
+                refused.append(Problem(target.object_url(model), "", f"the contract of served version {from_version} "
+                                                                     f"cannot be read, so this version cannot be "
+                                                                     f"checked against it: {why}"))
+                continue
+            record["not_compared"] = why
+            breaking: tuple[Any, ...] = ("not compared",)
+        else:
+            record["changes"] = [c.to_dict() for c in comparison.changes]
+            if comparison.unknown:
+                record["unknown"] = [u.to_dict() for u in comparison.unknown]
+            breaking = comparison.breaking
+            if breaking and not gate.allow_breaking:
+                refused += [Problem(target.object_url(model), "", f"breaking ({c.kind}): {c.message}")
+                            for c in breaking]
+                continue
+        if breaking:
+            record["allowed_by"] = gate.allowed_by
+            record["allowed_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            say(model, f"breaking changes against version {from_version} allowed by {gate.allowed_by}")
+        records[model] = record
+    if refused:
+        note = ("nothing was uploaded and the served versions are unchanged; `gen-repo diff` shows every change, "
+                "`gen-repo publish --allow-breaking` publishes anyway (recording who allowed it)")
+        raise ReleaseRefused([*refused, Problem(target.url, "", note)],
+                             summary="the new versions break clients of the versions served now")
+    return records
 
 
 def _upload_and_check(fs: Any, target: StorageURL, plans: Mapping[str, tuple[int, dict[FileKey, bytes], bytes]],
@@ -632,6 +717,7 @@ __all__ = [
     "PublishLock",
     "PublishLocked",
     "PublishReport",
+    "ReleaseRefused",
     "local_versions",
     "publish",
     "published_config",

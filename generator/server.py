@@ -11,6 +11,12 @@ things a plain launch lacks, all handled here:
 - the stub finds ``numpy``/``onnxruntime`` through the first ``python3`` on ``PATH``, so the current interpreter's
   ``bin/`` goes first on the server's ``PATH``.
 
+Serving must leave the user's files alone, so two things third-party code would write are kept in: on a machine
+without an NVIDIA GPU, Triton's GPU metrics are off (``--allow-gpu-metrics=false``), or its embedded DCGM host engine
+appends to ``/var/log/nv-hostengine.log``; and the server gets a private ``XDG_CACHE_HOME``, a temporary folder
+removed at stop, since onnxruntime (run by the python target's ``model.py``) keeps a device database under
+``~/.cache/Microsoft/DeveloperTools`` (``tests/test_server_writes.py`` observes what serving writes).
+
 The server binds 127.0.0.1 only, logs into a file (a pipe could fill up and block it) and is always stopped:
 SIGTERM, then SIGKILL of its whole process group (the Python backend stubs included) after a timeout, also when the
 caller is interrupted. Nothing here hangs: every wait has a deadline and every readiness call its own timeout.
@@ -36,6 +42,7 @@ from typing import Literal
 
 from generator.connection import Connection
 from generator.errors import EXIT_UNREACHABLE, GenRepoError, Problem
+from generator.gpu import detect_gpus
 
 __all__ = [
     "TritonBinary",
@@ -279,6 +286,8 @@ class TritonServer:
         self._own_log = False
         self._log_cache: str | None = None
         self._launch: _Launch | None = None
+        self._cache_home: Path | None = None
+        self._cache_home_finalizer: weakref.finalize | None = None
         self.http_port = 0
         self.grpc_port = 0
         self.metrics_port = 0
@@ -328,8 +337,14 @@ class TritonServer:
         args += [f"--load-model={name}" for name in load_models]
         if disable_auto_complete_config:
             args.append("--disable-auto-complete-config")
+        if not detect_gpus():
+            # Without a GPU the metrics are useless, and Triton would still start DCGM's embedded host engine, which
+            # appends to /var/log/nv-hostengine.log. Before extra_args, so a caller's own setting wins.
+            args.append("--allow-gpu-metrics=false")
         args += list(extra_args)
         auto_ports = http_port is None and grpc_port is None and metrics_port is None
+        self._cache_home = Path(tempfile.mkdtemp(prefix="tritonserver-cache-"))
+        self._cache_home_finalizer = weakref.finalize(self, shutil.rmtree, self._cache_home, True)
         self._launch = _Launch(repo, args, self._environment(env), auto_ports)
         self._launch.ports = {
             "http": http_port or free_port(),
@@ -357,6 +372,11 @@ class TritonServer:
             environment["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*libs, *existing]))
         # Serving must not change the repository: the Python backend would write __pycache__ next to model.py.
         environment.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+        if self._cache_home is not None:
+            # What the server's libraries cache per user (onnxruntime's device database, in ~/.cache) goes into this
+            # server's own folder, removed at stop. HOME itself stays: Triton reads cloud credentials from it
+            # (~/.aws, ~/.config/gcloud) for s3:// and gs:// repositories, and Python its user site-packages.
+            environment["XDG_CACHE_HOME"] = str(self._cache_home)
         if overrides:
             environment.update(overrides)
         return environment
@@ -453,6 +473,7 @@ class TritonServer:
         """
         process = self._process
         if process is None:
+            self._remove_cache_home()
             return None
         try:
             if process.poll() is None:
@@ -463,7 +484,13 @@ class TritonServer:
         finally:
             self._reap()
             self._finish_log()
+            self._remove_cache_home()
         return process.returncode
+
+    def _remove_cache_home(self) -> None:
+        """Delete the server's private XDG_CACHE_HOME (the finalizer runs once: here, or at garbage collection)."""
+        if self._cache_home_finalizer is not None:
+            self._cache_home_finalizer()
 
     def _reap(self) -> None:
         """Kill whatever is left of the process group and collect the exit status (never blocks for long)."""

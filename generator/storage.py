@@ -47,6 +47,7 @@ __all__ = [
     "list_objects",
     "open_filesystem",
     "parse_url",
+    "relocated",
     "server_environment",
     "server_storage_findings",
     "storage_errors",
@@ -408,7 +409,7 @@ class Verification:
     artifacts: int | None
 
 
-def _relocated(problem: Problem, local: Path, target: StorageURL) -> Problem:
+def relocated(problem: Problem, local: Path, target: StorageURL) -> Problem:
     """``problem`` naming the object in the bucket instead of the temporary copy it was found in."""
     file = Path(problem.file)
     if file != local and local not in file.parents:
@@ -428,7 +429,7 @@ def verify_published(url: str, filesystem: Any = None) -> Verification:
         if not (local / LOCK_FILE_NAME).is_file():
             raise StorageError([Problem(target.object_url(LOCK_FILE_NAME), "",
                                         "missing: not a repository published by gen-repo")])
-        problems = [_relocated(p, local, target) for p in verify_repository(local)]
+        problems = [relocated(p, local, target) for p in verify_repository(local)]
         try:
             checked: int | None = len(read_lock(local)["artifacts"])
         except GenRepoError:

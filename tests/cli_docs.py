@@ -31,7 +31,12 @@ EXIT_CODES: dict[str, str] = {
     "check-request": "0 valid; 1 invalid (every problem listed); 2 bad usage; 3 the server could not be reached",
     "perf-config": "0 written; 2 bad input",
     "perf": "0 measured; 1 a model answered no request; 2 bad usage; 3 the server could not be reached",
-    "publish": ("0 published (or nothing changed); 1 a check failed or another publisher holds the lock; 2 bad usage, "
+    "diff": ("0 nothing breaking; 1 breaking changes; 2 bad input (not a repository or version folder, an unreadable "
+             "config or contract); 3 the storage endpoint cannot be reached"),
+    "report": ("0 written; 2 bad usage, no such folder, a bad URL or no such bucket, or a --smoke/--perf/--diff file "
+               "that is not what those commands write (nothing written); 3 the storage endpoint cannot be reached"),
+    "publish": ("0 published (or nothing changed); 1 a check failed, another publisher holds the lock, or a new "
+                "version breaks clients of the served one without --allow-breaking; 2 bad usage, "
                 "a repository or lock that cannot be published, a bad URL or no such bucket; 3 the storage endpoint "
                 "cannot be reached"),
 }

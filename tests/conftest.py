@@ -114,6 +114,12 @@ def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from _read_only(output)
 
 
+@pytest.fixture(scope="session")
+def example_build_cache(example_repository) -> _Path:  # type: ignore[no-untyped-def]
+    """The build cache ``example_repository`` filled: a CLI build of the example models with it is a cache hit."""
+    return example_repository.parent / "cache"
+
+
 # ---- warmup_example_repository (generator/config.py warmup, generator/publish.py) -----------------------------
 @pytest.fixture(scope="session")
 def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
@@ -136,6 +142,27 @@ def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
         base / "gen-repo.yaml", BuildOptions(allow_code=True, target="python", cache_dir=base / "cache"),
         output_dir=output,
     )
+    assert report.ok, report.to_dict()
+    yield from _read_only(output)
+
+
+# ---- variant_example_repository (generator/contract_diff.py, generator/publish.py's release gate) ----------------
+@pytest.fixture(scope="session")
+def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The example models rebuilt with known contract changes (tests/diff_helpers.py), once per session.
+
+    Against ``example_repository``: mlp gains an output and a higher max_batch_size (compatible); text loses an
+    input, changes a dtype, narrows its value domain and sequence range (and widens it) and lowers its max batch.
+    Read-only: copy it to edit.
+    """
+    from generator.build import BuildOptions, build_repository
+    from tests.diff_helpers import make_variant_project
+
+    base = tmp_path_factory.mktemp("variant_example_repository")
+    manifest = make_variant_project(base / "project")
+    output = base / "model_repository"
+    report = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=base / "cache"),
+                              output_dir=output)
     assert report.ok, report.to_dict()
     yield from _read_only(output)
 
@@ -176,6 +203,30 @@ def built_example_repository(example_repository) -> _Path:
     The same session build as ``example_repository`` (which already runs the real ``build_repository``); read-only.
     """
     return example_repository
+
+
+# ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/test_html_report.py) ------------------------------------
+@pytest.fixture(scope="session")
+def zoo_build(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The zoo (tests/zoo) built once per session (python target, two processes, own cache): (folder, build report).
+
+    Shared by every module that needs it, so a session builds the zoo once.
+    """
+    from generator.build import BuildOptions, build_repository
+
+    base = tmp_path_factory.mktemp("zoo")
+    report = build_repository(
+        _REPO_ROOT / "tests" / "zoo" / "gen-repo.yaml",
+        BuildOptions(allow_code=True, target="python", cache_dir=base / "cache", jobs=2),
+        output_dir=base / "model_repository",
+    )
+    return base / "model_repository", report
+
+
+@pytest.fixture(scope="session")
+def zoo_repository(zoo_build) -> _Path:  # type: ignore[no-untyped-def]
+    """The zoo's repository folder (``zoo_build``'s first element)."""
+    return zoo_build[0]
 
 
 # ---- CI strictness: what CI installs must really run (tests/requirements.py) ------------------------------------

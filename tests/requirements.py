@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+#: Debian's chromium (scripts/setup installs it as root): the browser tests/test_html_report.py views the report in.
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 class RequirementSkip(pytest.skip.Exception):  # type: ignore[name-defined,misc]
@@ -87,6 +89,20 @@ def _user_namespaces() -> str | None:
     return None
 
 
+@cache
+def _model_navigator() -> str | None:
+    # Imported in a child process only: importing it reroutes all of Python's logging to loguru and sets
+    # multiprocessing's start method (tests/test_peer_configs.py runs it the same way).
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", "import model_navigator.triton"], capture_output=True, text=True,
+                           check=False)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["(no message)"])[-1]
+        return f"model_navigator.triton cannot be imported: {last}"
+    return None
+
+
 def _has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None or any(
         p.name[len("nvidia"):].isdigit() for p in Path("/dev").glob("nvidia*"))
@@ -140,6 +156,10 @@ def _gcs_emulator() -> str | None:
     return f"{' and '.join(missing)} missing" if missing else None
 
 
+def _chromium() -> str | None:
+    return None if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK) else f"no {CHROMIUM} (Debian's chromium package)"
+
+
 def _shared_fixtures() -> str | None:
     shared = _REPO_ROOT.parent / "shared" / "fixtures" / "aitune"
     return None if shared.is_dir() else f"no {shared} next to this checkout"
@@ -158,11 +178,14 @@ _ALL = (
     Requirement("onnxruntime", True, "pip install -e '.[export]'", _module("onnxruntime")),
     Requirement("jsonschema_rs", True, "a core dependency: pip install -e .", _module("jsonschema_rs")),
     Requirement("ray", True, "pip install -e '.[ray]'", _module("ray")),
+    Requirement("model_navigator", True, "scripts/setup: pip install --no-deps triton-model-navigator (the modules it "
+                "imports come with the dev extra)", _model_navigator),
     Requirement("moto_s3", True, "pip install -e '.[s3,dev]' (moto[server], s3fs)", _moto_s3),
     Requirement("gcs_emulator", True, "pip install -e '.[all,dev]' (gcp-storage-emulator, gcsfs)", _gcs_emulator),
     Requirement("console_script", True, "pip install -e .", _console_script),
     Requirement("libyaml", True, "PyPI's PyYAML wheels bundle libyaml", _libyaml),
     Requirement("protobuf_upb", True, "PyPI's protobuf wheels use upb", _upb),
+    Requirement("chromium", True, "apt-get install chromium (scripts/setup does, as root)", _chromium),
     Requirement("root", True, "run as root (CI does) with mount(8)", _root),
     Requirement("user_namespaces", True, "unprivileged user namespaces and util-linux", _user_namespaces),
     Requirement("no_gpu", True, "a machine without an NVIDIA GPU (CI is one)", _no_gpu),

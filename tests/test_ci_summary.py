@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from generator.ci_summary import MAX_ROWS, SummaryRow, SummarySection, append_summary, markdown_cell, render_section
+from generator.ci_summary import (
+    MAX_ROWS,
+    SummaryRow,
+    SummarySection,
+    append_summary,
+    markdown_cell,
+    relative_link,
+    render_section,
+)
 
 
 def test_a_cell_keeps_the_table_intact_whatever_the_text() -> None:
@@ -35,3 +43,14 @@ def test_sections_are_appended_never_truncated(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert text.startswith("earlier step\n### ✅ gen-repo verify")
     assert "[lock](out%20dir/lock%20%281%29.json)" in text
+
+
+def test_links_are_relative_to_the_summary_folder_only_from_inside_it(tmp_path: Path) -> None:
+    out = tmp_path / "ci" / "summary.md"
+    out.parent.mkdir()
+    outside = tmp_path / "elsewhere" / "smoke.xml"
+    links = [("inside", str(out.parent / "reports" / "smoke.json")), ("outside", str(outside)),
+             ("bucket", "s3://bucket/prefix")]
+    append_summary(out, SummarySection("gen-repo smoke", {"passed": 1}, links=links))
+    assert f"[inside](reports/smoke.json), [outside]({outside}), [bucket](s3://bucket/prefix)" in out.read_text()
+    assert relative_link(str(out.parent), out.parent) == "."

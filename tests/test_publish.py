@@ -4,6 +4,7 @@ emulator on loopback (the ``store`` fixture), and the real Triton server reads t
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -13,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from generator.errors import GenRepoError
-from generator.publish import LOCK_OBJECT, PublishError, PublishLock, PublishLocked, publish, published_config
+from generator.publish import (
+    LOCK_OBJECT,
+    PublishError,
+    PublishLock,
+    PublishLocked,
+    ReleaseRefused,
+    publish,
+    published_config,
+)
 from generator.repository import LOCK_FILE_NAME
 from generator.storage import download_repository, parse_url, verify_url
 from tests.object_stores import ObjectStore
@@ -321,3 +330,80 @@ def test_a_lock_whose_model_has_two_versions_is_not_published(example_repository
     assert [(p.pointer, p.message) for p in caught.value.problems] == [
         ("/models/mlp", "artifacts in version folders [1, 2] (with warmup/<version>/): a publish uploads one version "
                         "per model")]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The release gate: a version that breaks clients of the served one is not published by accident
+# --------------------------------------------------------------------------------------------------------------------
+def _without_model(source: Path, destination: Path, model: str) -> Path:
+    """A copy of a built repository without ``model`` (its folder and lock entries): still a valid repository."""
+    shutil.copytree(source, destination)
+    shutil.rmtree(destination / model)
+    lock = json.loads((destination / LOCK_FILE_NAME).read_text())
+    lock["models"].pop(model)
+    lock["artifacts"] = {rel: meta for rel, meta in lock["artifacts"].items() if not rel.startswith(f"{model}/")}
+    (destination / LOCK_FILE_NAME).write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+    return destination
+
+
+@pytest.mark.slow
+def test_publish_refuses_a_breaking_version_unless_allowed(s3_server: ObjectStore, example_repository: Path,
+                                                           variant_example_repository: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example models are served; their rebuild breaks text's clients (a removed input, a dtype, a narrowed
+    range and domain, a lower max batch). Publish refuses it (exit 1, every breaking change listed, nothing
+    uploaded); --allow-breaking publishes it and records the changes and who allowed them in the lock file."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    url = s3_server.url("gated")
+    publish(example_repository, url)
+    before = s3_server.snapshot("gated")
+
+    refused = subprocess.run([gen_repo_script(), "publish", str(variant_example_repository), url],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr
+    listed = sorted(line.split(": breaking (")[1].split(")")[0] for line in refused.stderr.splitlines()
+                    if line.startswith(f"error: {url}/text: /: breaking ("))
+    assert listed == ["data_type", "input_removed", "max_batch_size_lowered", "range_narrowed",
+                      "value_domain_narrowed"]
+    assert f"{url}/mlp: /: breaking" not in refused.stderr  # mlp's changes are compatible
+    assert s3_server.snapshot("gated") == before  # nothing uploaded, the publishers' lock released
+
+    allowed = subprocess.run([gen_repo_script(), "publish", str(variant_example_repository), url, "--allow-breaking",
+                              "--allowed-by", "release-manager", "--json"], capture_output=True, text=True,
+                             timeout=120)
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    models = {m["name"]: m for m in json.loads(allowed.stdout)["models"]}
+    assert {name: m["version"] for name, m in models.items()} == {"mlp": 2, "text": 2}
+    lock = json.loads(s3_server.fs().cat_file(s3_server.key("gated", LOCK_FILE_NAME)))
+    text, mlp = lock["models"]["text"]["release"], lock["models"]["mlp"]["release"]
+    assert text == models["text"]["release"]
+    assert (text["from_version"], text["allowed_by"]) == (1, "release-manager")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text["allowed_at"])
+    assert [(c["kind"], c["classification"]) for c in text["changes"]].count(("input_removed", "breaking")) == 1
+    assert "allowed_by" not in mlp and {c["classification"] for c in mlp["changes"]} == {"compatible"}
+    assert verify_url(url) == []
+
+    # Version 2 is served now: going back to the example models breaks its clients in turn (library call).
+    with pytest.raises(ReleaseRefused) as caught:
+        publish(example_repository, url)
+    assert {p.file for p in caught.value.problems} == {f"{url}/mlp", f"{url}/text", url}
+
+
+@pytest.mark.slow
+def test_publish_of_compatible_changes_needs_no_flag(s3_server: ObjectStore, example_repository: Path,
+                                                     variant_example_repository: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlp's rebuild only adds an output and raises max_batch_size: published without --allow-breaking, the
+    compatible changes recorded, and no one named as having allowed anything."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    url = s3_server.url("compatible")
+    publish(example_repository, url)
+    report = publish(_without_model(variant_example_repository, tmp_path / "mlp-only", "text"), url)
+    assert {m.name: (m.status, m.version) for m in report.models} == {"mlp": ("published", 2), "text": ("kept", 1)}
+    release = {m.name: m.release for m in report.models}["mlp"]
+    assert release is not None and "allowed_by" not in release
+    assert [(c["kind"], c["classification"]) for c in release["changes"]] == [
+        ("max_batch_size_raised", "compatible"), ("output_added", "compatible")]

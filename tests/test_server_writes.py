@@ -3,12 +3,18 @@
 The real tritonserver serves a copy of the example repository (python target) and passes ``gen-repo smoke``'s checks
 inside a chroot whose root is an overlay of the real ``/`` (lower, read-only) and an empty tmpfs (upper); ``/dev/shm``
 is a fresh tmpfs too. Every file the server or its Python-backend stubs create, change or delete anywhere lands in the
-upper layer, where the test reads it: only ``<model>/<version>/__pycache__/`` bytecode may be there (README,
+upper layer, where the test reads it: only ``<model>/<version>/__pycache__/`` bytecode may be there (docs/guarantees.md,
 "Nothing is written outside the output folder and the cache folder"). Needs root (mount, chroot), as CI runs.
+
+Third-party writes count too. Without generator/server.py's launch settings, Triton 2.51's DCGM host engine appends
+``/var/log/nv-hostengine.log`` and onnxruntime (run by the python target's model.py) writes
+``~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db``: this test saw both before the launcher turned GPU
+metrics off on a machine without a GPU and gave the server a private XDG_CACHE_HOME, and fails if either comes back.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -18,22 +24,26 @@ import pytest
 
 from tests.requirements import require
 
-#: What Triton 2.51 and onnxruntime write wherever they run, seen by this test (not gen-repo's files; docs/guarantees.md
-#: and README say so): Triton's DCGM host engine appends its log, and onnxruntime (1.32, used by the python target's
-#: model.py) keeps a device database under ~/.cache/Microsoft/DeveloperTools. Anything else fails the test.
-THIRD_PARTY = (Path("/var/log/nv-hostengine.log"), Path.home() / ".cache" / "Microsoft")
-
 DRIVER = """
 import sys
+import tempfile
 from pathlib import Path
 
 from generator.server import launch
 from generator.smoke import run_smoke
 
 repo, log = Path(sys.argv[1]), Path(sys.argv[2])
+# The launcher's temporary folders land here: the server's XDG_CACHE_HOME must be gone once stop() returns, not
+# only at interpreter exit.
+scratch = Path(tempfile.mkdtemp())
+tempfile.tempdir = str(scratch)
 with launch(repo, ready_timeout=120, log_file=log, disable_auto_complete_config=True) as server:
     report = run_smoke(server.grpc_url, "grpc", repo)
     assert report.exit_code == 0, [(r.model, r.check, r.status, r.message) for r in report.results]
+    serving = [p.name for p in scratch.iterdir()]
+    assert len(serving) == 1 and serving[0].startswith("tritonserver-cache-"), serving
+assert list(scratch.iterdir()) == [], "the server's private cache folder outlived stop()"
+scratch.rmdir()
 print("served")
 """
 
@@ -82,9 +92,7 @@ def test_serving_writes_only_bytecode_into_the_repository(example_repository: Pa
     bytecode = [p for kind, p in written if kind == "f" and p.parent.name == "__pycache__"
                 and p.is_relative_to(repo) and p.suffix == ".pyc"]
     new_folders = [p for kind, p in written if kind == "d" and p.name == "__pycache__" and p.is_relative_to(repo)]
-    third_party = [(kind, p) for kind, p in written if any(p == w or p.is_relative_to(w) for w in THIRD_PARTY)]
-    elsewhere = [(kind, str(p)) for kind, p in written
-                 if p not in bytecode and p not in new_folders and p != log and (kind, p) not in third_party]
+    elsewhere = [(kind, str(p)) for kind, p in written if p not in bytecode and p not in new_folders and p != log]
     assert elsewhere == [], f"serving wrote outside the repository's __pycache__ folders: {elsewhere}"
     # The python backend's bytecode is observed, not fabricated: one per python-target model version.
     assert sorted(p.relative_to(repo).parent.as_posix() for p in bytecode) == ["mlp/1/__pycache__",
@@ -92,3 +100,16 @@ def test_serving_writes_only_bytecode_into_the_repository(example_repository: Pa
     assert (tmp_path / "shm.txt").read_text(encoding="utf-8") == "", "shared memory left behind in /dev/shm"
     # And nothing reached the real file system: the repository copy is unchanged.
     assert not (repo / "mlp" / "1" / "__pycache__").exists()
+
+
+def test_every_server_gen_repo_starts_goes_through_the_launcher() -> None:
+    """``smoke --launch``, ``serve`` and ``perf`` start tritonserver through generator.server.launch, the launcher
+    whose settings the test above observes; no other module starts a process that mentions tritonserver."""
+    generator = Path(__file__).resolve().parent.parent / "generator"
+    texts = {p.relative_to(generator.parent).as_posix(): p.read_text(encoding="utf-8") for p in generator.rglob("*.py")}
+    starters = sorted(name for name, text in texts.items()
+                      if re.search(r"\bsubprocess\b|\bPopen\b|os\.exec|os\.spawn", text) and "tritonserver" in text)
+    assert starters == ["generator/server.py"]
+    launchers = sorted(name for name, text in texts.items()
+                       if re.search(r"from generator\.server import [^\n]*\blaunch\b", text))
+    assert launchers == ["generator/cli/serve.py", "generator/perf.py", "generator/smoke_session.py"]

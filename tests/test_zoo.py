@@ -40,24 +40,6 @@ ZOO_SPECS = sorted(p.name.removesuffix(".graphspec.json") for p in (ZOO / "specs
 ZOO_ENSEMBLES = ("bert_classifier",)
 
 
-@pytest.fixture(scope="session")
-def zoo_build(tmp_path_factory):
-    """The zoo built once (python target, two processes, own cache): (repository folder, build report)."""
-    from generator.build import BuildOptions, build_repository
-
-    base = tmp_path_factory.mktemp("zoo")
-    report = build_repository(
-        ZOO / "gen-repo.yaml", BuildOptions(allow_code=True, target="python", cache_dir=base / "cache", jobs=2),
-        output_dir=base / "model_repository",
-    )
-    return base / "model_repository", report
-
-
-@pytest.fixture(scope="session")
-def zoo_repository(zoo_build) -> Path:
-    return zoo_build[0]
-
-
 def _plans():
     from generator.manifest import load_manifest
     from generator.plan import plan_repository

@@ -27,6 +27,8 @@ COMMANDS = (
     "check-request",
     "perf-config",
     "perf",
+    "diff",
+    "report",
     "publish",
 )
 

@@ -1,4 +1,4 @@
-"""What every command shares: turning GenRepoError into a readable error list and exit code 2."""
+"""What every command shares: turning GenRepoError into a readable error list and exit code 2; ``--summary-md``."""
 
 from __future__ import annotations
 
@@ -6,27 +6,42 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from generator.ci_summary import SummaryPathError, append_summary, check_summary_path
 from generator.errors import EXIT_USAGE, GenRepoError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: ``--summary-md FILE``, the same option on every command that takes it (its value arrives as ``summary_md``).
+summary_md_option = click.option(
+    "--summary-md", "summary_md", type=click.Path(path_type=Path), metavar="FILE",
+    help="Append a Markdown section (counts, failures first, links to the files written) to FILE, e.g. "
+         "$GITHUB_STEP_SUMMARY; also on failure and bad input. Never truncates FILE.")
 
 
 def report_errors(fn: F) -> F:
     """Decorator: a GenRepoError leaves the command as its problem list and exit code; no traceback.
 
     When the command was called with ``json_output=True`` (its ``--json`` flag) the problems go to stdout as JSON,
-    otherwise one ``error: file: /pointer: message`` line each to stderr.
+    otherwise one ``error: file: /pointer: message`` line each to stderr. When it was called with ``summary_md``
+    (its ``--summary-md FILE``), FILE is checked before the command runs (a bad one is the only error, and gets no
+    section) and the problems are appended to it as a section too.
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        summary_md = kwargs.get("summary_md")
         try:
+            if summary_md is not None:
+                check_summary_path(summary_md)  # before any work: a bad path must not cost a whole build
             return fn(*args, **kwargs)
         except GenRepoError as error:
+            if summary_md is not None and not isinstance(error, SummaryPathError):
+                _append_error_summary(summary_md, error)
             if kwargs.get("json_output"):
                 payload = {"ok": False, "errors": [p.to_dict() for p in error.problems]}
                 if error.summary:
@@ -45,4 +60,14 @@ def report_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["EXIT_USAGE", "report_errors"]
+def _append_error_summary(summary_md: Path, error: GenRepoError) -> None:
+    """The section of a command stopped by ``error``; a summary file that fails now adds its own problem."""
+    from generator.summaries import error_summary
+
+    try:
+        append_summary(summary_md, error_summary(click.get_current_context().command.name or "", error))
+    except SummaryPathError as bad:
+        error.problems += bad.problems
+
+
+__all__ = ["EXIT_USAGE", "report_errors", "summary_md_option"]

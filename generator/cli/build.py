@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from generator.build_types import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildOptions, BuildReport, Progress
-from generator.cli._common import report_errors
+from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK
 
 
@@ -79,6 +79,14 @@ def _table(report: BuildReport) -> None:
     Console(stderr=True).print(table)
 
 
+def _append_summary(summary_md: Path | None, report: BuildReport) -> None:
+    if summary_md is not None:
+        from generator.ci_summary import append_summary
+        from generator.summaries import build_summary
+
+        append_summary(summary_md, build_summary(report))
+
+
 @click.command("build")
 @click.argument("manifest", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -106,11 +114,12 @@ def _table(report: BuildReport) -> None:
 @click.option("--ray", "ray_address", metavar="auto|ADDRESS",
               help="Build on a Ray cluster: `auto` (the running one) or its address (pip install 'gen-repo[ray]').")
 @click.option("--json", "json_output", is_flag=True, help="Print the build report as JSON on stdout.")
+@summary_md_option
 @report_errors
 def command(manifest: Path, output_dir: Path | None, target: str | None, allow_code: bool, allow_outside: bool,
             keep_going: bool, jobs: int, cache_dir: Path | None, no_cache: bool, tensorrt_module: str,
             workspace_mib: int | None, precision: tuple[str, ...], builder_optimization_level: int | None,
-            plain: bool, json_output: bool, ray_address: str | None = None) -> None:
+            plain: bool, json_output: bool, ray_address: str | None = None, summary_md: Path | None = None) -> None:
     """Build the Triton model repository described by MANIFEST."""
     from generator.build import build_repository  # the work is in the library; imported when the command runs
 
@@ -137,6 +146,7 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
         with running:
             report = build_repository(manifest, options, output_dir, progress=say)
     except BuildFailed as failed:
+        _append_summary(summary_md, failed.report)
         if json_output:
             click.echo(json.dumps(failed.report.to_dict(), indent=2, sort_keys=True))
         else:
@@ -145,6 +155,7 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
                 click.echo(f"error: {problem}", err=True)
             click.echo("build failed: nothing was written (the previous repository is untouched)", err=True)
         sys.exit(EXIT_FAILED)
+    _append_summary(summary_md, report)
     if json_output:
         click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:

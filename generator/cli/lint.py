@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK
 
 
@@ -28,9 +28,11 @@ from generator.errors import EXIT_FAILED, EXIT_OK
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True,
               help="Protocol of --url.")
 @click.option("--json", "json_output", is_flag=True, help="Print the findings as JSON on stdout.")
+@summary_md_option
 @report_errors
 def command(repositories: tuple[Path, ...], external_models: tuple[str, ...], gpus: int | None,
-            backends: tuple[str, ...], url: str | None, protocol: str, json_output: bool) -> None:
+            backends: tuple[str, ...], url: str | None, protocol: str, json_output: bool,
+            summary_md: Path | None = None) -> None:
     """Lint the Triton model repositories REPOSITORIES, served together (like repeated --model-repository).
 
     Checks the layout (model and version folders, the files configs name), every config.pbtxt against ModelConfig,
@@ -50,8 +52,12 @@ def command(repositories: tuple[Path, ...], external_models: tuple[str, ...], gp
         environment = Environment(gpus=gpus, backends=parse_backends(backends) if backends else None,
                                   absent=seen.absent, source=", ".join(sources))
     report = lint(repositories, external_models=external_models, environment=environment)
-    errors = report.errors
-    warnings = len(report.findings) - errors
+    errors, warnings = report.errors, report.warnings
+    if summary_md is not None:
+        from generator.ci_summary import append_summary
+        from generator.summaries import lint_summary
+
+        append_summary(summary_md, lint_summary(report, repositories))
     shown = ", ".join(str(r) for r in repositories)
     if json_output:
         payload = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import report_errors, summary_md_option
 from generator.errors import GenRepoError, Problem
 from generator.smoke import CheckResult, SmokeOptions, SmokeReport
 from generator.smoke_session import smoke_session
@@ -64,13 +64,20 @@ def _print_table(report: SmokeReport) -> None:
     console.print(_summary(report))
 
 
-def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path | None) -> None:
+def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path | None,
+                   summary_md: Path | None) -> None:
     from generator.report import write_json, write_junit_xml
 
+    written: list[tuple[str, Path]] = []
     if json_file is not None:
-        write_json(report, json_file)
+        written.append(("JSON report", write_json(report, json_file)))
     if junit_file is not None:
-        write_junit_xml(report, junit_file)
+        written.append(("JUnit XML", write_junit_xml(report, junit_file)))
+    if summary_md is not None:
+        from generator.ci_summary import append_summary
+        from generator.summaries import smoke_summary
+
+        append_summary(summary_md, smoke_summary(report, written))
 
 
 @click.command("smoke")
@@ -96,6 +103,7 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
               help="Write the report as JSON to FILE.")
 @click.option("--junit-xml", "junit_file", type=click.Path(path_type=Path), metavar="FILE",
               help="Write JUnit XML to FILE.")
+@summary_md_option
 @report_errors
 def command(
     url: str | None,
@@ -113,6 +121,7 @@ def command(
     perf: bool,
     json_file: Path | None,
     junit_file: Path | None,
+    summary_md: Path | None = None,
 ) -> None:
     """Smoke-test a model repository on a Triton server through tritonclient (exit 0/1/2/3)."""
     bucket = repo_arg is not None and repo_arg.startswith(("s3://", "gs://"))
@@ -151,7 +160,7 @@ def command(
     report = smoke_session(repo_arg, url=url, protocol=protocol, models=models, options=options,
                            tritonserver=tritonserver, ready_timeout=ready_timeout, progress=progress,
                            announce=lambda line: click.echo(line, err=True))
-    _write_outputs(report, json_file, junit_file)
+    _write_outputs(report, json_file, junit_file, summary_md)
     if terminal:
         _print_table(report)
     else:

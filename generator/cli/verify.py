@@ -13,20 +13,25 @@ from pathlib import Path
 
 import click
 
-from generator.cli._common import report_errors
+from generator.ci_summary import append_summary
+from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 from generator.repository import LOCK_FILE_NAME, read_lock, verify_repository
 from generator.storage import Verification, is_storage_url, verify_published
+from generator.summaries import verify_summary
 
 
 @click.command("verify")
 @click.argument("directory", type=click.Path(path_type=str))
 @click.option("--json", "json_output", is_flag=True, help="Print the result as JSON on stdout.")
+@summary_md_option
 @report_errors
-def command(directory: str, json_output: bool) -> None:
+def command(directory: str, json_output: bool, summary_md: Path | None = None) -> None:
     """Check DIR's files (or those at an s3:// or gs:// URL) against its gen-repo.lock.json (sha256 of each)."""
     # A published repository is read back to a temporary folder; its problems name the objects, not that copy.
     result = verify_published(directory) if is_storage_url(directory) else _verify_folder(Path(directory))
+    if summary_md is not None:
+        append_summary(summary_md, verify_summary(result))
     if json_output:
         payload = {
             "ok": not result.problems,

@@ -26,6 +26,16 @@ class Finding:
     rule: str
     message: str
 
+    @property
+    def location(self) -> str:
+        """``file:line:column`` (position parts left out when unknown)."""
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return where
+
     def sort_key(self) -> tuple[str, int, int, str, str]:
         """Deterministic order: file, position, rule, message."""
         return (self.file, self.line or 0, self.column or 0, self.rule, self.message)
@@ -47,12 +57,7 @@ class Finding:
 
 def format_finding(finding: Finding) -> str:
     """``file:line:column: severity: message [rule]`` (position parts left out when unknown)."""
-    where = finding.file
-    if finding.line is not None:
-        where += f":{finding.line}"
-        if finding.column is not None:
-            where += f":{finding.column}"
-    return f"{where}: {finding.severity}: {finding.message} [{finding.rule}]"
+    return f"{finding.location}: {finding.severity}: {finding.message} [{finding.rule}]"
 
 
 def folder_finding(rule: str, where: str, message: str) -> Finding:

@@ -44,6 +44,11 @@ class LintReport:
         """Number of error findings."""
         return sum(1 for f in self.findings if f.severity == "error")
 
+    @property
+    def warnings(self) -> int:
+        """Number of findings that are not errors (Triton loads the model, probably not as meant)."""
+        return len(self.findings) - self.errors
+
 
 def check_config(cf: ConfigFile, resolved: Resolved) -> None:
     """Every per-config rule (no file system access) on one parsed, resolved config."""

@@ -1,0 +1,82 @@
+"""``gen-repo diff OLD NEW``: the client-visible changes between two repositories, each breaking or compatible.
+
+Exit codes: 0 nothing breaking, 1 at least one breaking change, 2 bad input (a location that is not a repository or
+version folder, an unreadable config or contract, one side a repository and the other a version folder), 3 the
+storage endpoint cannot be reached.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from generator.cli._common import report_errors, summary_md_option
+from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
+
+if TYPE_CHECKING:
+    from generator.contract_diff import ContractDiff
+
+
+@click.command("diff")
+@click.argument("old")
+@click.argument("new")
+@click.option("--json", "json_output", is_flag=True,
+              help="Print the diff as JSON on stdout (schema gen-repo-diff/1, docs/diff.md).")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the diff as a Markdown document to this file.")
+@summary_md_option
+@report_errors
+def command(old: str, new: str, json_output: bool, markdown_file: Path | None, summary_md: Path | None = None) -> None:
+    """Compare the model contracts of OLD and NEW as a client sees them.
+
+    OLD and NEW are repository folders, s3:// or gs:// repositories, or one model's two version folders
+    (old_repo/mlp/1 new_repo/mlp/1). Each model's contract is its served version's gen_repo/contract.json, or for a
+    repository gen-repo did not build its config.pbtxt (the facts a config cannot tell are listed, not compared).
+    Every change is breaking (a request valid before is refused now, or a response changes shape or type) or
+    compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input, 3 storage unreachable.
+    """
+    from generator.ci_summary import append_summary
+    from generator.contract_diff import render_markdown
+    from generator.contract_sources import diff_locations
+    from generator.summaries import diff_summary
+
+    diff = diff_locations(old, new)
+    if markdown_file is not None:
+        try:
+            markdown_file.write_text(render_markdown(diff), encoding="utf-8")
+        except OSError as error:
+            raise GenRepoError([Problem(str(markdown_file), "", f"cannot write: {error.strerror or error}")]) \
+                from error
+    if summary_md is not None:
+        append_summary(summary_md, diff_summary(diff, [("diff (Markdown)", markdown_file)] if markdown_file else []))
+    if json_output:
+        click.echo(diff.render_json(), nl=False)
+    else:
+        _print_table(diff)
+    sys.exit(EXIT_FAILED if diff.breaking else EXIT_OK)
+
+
+def _print_table(diff: ContractDiff) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    if diff.changes:
+        table = Table(title=f"gen-repo diff {escape(diff.old)} -> {escape(diff.new)}")
+        for column in ("model", "class", "kind", "subject", "change"):
+            table.add_column(column, overflow="fold", no_wrap=column in ("model", "class", "kind"))
+        for change in diff.changes:
+            style = "red" if change.breaking else "green"
+            table.add_row(escape(change.model), f"[{style}]{change.classification}[/{style}]", change.kind,
+                          escape(change.subject) + ("" if change.axis is None else f" axis {change.axis}"),
+                          escape(change.message))
+        console.print(table)
+    for fact in diff.unknown:
+        console.print(f"not compared: {escape(fact.model)}: {fact.fact}: {escape(fact.why)}")
+    console.print(f"{diff.breaking} breaking, {diff.compatible} compatible change(s); models: {len(diff.added)} "
+                  f"added, {len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged",
+                  markup=False)

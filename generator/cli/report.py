@@ -1,0 +1,60 @@
+"""``gen-repo report REPO -o report.html``: one self-contained HTML page about a model repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from generator.cli._common import report_errors
+from generator.errors import GenRepoError, Problem
+
+
+@click.command("report")
+@click.argument("repository", type=str)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The HTML file to write ('-' for stdout).")
+@click.option("--smoke", "smoke_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="`gen-repo smoke --json` output: each check with its time.")
+@click.option("--perf", "perf_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="`gen-repo perf --json` output: throughput and latency against concurrency, charted.")
+@click.option("--diff", "diff_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="`gen-repo diff --json` output: the breaking and compatible changes.")
+@click.option("--manifest", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="The manifest the repository was built from: shows the plan's decisions (why it batches or "
+                   "not), as `gen-repo plan` prints them.")
+@click.option("--target", type=click.Choice(["auto", "tensorrt", "onnx", "python"]), default=None,
+              help="With --manifest: the --target the repository was built with.")
+@report_errors
+def command(repository: str, output: Path, smoke_file: str | None, perf_file: str | None, diff_file: str | None,
+            manifest: str | None, target: str | None) -> None:
+    """Write one HTML page about REPOSITORY (a folder, s3:// or gs://) to --output.
+
+    The page holds a summary (models, targets, versions, the lock check of `verify`, `lint`'s findings, the smoke
+    result), per model its contract, a chart of each input's min/opt/max per axis, batching, value domains, warmup
+    and instance groups, per ensemble its wiring as a picture, and what --smoke, --perf and --diff give. It is
+    self-contained: no scripts, no external styles, fonts or images; the same inputs give the same bytes. Exit 2
+    for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be reached.
+    """
+    try:
+        from generator.html_report import build_report, load_inputs, plan_decisions
+    except ImportError as error:  # the `report` extra (Jinja2, matplotlib) is not installed
+        raise GenRepoError([Problem("gen-repo report", "", f"needs {error.name}: pip install 'gen-repo[report]'")]
+                           ) from None
+
+    if str(output) != "-" and not output.parent.is_dir():
+        raise GenRepoError([Problem(str(output), "", f"no folder {output.parent} to write the report in")])
+    inputs = load_inputs(smoke_file, perf_file, diff_file)
+    decisions = plan_decisions(manifest, target) if manifest is not None else None
+    page = build_report(repository, inputs, decisions)
+    if str(output) == "-":
+        click.echo(page, nl=False)
+        return
+    # Written whole, then renamed into place: a reader never sees half a page.
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        partial.replace(output)
+    finally:
+        partial.unlink(missing_ok=True)
+    click.echo(f"report written to {output}", err=True)
