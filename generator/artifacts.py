@@ -369,7 +369,7 @@ def _build_stages(
         try:
             result = export_onnx(
                 module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature,
-                constants=constants, example=example,
+                constants=constants, example=example, exporter=model.exporter,
             )
         except ForwardError:
             enter.made_up = example is None  # the forward raised on the made-up example

@@ -42,6 +42,8 @@ OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
     "pbtxt": ('""', "raw config.pbtxt text merged last"),
     "compare": ("{}", "{rtol: 1e-4, atol: 1e-5, outputs: {<output>: {atol: ...}}, padding: {mask: attention_mask}}: "
                       "tolerances and padded positions left out (docs/manifest.md)"),
+    "export": ("{exporter: auto}", "auto | dynamo | torchscript: the torch -> ONNX exporter (auto: one, then the "
+                                   "other; docs/manifest.md)"),
 }
 
 _HEADER = """\

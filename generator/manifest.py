@@ -84,9 +84,10 @@ OPTION_KEYS = (
     "shapes",
     "pbtxt",
     "compare",
+    "export",
 )
 #: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
-DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare")
+DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare", "export")
 
 DEFAULT_OUTPUT = "model_repository"
 #: Sample file kinds by suffix (both hold plain arrays; neither can carry code).

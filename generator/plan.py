@@ -80,6 +80,9 @@ class ModelPlan(config_mod.PicklesModelConfig):
     compare: CompareSettings = field(default_factory=CompareSettings)
     #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None.
     shape_origins: tuple[int | None, ...] = ()
+    #: The manifest's ``export.exporter``: auto (both exporters, generator.export.onnx.exporter_order), dynamo or
+    #: torchscript (that exporter alone).
+    exporter: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,7 @@ def plan_model(
         manifest_pointer=model.pointer,
         compare=compare,
         shape_origins=model.shape_origins,
+        exporter=str((model.options.get("export") or {}).get("exporter", "auto")),
     )
 
 

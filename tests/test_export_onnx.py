@@ -25,6 +25,7 @@ from generator.export.onnx import (
     check_onnx,
     constants_from_graph,
     export_onnx,
+    exporter_order,
     io_from_graph,
     load_pt2,
     normalize_dtype,
@@ -355,8 +356,12 @@ def test_legacy_fallback_is_used_and_reported(tmp_path: Path) -> None:
     assert len(result.notes) == 1 and "dynamo=True): failed (GuardOnDataDependentSymNode" in result.notes[0]
     cases, _ = make_reference_cases(DataDependent(), inputs, outputs, model_name="dd", max_batch_size=8)
     check_onnx(result.path, inputs, outputs, cases)
-    with pytest.raises(ExportError, match="dynamo=True"):
-        export_onnx(DataDependent(), tmp_path / "strict.onnx", inputs, outputs, allow_legacy=False)
+    with pytest.raises(ExportError, match="dynamo=True") as info:
+        export_onnx(DataDependent(), tmp_path / "strict.onnx", inputs, outputs, exporter="dynamo")
+    assert "(export.exporter is 'dynamo'; 'auto' tries both exporters)" in str(info.value)
+    assert "TorchScript" not in str(info.value)  # the pinned exporter alone was tried
+    pinned = export_onnx(DataDependent(), tmp_path / "pinned.onnx", inputs, outputs, exporter="torchscript")
+    assert (pinned.exporter, pinned.notes) == ("legacy", [])
 
 
 def test_dtype_names_and_tolerances() -> None:
@@ -430,9 +435,10 @@ def test_rnns_export_with_their_dynamic_sequence_axis_and_match_torch_at_other_l
     inputs, outputs = _tagger_io(rnn, with_state)
     result = export_onnx(module, tmp_path / "model.onnx", inputs, outputs)
     assert result.exporter == "legacy"
-    (note,) = result.notes
-    assert note.startswith("torch.onnx.export(dynamo=True): ") and note.endswith("; tried the next exporter")
-    assert "the model does not allow the plan's dynamic axes" in note or "its graph does not fit the plan" in note
+    # The dynamo exporter is not tried (test_an_rnn_pinned_to_dynamo_still_loses_its_sequence_axis: it fails).
+    layer = "LSTM" if rnn == "lstm" else "GRU"
+    assert result.notes == [f"torch.onnx.export(dynamo=True): not tried: the module holds nn.{layer} ('rnn') and "
+                            "input 'input_ids' axis 1 is dynamic; torch.export fixes an RNN's sequence axis"]
     graph_inputs = onnx.load(str(result.path)).graph.input
     assert all(isinstance(_dims(i)[1], str) for i in graph_inputs)  # the sequence (ids) and batch (state) axes vary
     session = _session(result.path)
@@ -444,6 +450,72 @@ def test_rnns_export_with_their_dynamic_sequence_axis_and_match_torch_at_other_l
             want = module(ids, None if not state else tuple(state) if rnn == "lstm" else state[0]).numpy()
         feed = {"input_ids": ids.numpy(), **{f"input_state_{i}": s.numpy() for i, s in enumerate(state)}}
         np.testing.assert_allclose(session.run(None, feed)[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("rnn", "with_state"), [("lstm", True), ("gru", False)])
+def test_an_rnn_pinned_to_dynamo_still_loses_its_sequence_axis(tmp_path, rnn, with_state):
+    """Why ``auto`` skips dynamo for these modules: torch.export specialises the sequence axis (a constraint
+    violation, or a graph whose output fixes it), and ``exporter: dynamo`` says so as before, nothing written."""
+    inputs, outputs = _tagger_io(rnn, with_state)
+    with pytest.raises(ExportError) as info:
+        export_onnx(Tagger(rnn).eval(), tmp_path / "model.onnx", inputs, outputs, exporter="dynamo")
+    (problem,) = info.value.problems
+    assert problem.message.startswith("torch.onnx.export(dynamo=True): ")
+    assert ("the model does not allow the plan's dynamic axes" in problem.message
+            or "its graph does not fit the plan" in problem.message), problem.message
+    assert problem.message.endswith("(export.exporter is 'dynamo'; 'auto' tries both exporters)")
+    assert list(tmp_path.iterdir()) == []
+
+
+class RnnBesideFft(nn.Module):
+    """A GRU over a fixed length beside an FFT over a dynamic one: only the dynamo exporter has ``aten::fft_rfft``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(7)
+        self.rnn = nn.GRU(4, 4, batch_first=True)
+
+    def forward(self, a: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.rnn(a)[0], torch.fft.rfft(x, dim=-1).abs()
+
+
+def _fft_io() -> tuple[list[TensorIO], list[TensorIO]]:
+    inputs = [TensorIO("input_a", "a", "float32", (1, 5, 4), (2, 5, 4), (4, 5, 4), 0),
+              TensorIO("input_x", "x", "float32", (1, 2, 4), (2, 8, 4), (4, 16, 4), 0)]
+    return inputs, [TensorIO("output_0", 0, "float32", (1, 5, 4), (4, 5, 4), (4, 5, 4), 0),
+                    TensorIO("output_1", 1, "float32", (1, 2, 3), (4, 16, 3), (4, 16, 3), 0)]
+
+
+def test_an_rnn_module_falls_back_to_dynamo_when_the_torchscript_export_fails(tmp_path):
+    """``auto`` tries the TorchScript-based exporter first for a module with an RNN and a dynamic non-batch axis
+    (here not the RNN's own); when it fails, dynamo still runs, so nothing that exported before stops exporting."""
+    inputs, outputs = _fft_io()
+    result = export_onnx(RnnBesideFft().eval(), tmp_path / "model.onnx", inputs, outputs)
+    assert result.exporter == "dynamo"
+    assert result.notes == [
+        "the TorchScript-based exporter torch.onnx.export(dynamo=False) tried first: the module holds nn.GRU ('rnn') "
+        "and input 'input_x' axis 1 is dynamic; torch.export fixes an RNN's sequence axis",
+        "the TorchScript-based exporter torch.onnx.export(dynamo=False): failed (UnsupportedOperatorError: Exporting "
+        "the operator 'aten::fft_rfft' to ONNX opset version 17 is not supported); tried the next exporter",
+    ]
+    cases, _ = make_reference_cases(RnnBesideFft().eval(), inputs, outputs, model_name="fft", max_batch_size=4)
+    assert all(r.ok for r in check_onnx(result.path, inputs, outputs, cases))
+    with pytest.raises(ExportError, match=r"aten::fft_rfft.*\(export.exporter is 'torchscript'"):
+        export_onnx(RnnBesideFft().eval(), tmp_path / "pinned.onnx", inputs, outputs, exporter="torchscript")
+    assert not (tmp_path / "pinned.onnx").exists()
+
+
+def test_the_exporter_order_for_each_choice() -> None:
+    tagger = Tagger("lstm")
+    inputs, _ = _tagger_io("lstm", with_state=False)
+    batch_only = [TensorIO("input_ids", "ids", "int64", (1, 24), (3, 24), (4, 24), 0)]
+    assert exporter_order(tagger, inputs)[0] == ("legacy", "dynamo")
+    assert exporter_order(tagger, batch_only) == (("dynamo", "legacy"), None)  # only the batch axis varies
+    assert exporter_order(TwoOutputs(), inputs) == (("dynamo", "legacy"), None)  # no RNN
+    assert exporter_order(tagger, inputs, "dynamo") == (("dynamo",), None)
+    assert exporter_order(tagger, inputs, "torchscript") == (("legacy",), None)
+    with pytest.raises(ValueError, match="'onnxscript' is not one of"):
+        exporter_order(tagger, inputs, "onnxscript")
 
 
 class PaddingEncoder(nn.Module):

@@ -12,7 +12,10 @@ from a bare GraphSpec (:class:`TensorIO`).
   itself works out which axes are equal, e.g. a shared batch or sequence axis); the others are static.
 - The exporter is ``torch.onnx.export(dynamo=True)``; when it fails (constraint violations included) or its graph
   does not have the plan's dynamic axes, the TorchScript-based exporter with ``dynamic_axes`` is tried, and the
-  result keeps both reasons (``ExportResult.exporter``/``notes``).
+  result keeps both reasons (``ExportResult.exporter``/``notes``). A module holding an ``nn.RNNBase`` with a
+  dynamic non-batch axis goes the other way round (:func:`exporter_order`): torch.export fixes an RNN's sequence
+  axis, so the dynamo attempt would only cost seconds before failing. The manifest's ``export.exporter`` may pin
+  either exporter (:data:`EXPORTER_CHOICES`).
 - torch 2.13's dynamo exporter writes weights to ``<file>.data`` by default; here the file is written
   self-contained (``external_data=False``, and re-saved inline if any initializer is still external) and
   :func:`onnx_io_problems` refuses a file that references external data.
@@ -54,6 +57,7 @@ __all__ = [
     "CaseResult",
     "DEFAULT_TOLERANCES",
     "EXPORTERS",
+    "EXPORTER_CHOICES",
     "EXPORTER_NAMES",
     "ExportError",
     "ExportResult",
@@ -70,6 +74,7 @@ __all__ = [
     "dynamic_axes_of",
     "example_inputs",
     "export_onnx",
+    "exporter_order",
     "flat_module_for",
     "io_from_graph",
     "load_pt2",
@@ -88,6 +93,9 @@ EXPORTERS = ("dynamo", "legacy")
 #: How notes and errors name each exporter.
 EXPORTER_NAMES = {"dynamo": "torch.onnx.export(dynamo=True)",
                   "legacy": "the TorchScript-based exporter torch.onnx.export(dynamo=False)"}
+#: The manifest's ``export: {exporter: ...}`` values (schemas/manifest.schema.json lists the same) and the exporters
+#: each allows: ``auto`` the chain (:func:`exporter_order` may put the TorchScript-based one first), the others one.
+EXPORTER_CHOICES = {"auto": EXPORTERS, "dynamo": ("dynamo",), "torchscript": ("legacy",)}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -473,16 +481,16 @@ def export_onnx(
     constants: Mapping[SemanticPath, Any] | None = None,
     example: Sequence[Any] | None = None,
     opset_version: int | None = None,
-    allow_legacy: bool = True,
+    exporter: str = "auto",
 ) -> ExportResult:
     """Export ``module`` to a self-contained ONNX file at ``onnx_path`` with the plans' names and dynamic axes.
 
     ``module`` is an ``nn.Module`` (use :func:`load_pt2` for a ``.pt2`` archive). The graph's inputs are the plans'
     tensors, flat, in plan order; its outputs the output plans' tensors in order. ``example`` overrides the traced
-    inputs (default :func:`example_inputs`). The exporters of :data:`EXPORTERS` are tried in order (only the first
-    without ``allow_legacy``) until one gives a file with the plans' I/O and dynamic axes; each failure before it is
-    a note. Raises :class:`ExportError` with every exporter's reason when
-    none succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
+    inputs (default :func:`example_inputs`). ``exporter`` is a key of :data:`EXPORTER_CHOICES`; its exporters are
+    tried in :func:`exporter_order`'s order until one gives a file with the plans' I/O and dynamic axes; each failure
+    before it is a note, and so is an exporter left untried. Raises :class:`ExportError` with every exporter's reason
+    when none succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
     """
     onnx_path = Path(onnx_path)
     started = time.monotonic()
@@ -498,23 +506,25 @@ def export_onnx(
     else:
         tensors, masks = _working_example(wrapper, inputs, outputs)
 
+    chain, reordered = exporter_order(module, inputs, exporter)
     onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    chain = EXPORTERS if allow_legacy else EXPORTERS[:1]
     failures: list[tuple[str, str]] = []
     workdir = Path(tempfile.mkdtemp(prefix=f".{onnx_path.name}.", dir=onnx_path.parent))
     try:
         # Export under the final file name (in a private folder): external data, if any, is then named after it.
         staged = workdir / onnx_path.name
-        for exporter in chain:
+        for used in chain:
             for leftover in workdir.iterdir():
                 leftover.unlink()
-            reason = _try_exporter(exporter, wrapper, tensors, staged, inputs, outputs, input_names, output_names,
+            reason = _try_exporter(used, wrapper, tensors, staged, inputs, outputs, input_names, output_names,
                                    dynamic, opset_version)
             if reason is None:
                 break
-            failures.append((exporter, reason))
+            failures.append((used, reason))
         else:
-            raise ExportError([Problem(str(onnx_path), "", f"{EXPORTER_NAMES[e]}: {why}") for e, why in failures])
+            pinned = "" if exporter == "auto" else f" (export.exporter is {exporter!r}; 'auto' tries both exporters)"
+            raise ExportError([Problem(str(onnx_path), "", f"{EXPORTER_NAMES[e]}: {why}{pinned}")
+                               for e, why in failures])
         _save_self_contained(staged, staged.with_name(staged.name + ".inline"), strip_stack_traces=True)
         os.replace(staged.with_name(staged.name + ".inline"), onnx_path)
     finally:
@@ -523,8 +533,55 @@ def export_onnx(
     notes = [f"{EXPORTER_NAMES[e]}: {why}; tried the next exporter" for e, why in failures]
     for note in notes:
         _log.warning("%s: %s", onnx_path.name, note)
-    return ExportResult(onnx_path, exporter, input_names, output_names, dynamic, time.monotonic() - started, notes,
+    if reordered is not None:
+        # Account for the dynamo exporter too: skipped (the usual case), or tried after the other one failed.
+        notes.insert(0, f"{EXPORTER_NAMES['dynamo']}: not tried: {reordered}" if used != "dynamo" else
+                     f"{EXPORTER_NAMES['legacy']} tried first: {reordered}")
+    return ExportResult(onnx_path, used, input_names, output_names, dynamic, time.monotonic() - started, notes,
                         masks)
+
+
+def exporter_order(module: Any, inputs: Sequence[InputPlanLike], choice: str = "auto") -> tuple[tuple[str, ...],
+                                                                                                   str | None]:
+    """The exporters to try for ``choice`` (a key of :data:`EXPORTER_CHOICES`), in order, and why dynamo is not first.
+
+    ``auto`` tries the TorchScript-based exporter first (dynamo stays the fallback) when ``module`` holds an
+    ``nn.RNNBase`` (LSTM, GRU, RNN) and an input has a dynamic axis that is not a batch axis: torch 2.13's
+    torch.export specialises an RNN's sequence axis, so the dynamo attempt fails after seconds of tracing (a
+    constraint violation, or a graph with the axis fixed). The reason is None when the order is the usual one.
+    """
+    if choice not in EXPORTER_CHOICES:
+        raise ValueError(f"exporter {choice!r} is not one of {sorted(EXPORTER_CHOICES)}")
+    chain = EXPORTER_CHOICES[choice]
+    if choice != "auto":
+        return chain, None
+    rnn = _rnn_layer(module)
+    axis = _dynamic_non_batch_axis(inputs)
+    if rnn is None or axis is None:
+        return chain, None
+    return ("legacy", "dynamo"), (f"the module holds nn.{rnn[1]} ({rnn[0]!r}) and input {axis[0]!r} axis {axis[1]} "
+                                  "is dynamic; torch.export fixes an RNN's sequence axis")
+
+
+def _rnn_layer(module: Any) -> tuple[str, str] | None:
+    """The first ``nn.RNNBase`` submodule of ``module``: its name (``""`` for the module itself) and class name."""
+    import torch
+
+    named = getattr(module, "named_modules", None)
+    if named is None:  # not an nn.Module
+        return None
+    return next(((name, type(layer).__name__) for name, layer in named() if isinstance(layer, torch.nn.RNNBase)),
+                None)
+
+
+def _dynamic_non_batch_axis(inputs: Sequence[InputPlanLike]) -> tuple[str, int] | None:
+    """The first input axis whose size varies and that is no batch axis (a sequence axis, typically)."""
+    for plan in inputs:
+        batch = {getattr(plan, "batch_axis", None), *(a for a, _ in getattr(plan, "batch_axes", ()))}
+        axis = next((a for a in dynamic_axes_of(plan) if a not in batch), None)
+        if axis is not None:
+            return plan.name, axis
+    return None
 
 
 def _guessed_masks(inputs: Sequence[InputPlanLike]) -> list[InputPlanLike]:
