@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,44 @@ def test_all_problems_at_once(tmp_path):
          "batching": "none", "max_batch_size": 2},
     ]})
     assert len(problems) >= 3
+
+
+def test_the_exporter_choice_merges_from_defaults_and_reaches_the_plan_and_the_cache_key(tmp_path):
+    from generator.build import BuildOptions, model_cache_key
+    from generator.build_types import tool_versions
+    from generator.cache import BuildCache
+    from generator.planning import plan_build
+
+    document = {"defaults": {"export": {"exporter": "torchscript"}},
+                "models": [{"name": "pinned", "spec": batch_graph()},
+                           {"name": "dynamo", "spec": batch_graph(), "export": {"exporter": "dynamo"}},
+                           {"name": "auto", "spec": batch_graph(), "export": {"exporter": "auto"}}]}
+    plan, _ = plan_build(write_manifest(tmp_path, document), BuildOptions(target="python"))
+    assert [m.exporter for m in plan.models] == ["torchscript", "dynamo", "auto"]
+    # Everything else equal (the name too), each choice is its own cache entry: the exporter changes the file.
+    cache = BuildCache(tmp_path / "cache")
+    keys = {model_cache_key(cache, replace(m, name="m"), BuildOptions(), tool_versions()) for m in plan.models}
+    assert len(keys) == 3
+    (unset,) = plan_build(write_manifest(tmp_path / "unset", {"models": [{"name": "m", "spec": batch_graph()}]}),
+                          BuildOptions(target="python"))[0].models
+    assert unset.exporter == "auto"
+
+
+def test_a_bad_exporter_is_a_located_exit_2_error(tmp_path):
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    manifest = write_manifest(tmp_path, {"defaults": {"export": {"exproter": "dynamo"}},
+                                         "models": [{"name": "m", "spec": batch_graph(),
+                                                     "export": {"exporter": "onnxscript"}}]})
+    result = CliRunner().invoke(main, ["plan", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"{manifest}: /models/0/export/exporter: 'onnxscript' is not one of" in result.output
+    assert f"{manifest}: /defaults/export: " in result.output and "'exproter'" in result.output  # all at once
+    # The schema's values are the exporter module's choices.
+    from generator.export.onnx import EXPORTER_CHOICES
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "manifest.schema.json").read_text())
+    assert schema["$defs"]["option.export"]["properties"]["exporter"]["enum"] == list(EXPORTER_CHOICES)
