@@ -32,6 +32,7 @@ the server stops answering (a transport error and a failed liveness probe) every
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -914,6 +915,17 @@ def settled_statistics(read: Callable[[], Counts], before: Counts, succeeded: in
         time.sleep(0.01)
 
 
+def _open_connection(url: str, protocol: str, timeout_s: float) -> Connection:
+    """A connection whose channel is open (a liveness call made), closed again when that fails."""
+    connection = Connection(url, protocol, timeout_s)
+    try:
+        connection.live()  # gRPC opens its channel lazily: a burst's first requests would pay for it
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 def _burst(
     url: str, protocol: str, model: str, contract: ModelContract, inputs: dict[str, np.ndarray], options: SmokeOptions
 ) -> _BurstOutcome:
@@ -928,16 +940,23 @@ def _burst(
     abort = threading.Event()
     datatypes = {t.name: t.datatype for t in contract.inputs}
     outputs = [t.name for t in contract.outputs]
+    thread_count = max(1, min(options.concurrency, options.burst))
+    # Every thread connects first and then all send at once: requests that trickle in while threads still connect
+    # (slow on a loaded machine) are each executed alone, and dynamic batching would look broken when it is not.
+    start_line = threading.Barrier(thread_count)
 
     def worker() -> None:
         try:
-            connection = Connection(url, protocol, options.timeout_s)
+            connection = _open_connection(url, protocol, options.timeout_s)
         except Exception as exc:
             with lock:
                 outcome.failures.append(f"cannot connect: {_exception_text(exc)}")
                 outcome.transport_error = outcome.transport_error or exc
             abort.set()
+            start_line.abort()
             return
+        with contextlib.suppress(threading.BrokenBarrierError):
+            start_line.wait(options.timeout_s)
         with connection:
             while not abort.is_set():
                 with lock:
@@ -963,8 +982,7 @@ def _burst(
                         outcome.succeeded += 1
                         outcome.latencies.append(elapsed)
 
-    workers = [threading.Thread(target=worker, daemon=True, name=f"smoke-burst-{i}")
-               for i in range(max(1, min(options.concurrency, options.burst)))]
+    workers = [threading.Thread(target=worker, daemon=True, name=f"smoke-burst-{i}") for i in range(thread_count)]
     started = time.monotonic()
     for thread in workers:
         thread.start()
