@@ -11,7 +11,14 @@ from pathlib import Path
 import torch
 
 from examples.models import make_mlp, make_text
-from generator.spec import BatchDim, DynamicDim, ForwardParameter, ForwardSignature, GraphSpec, SampleMetadata
+from generator.specs.graphspec import (
+    BatchDim,
+    DynamicDim,
+    ForwardParameter,
+    ForwardSignature,
+    GraphSpec,
+    SampleMetadata,
+)
 
 OUT = Path(__file__).parent / "specs"
 

@@ -29,16 +29,16 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.array_files import ArrayHeader, open_array_file
 from generator.bounded import read_text
 from generator.confinement import confined_path
-from generator.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
+from generator.contracts.array_files import ArrayHeader, open_array_file
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
-from generator.values import ValueDomain, draw
+from generator.planning.values import ValueDomain, draw
+from generator.triton.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 
 if TYPE_CHECKING:
-    from generator.contract_diff import ModelComparison
+    from generator.contracts.diff import ModelComparison
 
 __all__ = [
     "CONTRACT_FORMAT",
@@ -318,7 +318,7 @@ class ModelContract:
     ) -> ModelContract:
         """Ask a live server (``get_model_config``) over ``"grpc"`` or ``"http"``; ``url`` is ``host:port``.
 
-        Raises :class:`~generator.connection.ServerUnreachableError` when the server does not answer within
+        Raises :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within
         ``timeout`` seconds (or refuses the connection), and tritonclient's ``InferenceServerException`` when it
         answers no (an unknown model or version).
         """
@@ -367,9 +367,9 @@ class ModelContract:
 
         Every client-visible change, each breaking or compatible, and the facts that could not be compared (a side
         derived from a config knows no value domains); ``.compatible`` is True when nothing breaks this client.
-        The same classification as ``gen-repo diff`` (:func:`generator.contract_diff.diff_models`).
+        The same classification as ``gen-repo diff`` (:func:`generator.contracts.diff.diff_models`).
         """
-        from generator.contract_diff import diff_models
+        from generator.contracts.diff import diff_models
 
         return diff_models(self, other)
 
@@ -380,8 +380,8 @@ class ModelContract:
         Checks names (missing required, unknown), dtype, rank, the batch axis (``1..max_batch_size``, one batch size
         for all inputs), each axis against its range and, where the contract gives an input's values (an index into
         a table, or the manifest's ``inputs:``), the values. ``raise_on_error`` raises
-        :class:`RequestValidationError`. An :class:`~generator.array_files.ArrayHeader` may stand for an array that
-        was not read (see :meth:`refuses_header`): its dtype and shape are checked, its values cannot be.
+        :class:`RequestValidationError`. An :class:`~generator.contracts.array_files.ArrayHeader` may stand for an array
+        that was not read (see :meth:`refuses_header`): its dtype and shape are checked, its values cannot be.
         """
         problems: list[RequestProblem] = []
         known = {t.name for t in self.inputs}
@@ -511,7 +511,7 @@ class ModelContract:
         Unbounded axes (``-1`` known only from a config) use their minimum, at least 1; ``"opt"`` falls back to the
         same when the contract has no opt shape. ``batch_size`` overrides the batch axis (ValueError when out of
         range or the model does not batch). Values come from each input's domain where the contract gives one
-        (:func:`generator.values.draw`); otherwise integers are small non-negative values and masks all ones.
+        (:func:`generator.planning.values.draw`); otherwise integers are small non-negative values and masks all ones.
         """
         if shape not in ("min", "opt", "max"):
             raise ValueError(f"shape must be 'min', 'opt' or 'max', not {shape!r}")
@@ -666,12 +666,12 @@ def check_request_file(
     """Check the requests in ``npz_file`` against ``model``'s contract from ``repo`` or a live server at ``url``.
 
     Returns ``{"ok", "model", "source", "cases": [{"case", "ok", "problems"}]}``: a gen-repo reference.npz is
-    checked case by case (see :func:`generator.reference.request_members`). Raises GenRepoError when the contract
-    cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
-    :class:`~generator.connection.ServerUnreachableError` when the server does not answer within ``timeout``
+    checked case by case (see :func:`generator.building.reference.request_members`). Raises GenRepoError when the
+    contract cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
+    :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within ``timeout``
     (exit 3). Arrays are read only when their headers fit the contract (:meth:`ModelContract.refuses_header`).
     """
-    from generator.reference import request_members
+    from generator.building.reference import request_members
 
     if repo is not None:
         try:

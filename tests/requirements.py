@@ -61,7 +61,7 @@ def _module(name: str) -> Callable[[], str | None]:
 
 
 def _tritonserver() -> str | None:
-    from generator.server import TritonNotFoundError, find_tritonserver
+    from generator.serving.server import TritonNotFoundError, find_tritonserver
 
     try:
         find_tritonserver()
@@ -109,7 +109,7 @@ def _has_gpu() -> bool:
 
 
 def _tensorrt_gpu() -> str | None:
-    from generator.targets import tensorrt_available
+    from generator.planning.targets import tensorrt_available
 
     trt, why = tensorrt_available("tensorrt")
     return None if trt is not None else f"needs standard TensorRT and an NVIDIA GPU: {why}"

@@ -1,4 +1,4 @@
-"""Arrays read within bounds (generator/array_files.py): headers checked before allocation; bombs refused.
+"""Arrays read within bounds (generator/contracts/array_files.py): headers checked before allocation; bombs refused.
 
 The bombs are real files: a 300-byte ``.npz`` whose header declares a (2^31, 16) float32 array (128 GiB), and a
 1 MB deflate stream that inflates to 1 GiB (built block by block: a full-flush deflate block of 16 MiB of zeros is
@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from generator.array_files import open_array_file, read_arrays
+from generator.building.samples import read_samples
+from generator.contracts.array_files import open_array_file, read_arrays
 from generator.errors import GenRepoError
-from generator.samples import read_samples
 from tests.manifest_helpers import batch_graph, one_model
 from tests.process_helpers import run_cli
 

@@ -1,4 +1,4 @@
-"""One model's build (generator.artifacts): failures a user can act on, and output ranges derived from the model.
+"""One model's build (generator.building.artifacts): failures a user can act on, output ranges derived from the model.
 
 Errors: a manifest of models that fail at different stages (a forward that raises at export, onnxruntime that
 disagrees with torch at the check, a RoBERTa whose declared sequence outgrows its position embeddings at the
@@ -22,10 +22,10 @@ import yaml
 from build_helpers import load_module, record
 from click.testing import CliRunner
 
-from generator.build import BuildFailed, BuildOptions, build_repository
+from generator.building.pipeline import BuildFailed, BuildOptions, build_repository
 from generator.cli import main as cli_main
-from generator.manifest import load_manifest
-from generator.plan import axis_origin, plan_repository
+from generator.manifest.loading import load_manifest
+from generator.planning.plan import axis_origin, plan_repository
 from tests.manifest_helpers import REPO
 
 ZOO = REPO / "tests" / "zoo"
@@ -205,10 +205,10 @@ def test_output_ranges_follow_what_the_model_produces_not_the_recording(tmp_path
     import onnx
     import torch
 
-    from generator.artifacts import data_dependent_axes
-    from generator.build import BuildOptions, build_repository
-    from generator.config import parse_config
-    from generator.reference import read_reference
+    from generator.building.artifacts import data_dependent_axes
+    from generator.building.pipeline import BuildOptions, build_repository
+    from generator.building.reference import read_reference
+    from generator.planning.config import parse_config
 
     (tmp_path / "filter_models.py").write_text(FILTER_MODELS)
     sys.path.insert(0, str(tmp_path))

@@ -1,4 +1,4 @@
-"""generator.build: every source kind, nested/multi-output/int64/bool/static models, the cache, TensorRT layer.
+"""generator.building.pipeline: every source kind, nested/multi-output/int64/bool/static models, cache, TensorRT layer.
 
 One project (tests/build_helpers.py) is built once per module into a shared repository; the tests read it. The cache
 folder is shared by the module's builds, so later builds only export what changed.
@@ -18,13 +18,13 @@ import pytest
 import yaml
 from build_helpers import factory_calls, load_module, make_project, nested_inputs, record, tree_digest, write_manifest
 
-from generator.build import BuildFailed, BuildOptions, build_repository, factory_fingerprint, plan_build
-from generator.cache import BuildCache
+from generator.building.pipeline import BuildFailed, BuildOptions, build_repository, factory_fingerprint, plan_build
+from generator.building.reference import read_reference
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
-from generator.reference import read_reference
-from generator.repository import read_lock, verify_repository
-from generator.targets import preflight, tensorrt_available
+from generator.planning.targets import preflight, tensorrt_available
+from generator.repository.cache import BuildCache
+from generator.repository.staging import read_lock, verify_repository
 from tests.requirements import missing
 
 MODULE = "zoo_build_models"
@@ -115,7 +115,7 @@ def test_nested_inputs_flattened_by_semantic_path_in_signature_order(zoo: Simple
 
 
 def test_inputs_recorded_out_of_signature_order_are_planned_in_signature_order(zoo: SimpleNamespace) -> None:
-    from generator.spec import GraphSpec
+    from generator.specs.graphspec import GraphSpec
 
     zoo_module = load_module(zoo.root / f"{MODULE}.py", "_check_order")
     calls = []
@@ -413,8 +413,8 @@ def test_factory_fingerprint_of_an_unknown_module_says_so(tmp_path: Path) -> Non
 def test_factories_resolve_from_the_working_folder_then_the_manifest_folder_then_code_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from generator.artifacts import import_factory
-    from generator.build import factory_search_path
+    from generator.building.artifacts import import_factory
+    from generator.building.pipeline import factory_search_path
     from generator.errors import GenRepoError, Problem
 
     work, project = tmp_path / "work", tmp_path / "project"
@@ -487,7 +487,7 @@ def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stag
     assert report.ok
     contract = json.loads((zoo.root / "values_ok_repository/two/1/gen_repo/contract.json").read_text())
     assert contract["inputs"][0]["values"] == [3, 5] and contract["inputs"][0]["source"] == "manifest"
-    from generator.reference import read_reference
+    from generator.building.reference import read_reference
 
     for case in read_reference(zoo.root / "values_ok_repository/two/1/gen_repo"):
         assert set(np.unique(case.inputs["input_ids"])) <= {3, 5}
@@ -497,7 +497,7 @@ def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stag
 # Warmup from the build's data
 # --------------------------------------------------------------------------------------------------------------------
 def test_warmup_data_files_are_locked_verified_and_lint_clean(warmup_example_repository: Path) -> None:
-    from generator.config import parse_config
+    from generator.planning.config import parse_config
 
     repo = warmup_example_repository
     lock = read_lock(repo)
@@ -517,7 +517,7 @@ def test_warmup_data_files_are_locked_verified_and_lint_clean(warmup_example_rep
 def test_triton_reads_the_warmup_data_at_load(warmup_example_repository: Path, triton_server_factory,
                                               tmp_path: Path) -> None:
     """The real Triton loads the repository warming up from its files, and refuses a copy whose file is short."""
-    from generator.smoke import run_smoke
+    from generator.serving.smoke import run_smoke
 
     short = tmp_path / "repo"
     shutil.copytree(warmup_example_repository, short)
@@ -535,9 +535,9 @@ def test_triton_reads_the_warmup_data_at_load(warmup_example_repository: Path, t
 
 def test_the_cache_key_follows_the_contract_text_not_only_its_data(tmp_path, monkeypatch):
     """A cached contract.json written by an earlier renderer is never reused: the key holds the rendered text."""
-    import generator.build as build_module
-    from generator.build_types import tool_versions
-    from generator.model_files import contract_text
+    import generator.building.pipeline as build_module
+    from generator.building.results import tool_versions
+    from generator.planning.model_files import contract_text
     from tests.manifest_helpers import EXAMPLES_MANIFEST
 
     plan, _ = plan_build(EXAMPLES_MANIFEST, BuildOptions(target="python"))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.bytecode import bytecode_problem, bytecode_source
-from generator.repository import MAX_BYTECODE_BYTES, RepositoryWriter, build_lock, verify_repository
+from generator.repository.bytecode import bytecode_problem, bytecode_source
+from generator.repository.staging import MAX_BYTECODE_BYTES, RepositoryWriter, build_lock, verify_repository
 from tests.object_stores import ObjectStore
 
 TAG = sys.implementation.cache_tag
@@ -225,7 +225,7 @@ def test_planted_bytecode_in_a_bucket_is_refused(repo: Path, store: ObjectStore)
     from click.testing import CliRunner
 
     from generator.cli import main
-    from generator.storage import verify_url
+    from generator.repository.storage import verify_url
 
     fs = store.fs()
     url = store.url("planted")

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from generator.cache import (
+from generator.errors import GenRepoError
+from generator.repository.cache import (
     BuildCache,
     atomic_write_bytes,
     cache_key,
@@ -25,7 +26,6 @@ from generator.cache import (
     hash_file,
     secret_file,
 )
-from generator.errors import GenRepoError
 
 PARTS: dict[str, dict[str, Any]] = {
     "spec": {"graph": {"inputs": [{"name": "x", "dims": [-1, 16]}], "max_batch_size": 32}},
@@ -147,7 +147,7 @@ def test_dead_writers_temp_folders_are_cleaned(tmp_path: Path) -> None:
 CONCURRENT_PUT = r"""
 import sys, time
 from pathlib import Path
-from generator.cache import BuildCache
+from generator.repository.cache import BuildCache
 root, go, tag = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 cache = BuildCache(root)
 while not go.exists():

@@ -1,10 +1,10 @@
-"""The Markdown sections ``--summary-md`` appends (generator/ci_summary.py)."""
+"""The Markdown sections ``--summary-md`` appends (generator/reports/markdown.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from generator.ci_summary import (
+from generator.reports.markdown import (
     MAX_ROWS,
     SummaryRow,
     SummarySection,

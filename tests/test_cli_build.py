@@ -23,9 +23,9 @@ from build_helpers import (
 )
 from click.testing import CliRunner
 
-from generator.build import BuildEvent
+from generator.building.pipeline import BuildEvent
 from generator.cli import main as cli_main
-from generator.targets import tensorrt_available
+from generator.planning.targets import tensorrt_available
 from tests.requirements import missing
 
 MODULE = "zoo_cli_models"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.publish import publish
+from generator.repository.publish import publish
 from tests.object_stores import ObjectStore
 from tests.process_helpers import gen_repo_script
 from tests.test_contract_diff import REBUILD_CHANGES

@@ -29,8 +29,9 @@ print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 #: Never imported by the light commands: deep-learning stacks and gen-repo's build and export stages.
-FORBIDDEN = ("torch", "onnx", "onnxruntime", "tensorrt", "generator.build", "generator.artifacts", "generator.export",
-             "generator.distributed", "generator.reference", "generator.samples")
+FORBIDDEN = ("torch", "onnx", "onnxruntime", "tensorrt", "generator.building.pipeline", "generator.building.artifacts",
+             "generator.building.export", "generator.building.distributed", "generator.building.reference",
+             "generator.building.samples")
 
 
 def _run(args: list[str], cwd: Path) -> tuple[int, list[str]]:
@@ -67,7 +68,7 @@ def test_light_commands_never_import_torch_onnx_or_the_build(command: str, confi
     code, modules = _run(args, REPO)
     assert code == (1 if command == "lint" else 0), (command, code)  # lint: findings (a configs-only folder)
     assert _forbidden(modules) == [], command
-    # The gRPC client stack is not needed either (generator.triton_proto loads model_config_pb2 alone).
+    # The gRPC client stack is not needed either (generator.triton.proto loads model_config_pb2 alone).
     assert "tritonclient.grpc" not in modules and "grpc" not in modules, command
 
 
@@ -79,8 +80,8 @@ def test_valid_json_specs_need_neither_jsonschema_nor_numpy_nor_yaml(aitune_fixt
 
 
 def test_the_guard_can_fail(tmp_path: Path) -> None:
-    """The check sees a forbidden import when one happens: ``build`` imports generator.build (then refuses the
-    example's factories without --allow-code)."""
+    """The check sees a forbidden import when one happens: ``build`` imports generator.building.pipeline (then
+    refuses the example's factories without --allow-code)."""
     code, modules = _run(["build", str(EXAMPLES / "gen-repo.yaml"), "-o", str(tmp_path / "out")], REPO)
     assert code == 2
-    assert "generator.build" in _forbidden(modules)
+    assert "generator.building.pipeline" in _forbidden(modules)

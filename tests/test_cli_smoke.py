@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.server import free_port
-from generator.smoke import CHECKS
+from generator.serving.server import free_port
+from generator.serving.smoke import CHECKS
 
 GEN_REPO = str(Path(sys.executable).parent / "gen-repo")
 

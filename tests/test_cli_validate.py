@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.cli.validate import FEW_FILES
-from generator.validation import PARALLEL_MIN_FILES
-from generator.workers import usable_cpus
+from generator.planning.validation import PARALLEL_MIN_FILES
+from generator.planning.workers import usable_cpus
 from tests.manifest_helpers import FIXTURES
 
 
@@ -103,17 +103,17 @@ def test_hundreds_of_files_through_worker_processes(runner: CliRunner, tmp_path:
     """From PARALLEL_MIN_FILES files on, workers check them: one line per file, in the order given, errors in full."""
     import os
 
-    import generator.validation
+    import generator.planning.validation
 
     checked_in: set[int] = set()
-    real = generator.validation.validate_files
+    real = generator.planning.validation.validate_files
 
     def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
         results = real(*args, **kwargs)
         checked_in.update(r.checked_in for r in results)
         return results
 
-    monkeypatch.setattr(generator.validation, "validate_files", recording)
+    monkeypatch.setattr(generator.planning.validation, "validate_files", recording)
     files = []
     for i in range(PARALLEL_MIN_FILES):
         name = ("mlp", "text", "stacked_cfg")[i % 3]

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.repository import LOCK_FILE_NAME, RepositoryWriter, build_lock
+from generator.repository.staging import LOCK_FILE_NAME, RepositoryWriter, build_lock
 from tests.requirements import missing
 
 

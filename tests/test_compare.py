@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from generator import compare, ensemble_build, smoke
-from generator.compare import CompareSettings, Padding, compare_arrays, compare_output, resolve_compare, tolerance_for
-from generator.export import onnx as export_onnx
+from generator.building import ensembles as ensemble_build
+from generator.building.export import onnx as export_onnx
+from generator.planning import compare
+from generator.planning.compare import (
+    CompareSettings,
+    Padding,
+    compare_arrays,
+    compare_output,
+    resolve_compare,
+    tolerance_for,
+)
+from generator.serving import smoke
 
 
 def test_every_check_uses_the_same_table_and_functions() -> None:

@@ -1,4 +1,4 @@
-"""ModelConfig generation: goldens, determinism and every Triton rule of issue 3 (generator/config.py)."""
+"""ModelConfig generation: goldens, determinism and every Triton rule of issue 3 (generator/planning/config.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
 
-from generator.config import DEFAULT_QUEUE_DELAY_US, config_problems, parse_config, render_config
-from generator.contract import contract_from_plan, render_contract
 from generator.errors import GenRepoError
-from generator.manifest import load_manifest
-from generator.model_files import config_files
-from generator.plan import plan_repository
+from generator.manifest.loading import load_manifest
+from generator.planning.config import DEFAULT_QUEUE_DELAY_US, config_problems, parse_config, render_config
+from generator.planning.contract import contract_from_plan, render_contract
+from generator.planning.model_files import config_files
+from generator.planning.plan import plan_repository
 from tests.manifest_helpers import (
     AITUNE,
     EXAMPLES_MANIFEST,

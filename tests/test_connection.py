@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from generator.client import ModelContract
-from generator.connection import ServerUnreachableError
 from generator.errors import EXIT_UNREACHABLE
+from generator.triton.connection import ServerUnreachableError
 
 #: The deadline each command gets (its --timeout): short, so the tests stay quick.
 _DEADLINE_S = "1"
@@ -121,7 +121,7 @@ def test_client_library_raises_unreachable(silent_server: str, protocol: str) ->
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_nothing_listening_is_unreachable_too(protocol: str) -> None:
-    from generator.server import free_port
+    from generator.serving.server import free_port
 
     with pytest.raises(ServerUnreachableError):
         ModelContract.from_server(f"127.0.0.1:{free_port()}", "mlp", protocol=protocol, timeout=5.0)

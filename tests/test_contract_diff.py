@@ -1,4 +1,4 @@
-"""Contract changes classified as a client experiences them (generator/contract_diff.py, generator/contract_sources.py,
+"""Contract changes classified as a client experiences them (generator/contracts/diff.py, contract sources,
 ``ModelContract.compatible_with``).
 
 The headline classes come from real rebuilds: the example models (``example_repository``) against the same models
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from generator.client import ModelContract
-from generator.contract_diff import diff_models, is_exact
-from generator.contract_sources import diff_locations
+from generator.contracts.diff import diff_models, is_exact
 from generator.errors import GenRepoError
+from generator.repository.contract_sources import diff_locations
 
 #: (model, kind, subject, axis, classification) of every change from the example build to the variant build.
 REBUILD_CHANGES = [

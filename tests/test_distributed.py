@@ -24,7 +24,14 @@ from pathlib import Path
 
 import pytest
 
-from generator.distributed import TaskDemand, _feasible, _loopback_host, cc_resource, engine_demand, export_demand
+from generator.building.distributed import (
+    TaskDemand,
+    _feasible,
+    _loopback_host,
+    cc_resource,
+    engine_demand,
+    export_demand,
+)
 from tests.loopback_namespace import LoopbackNamespace
 from tests.requirements import require
 
@@ -135,7 +142,7 @@ def local_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     base = tmp_path_factory.mktemp("local")
     script = (
         "import json, sys\n"
-        "from generator.build import BuildOptions, build_repository\n"
+        "from generator.building.pipeline import BuildOptions, build_repository\n"
         "report = build_repository(sys.argv[1], BuildOptions(allow_code=True, target='python', cache_dir=sys.argv[3]),"
         " sys.argv[2])\n"
         "print(json.dumps({'ok': report.ok, 'ray': sorted(m for m in sys.modules if m.split('.')[0] == 'ray')}))\n"

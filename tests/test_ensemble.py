@@ -1,4 +1,4 @@
-"""Ensembles: wiring rules (generator/ensemble.py), manifest planning (ensemble_plan.py), lint, the real Triton.
+"""Ensembles: wiring rules (generator/triton/ensemble.py), manifest planning (ensemble_plan.py), lint, the real Triton.
 
 The zoo's ``bert_classifier`` (a real BERT and a classification head, built, checked against the torch pipeline
 and smoke-tested in a real Triton) is in tests/test_zoo.py. Here: every rule located in a manifest, the planted
@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.ensemble import Step, StepModel, TensorIO, Wiring, dims_compatible, step_order, wiring_problems
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
-from generator.model_files import config_files
+from generator.planning.model_files import config_files
+from generator.triton.ensemble import Step, StepModel, TensorIO, Wiring, dims_compatible, step_order, wiring_problems
 from tests.manifest_helpers import REPO, graph, plan_for, problems_of, tensor, write_manifest
 
 CORPUS = Path(__file__).parent / "ensemble_corpus"

@@ -1,4 +1,4 @@
-"""generator.export.onnx: real torch -> ONNX exports, checked in onnxruntime against torch."""
+"""generator.building.export.onnx: real torch -> ONNX exports, checked in onnxruntime against torch."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from torch import nn
 
 from examples.models import make_mlp, make_text
-from generator.errors import GenRepoError
-from generator.export.onnx import (
+from generator.building.export.onnx import (
     ExportError,
     OnnxCheckError,
     TensorIO,
@@ -33,8 +32,9 @@ from generator.export.onnx import (
     prepare_source_onnx,
     tolerance_for,
 )
-from generator.reference import make_reference_cases
-from generator.spec import GraphSpec
+from generator.building.reference import make_reference_cases
+from generator.errors import GenRepoError
+from generator.specs.graphspec import GraphSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 

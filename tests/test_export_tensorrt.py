@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from generator.errors import GenRepoError
-from generator.export.tensorrt import (
+from generator.building.export.tensorrt import (
     BuildOptions,
     ProfileShapes,
     TensorRTBuildError,
@@ -27,8 +26,9 @@ from generator.export.tensorrt import (
     profiles_from_graph,
     timing_cache_name,
 )
+from generator.errors import GenRepoError
 from generator.gpu import current_gpu, detect_gpus, import_tensorrt
-from generator.spec import GraphSpec
+from generator.specs.graphspec import GraphSpec
 from tests.requirements import missing, require_module
 
 EXAMPLES = ("mlp", "text")

@@ -1,4 +1,4 @@
-"""``gen-repo report`` (generator/html_report.py, report_charts.py, ensemble_svg.py, cli/report.py) as a person sees it.
+"""``gen-repo report`` (generator/reports/html_page.py, charts.py, ensemble_svg.py, cli/report.py) as a person sees it.
 
 The zoo repository (every model and the bert_classifier ensemble) with the real ``gen-repo smoke --json`` and
 ``gen-repo perf --json`` of a real tritonserver is rendered by the real command and opened in Debian's headless
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from generator.smoke import repository_models
+from generator.serving.smoke import repository_models
 from tests.manifest_helpers import REPO
 from tests.process_helpers import run_cli
 from tests.requirements import CHROMIUM, require
@@ -57,7 +57,7 @@ def _diff_document(models: list[str]) -> dict[str, Any]:
 def zoo_page(zoo_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The zoo's report with real smoke and perf results: run on one launched server, rendered by the command."""
     require("tritonserver")
-    from generator.server import launch
+    from generator.serving.server import launch
 
     out = tmp_path_factory.mktemp("zoo_report")
     repo = str(zoo_repository)
@@ -249,7 +249,7 @@ def test_the_report_is_deterministic_and_needs_no_server(example_repository: Pat
 
 
 def test_without_a_manifest_the_decision_is_said_to_be_unknown(example_repository: Path) -> None:
-    from generator.html_report import DECISIONS_UNKNOWN, build_report
+    from generator.reports.html_page import DECISIONS_UNKNOWN, build_report
 
     tree = _parse(build_report(str(example_repository)))
     assert DECISIONS_UNKNOWN in _text(_section(tree, "mlp"))
@@ -284,7 +284,7 @@ def test_hostile_names_are_text_never_markup(example_repository: Path, tmp_path:
 
 
 def test_an_ensemble_picture_escapes_names_and_places_steps_by_their_inputs() -> None:
-    from generator.ensemble_svg import EnsembleStep, ensemble_svg
+    from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
 
     steps = [EnsembleStep("late", {"a": "mid"}, {"y": "out"}),
              EnsembleStep("<b>early</b>", {"x": "in&"}, {"y": "mid"})]
@@ -322,7 +322,7 @@ def test_a_missing_repository_is_a_located_error(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_published_repository_is_reported_from_its_bucket(store: Any, example_repository: Path,
                                                              tmp_path: Path) -> None:
-    from generator.publish import publish
+    from generator.repository.publish import publish
 
     url = store.url("report")
     publish(example_repository, url)

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.init_manifest import OPTION_COMMENTS
-from generator.manifest import OPTION_KEYS
+from generator.manifest.loading import OPTION_KEYS
+from generator.manifest.starter import OPTION_COMMENTS
 from generator.naming import model_name_problems
-from generator.schema import load_graphspecs
+from generator.specs.schema import load_graphspecs
 
 
 @pytest.fixture

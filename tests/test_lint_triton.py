@@ -54,7 +54,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[st
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
-    from generator.server import TritonNotFoundError, TritonServer, find_tritonserver
+    from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver
 
     try:
         binary = find_tritonserver()
@@ -179,7 +179,7 @@ def test_url_reads_the_missing_backends_and_external_models_load_from_elsewhere(
 def test_a_hidden_folder_stops_triton_in_model_control_none(triton_server_factory: Any, tmp_path: Path) -> None:
     """``model-folder-hidden``: with model control 'none' Triton loads every sub-folder, '.cache' too, fails on it
     and does not start (the warning's reason)."""
-    from generator.server import TritonStartError
+    from generator.serving.server import TritonStartError
 
     write_side(Case("hidden", one(), {}), "bad", [tmp_path, tmp_path / "r1", tmp_path / "r2"])
     (tmp_path / ".cache").mkdir()

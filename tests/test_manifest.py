@@ -1,4 +1,4 @@
-"""Manifest loading: schema, paths, spec selection, defaults, conflicts, names (generator/manifest.py)."""
+"""Manifest loading: schema, paths, spec selection, defaults, conflicts, names (generator/manifest/loading.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from generator.errors import GenRepoError
-from generator.manifest import load_manifest
+from generator.manifest.loading import load_manifest
 from tests.manifest_helpers import AITUNE, EXAMPLES_MANIFEST, batch_graph, problems_of, write_manifest
 
 
@@ -255,10 +255,10 @@ def test_all_problems_at_once(tmp_path):
 
 
 def test_the_exporter_choice_merges_from_defaults_and_reaches_the_plan_and_the_cache_key(tmp_path):
-    from generator.build import BuildOptions, model_cache_key
-    from generator.build_types import tool_versions
-    from generator.cache import BuildCache
-    from generator.planning import plan_build
+    from generator.building.pipeline import BuildOptions, model_cache_key
+    from generator.building.results import tool_versions
+    from generator.planning.build_plan import plan_build
+    from generator.repository.cache import BuildCache
 
     document = {"defaults": {"export": {"exporter": "torchscript"}},
                 "models": [{"name": "pinned", "spec": batch_graph()},
@@ -289,7 +289,7 @@ def test_a_bad_exporter_is_a_located_exit_2_error(tmp_path):
     assert f"{manifest}: /models/0/export/exporter: 'onnxscript' is not one of" in result.output
     assert f"{manifest}: /defaults/export: " in result.output and "'exproter'" in result.output  # all at once
     # The schema's values are the exporter module's choices.
-    from generator.export.onnx import EXPORTER_CHOICES
+    from generator.building.export.onnx import EXPORTER_CHOICES
 
     schema = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "manifest.schema.json").read_text())
     assert schema["$defs"]["option.export"]["properties"]["exporter"]["enum"] == list(EXPORTER_CHOICES)

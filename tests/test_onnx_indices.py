@@ -1,11 +1,11 @@
-"""Index inputs found in an ONNX graph (generator/export/onnx_indices.py)."""
+"""Index inputs found in an ONNX graph (generator/building/export/onnx_indices.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from generator.export.onnx_indices import index_domains
+from generator.building.export.onnx_indices import index_domains
 
 
 def _model(nodes, inputs, initializers):

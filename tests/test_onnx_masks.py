@@ -1,4 +1,4 @@
-"""generator.export.onnx_masks: which value of a mask input keeps a position, read from real exported graphs."""
+"""generator.building.export.onnx_masks: which value of a mask input keeps a position, read from exported graphs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from generator.export.onnx_masks import mask_domains
+from generator.building.export.onnx_masks import mask_domains
 
 
 def _export(module: nn.Module, example: tuple[torch.Tensor, ...], names: list[str], path: Path, dynamo: bool) -> Any:

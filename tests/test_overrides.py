@@ -1,4 +1,4 @@
-"""The manifest's fixes to a recording: dynamic_shapes and batch_axis_multipliers (generator/overrides.py)."""
+"""The manifest's fixes to a recording: dynamic_shapes and batch_axis_multipliers (generator/manifest/overrides.py)."""
 
 from __future__ import annotations
 

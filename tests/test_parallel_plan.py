@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.build_types import BuildOptions
+from generator.building.results import BuildOptions
 from generator.errors import GenRepoError
-from generator.manifest import read_manifest
-from generator.model_files import config_files
-from generator.parallel_plan import PlannedFiles, plan_config_files
-from generator.planning import plan_build
-from generator.workers import fork_pool
+from generator.manifest.loading import read_manifest
+from generator.planning.build_plan import plan_build
+from generator.planning.model_files import config_files
+from generator.planning.workers import fork_pool
+from generator.repository.configs import PlannedFiles, plan_config_files
 from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, ZOO_REFUSED_SPECS, write_manifest
 
 ZOO = REPO / "tests" / "zoo"

@@ -1,4 +1,4 @@
-"""generator.pbtxt: both printers give exactly text_format's bytes, and the fast one is really used."""
+"""generator.planning.pbtxt: both printers give exactly text_format's bytes, and the fast one is really used."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
 
-from generator import pbtxt
-from generator.config import parse_config
+from generator.planning import pbtxt
+from generator.planning.config import parse_config
 
 _FD = descriptor.FieldDescriptor
 ModelConfig = model_config_pb2.ModelConfig

@@ -69,7 +69,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``{target: repository}``: the examples and the zoo models, built for each target with one cache."""
     for requirement in ("torch", "tensorrt_rtx", "model_navigator"):
         require(requirement)
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     base = tmp_path_factory.mktemp("peer")
     examples, zoo = _entries(ROOT / "examples" / "gen-repo.yaml", None), _entries(ZOO / "gen-repo.yaml", ZOO_MODELS)

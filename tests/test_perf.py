@@ -1,4 +1,4 @@
-"""Load-test configuration bounded by the profiles, and `gen-repo perf` against a real server (generator/perf.py)."""
+"""Load-test configuration bounded by the profiles, and `gen-repo perf` on a real server (generator/serving/perf.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.manifest import load_manifest
-from generator.perf import (
+from generator.manifest.loading import load_manifest
+from generator.planning.plan import plan_repository
+from generator.serving.perf import (
     PerfModel,
     PerfTensor,
     batch_size_candidates,
@@ -22,8 +23,7 @@ from generator.perf import (
     models_from_plan,
     perf_config_files,
 )
-from generator.plan import plan_repository
-from generator.spec import GraphSpec
+from generator.specs.graphspec import GraphSpec
 from tests.manifest_helpers import AITUNE, EXAMPLES_MANIFEST, fixture_models, write_manifest
 from tests.requirements import missing, require
 
@@ -207,7 +207,7 @@ def perf_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example repository (python target) built once for this module, with a private cache."""
     require("torch")
     require("onnxruntime")
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     base = tmp_path_factory.mktemp("perf")
     repo = base / "repo"
@@ -234,7 +234,7 @@ def test_perf_against_a_real_server(perf_repository: Path, triton_server_factory
 
 @pytest.mark.triton
 def test_perf_launch_http_one_model(perf_repository: Path) -> None:
-    from generator.server import TritonNotFoundError, find_tritonserver
+    from generator.serving.server import TritonNotFoundError, find_tritonserver
 
     try:
         find_tritonserver()

@@ -1,12 +1,12 @@
-"""Planning: batching decision, shapes, dtypes, names, targets (generator/plan.py)."""
+"""Planning: batching decision, shapes, dtypes, names, targets (generator/planning/plan.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from generator.errors import GenRepoError
-from generator.model_files import config_files
-from generator.plan import DTYPE_TO_TRITON, INT32_MAX, describe_plan
+from generator.planning.model_files import config_files
+from generator.planning.plan import DTYPE_TO_TRITON, INT32_MAX, describe_plan
 from tests.manifest_helpers import (
     AITUNE,
     batch_dim,
@@ -266,8 +266,8 @@ def test_dims_must_fit_int32(tmp_path):
 
 
 def test_plan_rechecks_int32_on_derived_shapes():
-    from generator.spec import TensorSpec
-    from generator.tensors import _Batch, _Decision, _tensor_plan
+    from generator.planning.tensors import _Batch, _Decision, _tensor_plan
+    from generator.specs.graphspec import TensorSpec
 
     problems: list = []
     spec = TensorSpec([4], [4], [INT32_MAX + 1], "torch.float32")

@@ -1,4 +1,4 @@
-"""Manifest numbers mean what the config can hold (generator/proto_ranges.py, strict integers in the schema check).
+"""Manifest numbers mean what the config can hold (generator/manifest/proto_ranges.py, strict integers in the schema).
 
 Each attack of issue 21 used to end in a traceback (``ValueError: Value out of range``, ``TypeError``,
 ``AttributeError``) from plan, config and build; each is now a located problem, exit 2. The ranges come from the
@@ -17,10 +17,10 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.manifest import OPTION_KEYS
-from generator.proto_ranges import OPTION_MESSAGES, integer_range, option_number_problems
+from generator.manifest.loading import OPTION_KEYS
+from generator.manifest.proto_ranges import OPTION_MESSAGES, integer_range, option_number_problems
 from generator.resources import resource_dir
-from generator.triton_proto import model_config_pb2
+from generator.triton.proto import model_config_pb2
 
 EXAMPLE_SPEC = Path(__file__).resolve().parent.parent / "examples" / "specs" / "mlp.graphspec.json"
 

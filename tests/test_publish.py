@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from generator.errors import GenRepoError
-from generator.publish import (
+from generator.repository.publish import (
     LOCK_OBJECT,
     PublishError,
     PublishLock,
@@ -23,8 +23,8 @@ from generator.publish import (
     publish,
     published_config,
 )
-from generator.repository import LOCK_FILE_NAME
-from generator.storage import download_repository, parse_url, verify_url
+from generator.repository.staging import LOCK_FILE_NAME
+from generator.repository.storage import download_repository, parse_url, verify_url
 from tests.object_stores import ObjectStore
 from tests.process_helpers import gen_repo_script
 
@@ -147,7 +147,7 @@ def test_triton_serves_from_the_store_and_rolls_to_version_2(
     import numpy as np
     import tritonclient.grpc as grpcclient
 
-    from generator.smoke import run_smoke
+    from generator.serving.smoke import run_smoke
 
     url = store.url("served")
     report = publish(warmup_example_repository, url)

@@ -1,4 +1,4 @@
-"""templates/python/model.py served by a REAL tritonserver (nvidia-pytriton, CPU) through generator.server."""
+"""templates/python/model.py served by a REAL tritonserver (nvidia-pytriton, CPU) through generator.serving.server."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from examples.models import make_mlp, make_text
-from generator.export.onnx import TensorIO, export_onnx, io_from_graph
+from generator.building.export.onnx import TensorIO, export_onnx, io_from_graph
 from generator.resources import resource_dir
-from generator.server import TritonNotFoundError, find_tritonserver, launch
-from generator.smoke import quiet_statistics, settled_statistics
-from generator.spec import GraphSpec
+from generator.serving.server import TritonNotFoundError, find_tritonserver, launch
+from generator.serving.smoke import quiet_statistics, settled_statistics
+from generator.specs.graphspec import GraphSpec
 from tests.requirements import missing
 
 pytestmark = pytest.mark.triton

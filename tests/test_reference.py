@@ -1,4 +1,4 @@
-"""generator.reference: deterministic reference inputs, torch's outputs, and the npz/json files."""
+"""generator.building.reference: deterministic reference inputs, torch's outputs, and the npz/json files."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from examples.models import make_mlp, make_text
-from generator.export.onnx import TensorIO, io_from_graph
-from generator.reference import (
+from generator.building.export.onnx import TensorIO, io_from_graph
+from generator.building.reference import (
     ReferenceCase,
     ReferenceDataError,
     make_reference_cases,
@@ -22,8 +22,8 @@ from generator.reference import (
     write_npz,
     write_reference,
 )
-from generator.spec import GraphSpec
-from generator.values import DEFAULT_INT_RANGE, ValueDomain
+from generator.planning.values import DEFAULT_INT_RANGE, ValueDomain
+from generator.specs.graphspec import GraphSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 

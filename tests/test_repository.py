@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import repository
 from generator.errors import GenRepoError
-from generator.repository import (
+from generator.repository import staging as repository
+from generator.repository.staging import (
     LOCK_FILE_NAME,
     OUTPUT_MARKER,
     RepositoryWriter,
@@ -386,7 +386,7 @@ HELPER = r"""
 import os, sys, time
 from pathlib import Path
 from generator import repository
-from generator.repository import RepositoryWriter, build_lock
+from generator.repository.staging import RepositoryWriter, build_lock
 
 dest, mode, pause_at, pause_s = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 files, size = int(sys.argv[5]), int(sys.argv[6])

@@ -1,4 +1,4 @@
-"""Real sample inputs: files and calls, checked against the plan and fitted to the cases (generator/samples.py)."""
+"""Real sample inputs: files and calls, checked, fitted to the cases (generator/building/samples.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from generator.building.reference import write_npz
+from generator.building.samples import Sample, arrays_from_calls, fit_to_shapes, read_sample_file, usable_samples
 from generator.errors import GenRepoError
-from generator.reference import write_npz
-from generator.samples import Sample, arrays_from_calls, fit_to_shapes, read_sample_file, usable_samples
 from tests.manifest_helpers import REPO, plan_for
 
 GUIDED = str(REPO / "tests" / "zoo" / "specs" / "unet_guided.graphspec.json")

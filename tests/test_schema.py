@@ -1,4 +1,4 @@
-"""Schema and semantic validation of GraphSpec documents (generator/schema.py, schemas/*.schema.json)."""
+"""Schema and semantic validation of GraphSpec documents (generator/specs/schema.py, schemas/*.schema.json)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from generator import documents
 from generator.errors import GenRepoError, Problem
 from generator.resources import resource_dir
-from generator.schema import (
+from generator.specs import documents
+from generator.specs.schema import (
     document_kind,
     graph_summary,
     load_graphspecs,

@@ -1,9 +1,10 @@
 """The fast validation path (jsonschema_rs + fast semantic verdicts) agrees with the reference on every test document.
 
-generator/documents.py and generator/schema.py answer "valid" fast and fall back to the reference (``jsonschema`` and
-the full semantic reporter) on any doubt. These tests hold the two paths to the same answer: validity, error
-pointers and the exact problems, on the fixtures, the examples, every invalid document of tests/test_schema.py
-(``INVALID_CASES`` below, one per rule) and random valid and mutated documents from tests/graphspec_strategies.py.
+generator/specs/documents.py and generator/specs/schema.py answer "valid" fast and fall back to the reference
+(``jsonschema`` and the full semantic reporter) on any doubt. These tests hold the two paths to the same answer:
+validity, error pointers and the exact problems, on the fixtures, the examples, every invalid document of
+tests/test_schema.py (``INVALID_CASES`` below, one per rule) and random valid and mutated documents from
+tests/graphspec_strategies.py.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from graphspec_strategies import graph_documents, invalid_graph_documents
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from generator import documents
 from generator.errors import GenRepoError, json_pointer
-from generator.schema import (
+from generator.specs import documents
+from generator.specs.schema import (
     GRAPHSPEC_SCHEMA,
     TUNE_REPORT_SCHEMA,
     _graph_all_clear,
@@ -214,7 +215,7 @@ VALID_CASES: dict[str, tuple[str, Callable[[Doc], None]]] = {
 # --------------------------------------------------------------------------------------------------------------------
 @contextmanager
 def reference_only() -> Iterator[None]:
-    """Switch the fast path off (generator.documents' own switch; jsonschema_rs itself is untouched)."""
+    """Switch the fast path off (generator.specs.documents' own switch; jsonschema_rs itself is untouched)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(documents, "FAST_VALIDATOR_MODULE", None)
         assert documents.fast_validator(GRAPHSPEC_SCHEMA) is None
@@ -441,7 +442,7 @@ def _patterns(node: Any) -> Iterator[str]:
 
 
 SCHEMA_PATTERNS = sorted({p for name in SCHEMAS for p in _patterns(json.loads(
-    (Path(documents.__file__).resolve().parents[1] / "schemas" / name).read_text()))})
+    (Path(documents.__file__).resolve().parents[2] / "schemas" / name).read_text()))})
 
 
 @pytest.mark.parametrize("pattern", SCHEMA_PATTERNS)

@@ -1,4 +1,4 @@
-"""generator.server: a real tritonserver (nvidia-pytriton) launched on loopback, and its failure modes."""
+"""generator.serving.server: a real tritonserver (nvidia-pytriton) launched on loopback, and its failure modes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from generator.errors import GenRepoError
-from generator.server import (
+from generator.serving.server import (
     TritonNotFoundError,
     TritonServer,
     TritonStartError,

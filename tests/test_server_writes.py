@@ -6,8 +6,8 @@ is a fresh tmpfs too. Every file the server or its Python-backend stubs create, 
 upper layer, where the test reads it: only ``<model>/<version>/__pycache__/`` bytecode may be there (docs/guarantees.md,
 "Nothing is written outside the output folder and the cache folder"). Needs root (mount, chroot), as CI runs.
 
-Third-party writes count too. Without generator/server.py's launch settings, Triton 2.51's DCGM host engine appends
-``/var/log/nv-hostengine.log`` and onnxruntime (run by the python target's model.py) writes
+Third-party writes count too. Without generator/serving/server.py's launch settings, Triton 2.51's DCGM host engine
+appends ``/var/log/nv-hostengine.log`` and onnxruntime (run by the python target's model.py) writes
 ``~/.cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db``: this test saw both before the launcher turned GPU
 metrics off on a machine without a GPU and gave the server a private XDG_CACHE_HOME, and fails if either comes back.
 """
@@ -29,8 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from generator.server import launch
-from generator.smoke import run_smoke
+from generator.serving.server import launch
+from generator.serving.smoke import run_smoke
 
 repo, log = Path(sys.argv[1]), Path(sys.argv[2])
 # The launcher's temporary folders land here: the server's XDG_CACHE_HOME must be gone once stop() returns, not
@@ -103,13 +103,13 @@ def test_serving_writes_only_bytecode_into_the_repository(example_repository: Pa
 
 
 def test_every_server_gen_repo_starts_goes_through_the_launcher() -> None:
-    """``smoke --launch``, ``serve`` and ``perf`` start tritonserver through generator.server.launch, the launcher
-    whose settings the test above observes; no other module starts a process that mentions tritonserver."""
+    """``smoke --launch``, ``serve`` and ``perf`` start tritonserver through generator.serving.server.launch, the
+    launcher whose settings the test above observes; no other module starts a process that mentions tritonserver."""
     generator = Path(__file__).resolve().parent.parent / "generator"
     texts = {p.relative_to(generator.parent).as_posix(): p.read_text(encoding="utf-8") for p in generator.rglob("*.py")}
     starters = sorted(name for name, text in texts.items()
                       if re.search(r"\bsubprocess\b|\bPopen\b|os\.exec|os\.spawn", text) and "tritonserver" in text)
-    assert starters == ["generator/server.py"]
+    assert starters == ["generator/serving/server.py"]
     launchers = sorted(name for name, text in texts.items()
                        if re.search(r"from generator\.server import [^\n]*\blaunch\b", text))
-    assert launchers == ["generator/cli/serve.py", "generator/perf.py", "generator/smoke_session.py"]
+    assert launchers == ["generator/cli/serve.py", "generator/serving/perf.py", "generator/serving/smoke_session.py"]

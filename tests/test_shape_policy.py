@@ -1,11 +1,11 @@
-"""Linked axes and the shape policy (generator/shape_policy.py), on real AITune recordings and small graphs."""
+"""Linked axes and the shape policy (generator/specs/shape_policy.py), on real AITune recordings and small graphs."""
 
 from __future__ import annotations
 
 import json
 
-from generator.shape_policy import linked_axes, resolve_shapes
-from generator.spec import GraphSpec, infer_batch_multipliers
+from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
+from generator.specs.shape_policy import linked_axes, resolve_shapes
 from tests.manifest_helpers import AITUNE, REPO, batch_dim, graph, tensor
 
 ZOO_SPECS = REPO / "tests" / "zoo" / "specs"

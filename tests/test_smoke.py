@@ -1,4 +1,4 @@
-"""generator.smoke against a real tritonserver (nvidia-pytriton): the example repository passes every check over gRPC
+"""generator.serving.smoke on a real tritonserver (nvidia-pytriton): the example repository passes every check over gRPC
 and HTTP, and each check fails when it should (wrong numbers, config drift, a model that does not load, an
 unreachable server, a server killed mid-run). One server per scenario (module-scoped) keeps the runtime modest."""
 
@@ -16,12 +16,12 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.build_types import BuildOptions
-from generator.model_files import config_text
-from generator.planning import plan_build
-from generator.report import json_report, junit_xml, write_junit_xml
-from generator.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
-from generator.smoke import (
+from generator.building.results import BuildOptions
+from generator.planning.build_plan import plan_build
+from generator.planning.model_files import config_text
+from generator.reports.junit import json_report, junit_xml, write_junit_xml
+from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
+from generator.serving.smoke import (
     CHECKS,
     CheckResult,
     SmokeOptions,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from generator.build import BuildFailed, BuildOptions, build_repository
+from generator.building.pipeline import BuildFailed, BuildOptions, build_repository
 from generator.errors import GenRepoError, Problem
-from generator.planning import plan_build
+from generator.planning.build_plan import plan_build
 from tests.requirements import require
 
 

@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import GenRepoError, SpecError
-from generator.schema import validate_document
-from generator.spec import (
+from generator.specs.graphspec import (
     BatchDim,
     DynamicDim,
     ForwardParameter,
@@ -28,6 +27,7 @@ from generator.spec import (
     infer_batch_multipliers,
     path_from_json,
 )
+from generator.specs.schema import validate_document
 from tests.manifest_helpers import FIXTURES
 from tests.requirements import missing, require_module
 

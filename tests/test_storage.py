@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from generator.errors import GenRepoError
-from generator.publish import publish
-from generator.storage import parse_url, server_storage_findings, verify_url
+from generator.repository.publish import publish
+from generator.repository.storage import parse_url, server_storage_findings, verify_url
 from tests.loopback_namespace import LoopbackNamespace
 from tests.object_stores import (
     AWS_ENV,

@@ -1,4 +1,4 @@
-"""``--summary-md`` on build, smoke, lint and verify (generator/summaries.py), through the real commands.
+"""``--summary-md`` on build, smoke, lint and verify (generator/reports/summaries.py), through the real commands.
 
 Each test runs the command on the example models (examples/gen-repo.yaml, built once per session by the
 ``example_repository`` fixture) with ``--summary-md`` on a file that already holds an earlier step's section, and
@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from markdown_it import MarkdownIt
 
 from generator.cli import main
-from generator.repository import LOCK_FILE_NAME
-from generator.server import free_port
-from generator.smoke import CHECKS
+from generator.repository.staging import LOCK_FILE_NAME
+from generator.serving.server import free_port
+from generator.serving.smoke import CHECKS
 from tests.process_helpers import gen_repo_script
 
 EARLIER = "### an earlier step\n\nits text, | with a pipe |\n\n"

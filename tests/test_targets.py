@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from generator.manifest import load_manifest
-from generator.plan import plan_model
-from generator.targets import auto_target
+from generator.manifest.loading import load_manifest
+from generator.planning.plan import plan_model
+from generator.planning.targets import auto_target
 from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, write_manifest
 
 ZOO_SPECS = sorted((REPO / "tests" / "zoo" / "specs").glob("*.graphspec.json"))

@@ -1,4 +1,4 @@
-"""generator.validation: the same results, in the same order, from one process or several."""
+"""generator.planning.validation: the same results, in the same order, from one process or several."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import os
 from pathlib import Path
 
-from generator.validation import PARALLEL_MIN_FILES, validate_files
-from generator.workers import usable_cpus
+from generator.planning.validation import PARALLEL_MIN_FILES, validate_files
+from generator.planning.workers import usable_cpus
 
 
 def test_worker_processes_give_the_same_results_in_order(tmp_path: Path, aitune_fixture_dir: Path) -> None:

@@ -1,11 +1,11 @@
-"""Value domains and synthetic data (generator/values.py)."""
+"""Value domains and synthetic data (generator/planning/values.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from generator.values import DEFAULT_INT_RANGE, ValueDomain, draw
+from generator.planning.values import DEFAULT_INT_RANGE, ValueDomain, draw
 
 
 def test_draw_respects_a_range_and_a_set():

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import generator.documents as documents
-from generator.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
+import generator.specs.documents as documents
 from generator.errors import GenRepoError
+from generator.specs.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
 from tests.requirements import require
 from tests.strategies import alias_bomb
 

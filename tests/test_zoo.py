@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from generator.building.export.onnx import compare_with_onnxruntime
+from generator.building.reference import read_reference
 from generator.client import ModelContract
-from generator.contract import to_model
-from generator.export.onnx import compare_with_onnxruntime
-from generator.reference import read_reference
-from generator.smoke import CHECKS, SmokeOptions, run_smoke
+from generator.planning.contract import to_model
+from generator.serving.smoke import CHECKS, SmokeOptions, run_smoke
 from tests.manifest_helpers import REPO
 from tests.repository_checks import outputs_outside_contract, recording_problems
 
@@ -40,8 +40,8 @@ ZOO_ENSEMBLES = ("bert_classifier",)
 
 
 def _plans():
-    from generator.manifest import load_manifest
-    from generator.plan import plan_repository
+    from generator.manifest.loading import load_manifest
+    from generator.planning.plan import plan_repository
 
     return {m.name: m for m in plan_repository(load_manifest(ZOO / "gen-repo.yaml")).models}
 
@@ -138,7 +138,7 @@ def test_model_side_reference_matches_what_the_model_sees(zoo_repository):
 
 def test_warmup_data_is_the_opt_cases_first_item(zoo_repository):
     """Triton warms every zoo model up with real data: one request item of the opt case, raw, in warmup/1/."""
-    from generator.config import parse_config
+    from generator.planning.config import parse_config
 
     for name in ZOO_MODELS:
         config = parse_config((zoo_repository / name / "config.pbtxt").read_text())

@@ -1,0 +1,1 @@
+"""What a client reads back from a repository: contract diffs, request and sample array files."""

@@ -1,0 +1,1 @@
+"""Repository folders and buckets: staging, lock, verify, cache, storage, publish."""

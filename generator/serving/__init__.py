@@ -1,0 +1,1 @@
+"""A running Triton: the local server, smoke checks, perf."""

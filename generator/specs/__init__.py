@@ -1,0 +1,1 @@
+"""GraphSpec files: safe documents, JSON Schema, GraphSpecs with AITune's semantics, shape policy."""
