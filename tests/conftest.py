@@ -205,7 +205,7 @@ def built_example_repository(example_repository) -> _Path:
     return example_repository
 
 
-# ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/test_html_report.py) ------------------------------------
+# ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/reports/test_html_page.py) ----------------------------------
 @pytest.fixture(scope="session")
 def zoo_build(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The zoo (tests/zoo) built once per session (python target, two processes, own cache): (folder, build report).
@@ -321,6 +321,7 @@ def pytest_terminal_summary(terminalreporter, config):  # type: ignore[no-untype
 
 # ---- the build cache's signing secret (generator/repository/cache.py) ------------------------------------------------
 #: Tests sign cache entries with one fixed secret, as the jobs of a CI pipeline share one, so that no test (nor a
-#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/test_cache.py covers that file.
+#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/repository/test_cache.py covers that
+#: file.
 TEST_CACHE_SECRET = "gen-repo-tests-cache-secret-0123456789"
 _os.environ.setdefault("GEN_REPO_CACHE_SECRET", TEST_CACHE_SECRET)

@@ -63,7 +63,7 @@ def test_every_zoo_model_builds(zoo_build):
     assert "reference case 'opt' uses sample 'a'" in notes["bert"]
     assert "3 of 3 sample calls fit the plan" in notes["unet_guided"]
     # Every multiplier of unet_guided is declared in the manifest: nothing assumed. (The AITune recording's own
-    # assumption is in tests/test_overrides.py.)
+    # assumption is in tests/manifest/test_overrides.py.)
     assert not any(n.startswith("assumed: ") for n in notes["unet_guided"])
     # wav2vec2 declares 400..8000 samples, recorded 2000..4000: its logits' frames follow the model, not the recording.
     assert "output 'output_logits': shapes [1, 39, 12]..[4, 799, 12] over the input range (the reference cases at " \
@@ -255,7 +255,7 @@ def _zoo_models_module():
 def test_what_each_unseen_architecture_needed_is_in_its_build_notes(zoo_build):
     notes = {m.name: m.notes for m in zoo_build[1].models}
     # torch.export specialises the LSTM's sequence axis (a constraint violation, or a graph whose output fixes it:
-    # tests/test_export_onnx.py::test_an_rnn_pinned_to_dynamo_still_loses_its_sequence_axis), so the build goes
+    # tests/building/export/test_onnx.py::test_an_rnn_pinned_to_dynamo_still_loses_its_sequence_axis), so the build goes
     # straight to the TorchScript-based exporter, which keeps it dynamic; the notes say why dynamo was not tried.
     for name in ("rnn_tagger", "rnn_tagger_state"):
         exports = [n for n in notes[name] if n.startswith(("torch.onnx.export(", "the TorchScript-based exporter",

@@ -3,7 +3,7 @@
 One model per graph, named from the graph name (and the tune report's module, or the file's name for AITune's
 numbered graphs, as the manifest names a model that has no ``name``), made Triton-safe and unique (case-insensitive,
 as the manifest requires); ``target: auto``; every other option written as a comment with its default. The text is
-accepted by ``gen-repo plan`` unchanged (tests/test_init.py). Nothing is written over an existing file.
+accepted by ``gen-repo plan`` unchanged (tests/manifest/test_starter.py). Nothing is written over an existing file.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["OPTION_COMMENTS", "starter_manifest", "write_starter_manifest"]
 
 #: Every option besides ``target``, in the manifest's order: (default as YAML, or None where the default depends on
 #: the model or is Triton's own, and what it means). A literal default can be uncommented without changing anything
-#: (tests/test_init.py uncomments each and compares the plans).
+#: (tests/manifest/test_starter.py uncomments each and compares the plans).
 OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
     "max_batch_size": (None, "default: the spec's max batch; set a lower one (never higher)"),
     "batching": ("auto", "auto | batch | none"),

@@ -2,7 +2,7 @@
 
 What ``gen-repo plan``, ``config`` and ``build`` share before anything is built. Light on purpose: it imports the
 manifest, the plan and the target rules, never the build machinery (artifacts, cache, worker pools), torch or onnx,
-so ``plan`` and ``config`` start fast (tests/test_cli_imports.py holds this).
+so ``plan`` and ``config`` start fast (tests/cli/test_light_imports.py holds this).
 """
 
 from __future__ import annotations

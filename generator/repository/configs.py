@@ -6,7 +6,7 @@ and ``contract.json``: a pickled :class:`~generator.planning.plan.ModelPlan` cos
 (bench/bench_cli.py), so plans come back only for ensemble steps, and the ensembles are planned here. The manifest's
 own checks (:func:`generator.manifest.loading.check_entries`) and the refusal
 (:func:`generator.planning.build_plan.refusal_error`) are those of :func:`generator.planning.build_plan.plan_build`: the
-files and every error are the same with one process or several (tests/test_parallel_plan.py).
+files and every error are the same with one process or several (tests/repository/test_configs.py).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _plan_chunk(
             continue
         out.append(_PlannedEntry(loaded.status, model_config_files(plan), (), plan if plan.name in steps else None))
     # Only planned models are written, and planning refuses a name Triton cannot use (config.config_problems): every
-    # path stays inside write_to even before the manifest's name checks run (tests/test_parallel_plan.py).
+    # path stays inside write_to even before the manifest's name checks run (tests/repository/test_configs.py).
     if write_to is not None:
         write_files(write_to, {path: text for entry in out for path, text in (entry.files or {}).items()})
     return out

@@ -15,7 +15,7 @@ Serving must leave the user's files alone, so two things third-party code would 
 without an NVIDIA GPU, Triton's GPU metrics are off (``--allow-gpu-metrics=false``), or its embedded DCGM host engine
 appends to ``/var/log/nv-hostengine.log``; and the server gets a private ``XDG_CACHE_HOME``, a temporary folder
 removed at stop, since onnxruntime (run by the python target's ``model.py``) keeps a device database under
-``~/.cache/Microsoft/DeveloperTools`` (``tests/test_server_writes.py`` observes what serving writes).
+``~/.cache/Microsoft/DeveloperTools`` (``tests/serving/test_server_writes.py`` observes what serving writes).
 
 The server binds 127.0.0.1 only, logs into a file (a pipe could fill up and block it) and is always stopped:
 SIGTERM, then SIGKILL of its whole process group (the Python backend stubs included) after a timeout, also when the

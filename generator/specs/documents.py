@@ -22,8 +22,8 @@ Python's end-of-string anchor (:func:`ecma_pattern`). The one place where the Ru
 ``!!pairs``/``!!omap`` and Python callers can, so "valid" is trusted only after a check that no tuple stands where
 the schema expects an array (a full scan by default; a caller that knows the document's shape passes a cheaper
 targeted check, as :mod:`generator.specs.schema` does). Schemas with ``$ref`` cycles never take the fast path:
-jsonschema_rs recurses natively and a deeply nested document would overflow its stack. ``tests/test_schema_fast.py``
-checks that both paths agree on every test document.
+jsonschema_rs recurses natively and a deeply nested document would overflow its stack.
+``tests/specs/test_schema_fast.py`` checks that both paths agree on every test document.
 
 Integers are integers where a caller asks (``strict_integers``, the manifest: every integer there becomes a config
 field or a folder name): JSON Schema's ``integer`` admits ``4.0``, so the reference validator is given a type

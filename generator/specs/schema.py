@@ -21,7 +21,7 @@ document
    lenient than jsonschema), instead of a scan of the whole document.
 2. Semantic rules: :func:`_graph_all_clear` is one tight pass over a schema-valid graph that answers True only when
    :func:`graph_problems` would report nothing (it builds no pointers or messages). Any doubt, and the full
-   reporter runs and its answer counts. ``tests/test_schema_fast.py`` checks this on fixtures, every invalid
+   reporter runs and its answer counts. ``tests/specs/test_schema_fast.py`` checks this on fixtures, every invalid
    document of the tests and random valid and mutated documents.
 3. GraphSpec construction (:meth:`GraphSpec.from_dict`, :func:`infer_batch_multipliers`) is unchanged.
 
