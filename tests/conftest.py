@@ -114,12 +114,6 @@ def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from _read_only(output)
 
 
-@pytest.fixture(scope="session")
-def example_build_cache(example_repository) -> _Path:  # type: ignore[no-untyped-def]
-    """The build cache ``example_repository`` filled: a CLI build of the example models with it is a cache hit."""
-    return example_repository.parent / "cache"
-
-
 # ---- warmup_example_repository (generator/planning/config.py warmup, generator/repository/publish.py) ----------------
 @pytest.fixture(scope="session")
 def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
@@ -193,16 +187,6 @@ def store(request, monkeypatch):
     for key, value in server.env.items():
         monkeypatch.setenv(key, value)
     return server
-
-
-# ---- built_example_repository (generator/building/pipeline.py) ----------------------------------------
-@pytest.fixture(scope="session")
-def built_example_repository(example_repository) -> _Path:
-    """The example manifest built by ``gen-repo build``'s library call (``--target python``, own cache), once.
-
-    The same session build as ``example_repository`` (which already runs the real ``build_repository``); read-only.
-    """
-    return example_repository
 
 
 # ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/reports/test_html_page.py) ----------------------------------
