@@ -128,7 +128,7 @@ def _bare(manifest: Path, folder: Path, exporter: str) -> float:
     from generator.building.artifacts import import_factory
     from generator.building.export.onnx import constants_from_graph, dynamic_axes_of, example_inputs, flat_module_for
     from generator.errors import Problem
-    from generator.planning.build_plan import plan_build
+    from generator.planning.targets import plan_build
 
     options = _options(folder / "unused-cache")
     (model,) = plan_build(manifest, options)[0].models

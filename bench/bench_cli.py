@@ -187,8 +187,8 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         text_format.Parse((first / model / "config.pbtxt").read_text(encoding="utf-8"), message)
         messages.append((model, message))
     written = sorted((p.relative_to(first).as_posix(), p.read_bytes()) for p in first.rglob("*") if p.is_file())
-    from generator.building.results import BuildOptions
     from generator.manifest.loading import read_manifest
+    from generator.planning.options import BuildOptions
     from generator.repository.configs import plan_config_files
 
     one_model = folder / "one-model.yaml"

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from generator.bounded import read_bytes
-from generator.building.results import BuildEvent, BuildOptions, ModelArtifacts, Progress
+from generator.building.results import BuildEvent, ModelArtifacts, Progress
 from generator.errors import GenRepoError, Problem
 from generator.planning.model_files import CONTRACT_FILE, contract_text
+from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, OutputRange, with_output_ranges
 from generator.planning.targets import TensorRTTarget, engine_targets, tensorrt_available
 from generator.repository.cache import BuildCache

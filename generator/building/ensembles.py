@@ -19,12 +19,12 @@ import numpy as np
 from generator.bounded import read_text
 from generator.building.artifacts import StageFailed, import_factory
 from generator.building.reference import CASE_SHAPES, ReferenceCase, reference_inputs, write_reference
-from generator.building.results import BuildOptions
 from generator.errors import GenRepoError, Problem
 from generator.planning.compare import compare_output
 from generator.planning.contract import to_model, to_request
 from generator.planning.ensemble_plan import EnsemblePlan
 from generator.planning.model_files import CONTRACT_FILE, contract_text
+from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan
 from generator.planning.values import ValueDomain
 

@@ -31,24 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from generator.building.artifacts import StageFailed, build_model_artifacts, factory_import_path, locate_build_problems
-from generator.building.results import (
-    BuildEvent,
-    BuildFailed,
-    BuildOptions,
-    BuildReport,
-    ModelResult,
-    Progress,
-    tool_versions,
-)
+from generator.building.results import BuildEvent, BuildFailed, BuildReport, ModelResult, Progress, tool_versions
 from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.errors import GenRepoError, Problem
 from generator.manifest.loading import ModelSource, SampleSource
-from generator.planning.build_plan import plan_build
 from generator.planning.config import WARMUP_FOLDER
 from generator.planning.ensemble_plan import EnsemblePlan
 from generator.planning.model_files import CONFIG_FILE, config_text, contract_text
+from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, RepositoryPlan
-from generator.planning.targets import TensorRTTarget, engine_targets, preflight
+from generator.planning.targets import TensorRTTarget, engine_targets, plan_build, preflight
 from generator.repository.cache import BuildCache, default_cache_root, hash_bytes, hash_file
 
 #: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard

@@ -1,4 +1,4 @@
-"""The build's plain data: options, progress events, per-model results and the report.
+"""The build's plain data: progress events, per-model results and the report (its options are the plan's).
 
 Below every stage (imports no stage), so the local build (:mod:`generator.building.pipeline`), the per-model work
 (:mod:`generator.building.artifacts`) and the Ray workers (:mod:`generator.building.distributed`) share them without
@@ -21,7 +21,6 @@ __all__ = [
     "STAGES",
     "BuildEvent",
     "BuildFailed",
-    "BuildOptions",
     "BuildReport",
     "ModelArtifacts",
     "ModelResult",
@@ -33,31 +32,6 @@ __all__ = [
 STAGES = ("source", "export", "reference", "check", "tensorrt")
 #: Final states of a model in events and results.
 FINAL_STAGES = ("built", "cached", "failed")
-
-
-@dataclass(frozen=True, slots=True)
-class BuildOptions:
-    """How to build; everything that changes artifacts is part of the cache key.
-
-    ``code_path`` lists folders searched before ``sys.path`` for ``module:callable`` factories; the build puts the
-    working folder, the manifest's folder and the manifest's ``code_path:`` entries first (:func:`factory_search_path`),
-    as uvicorn and celery resolve an app.
-    """
-
-    allow_code: bool = False
-    keep_going: bool = False
-    jobs: int = 1
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    target: str | None = None
-    allow_outside: bool = False
-    #: "tensorrt" (Triton plans) or "tensorrt_rtx" (TensorRT-RTX engines: exercises the build path on a CPU; the
-    #: engines are not Triton plans).
-    tensorrt_module: str = "tensorrt"
-    tensorrt: Mapping[str, Any] = field(default_factory=dict)
-    code_path: tuple[str, ...] = ()
-    #: Build on a Ray cluster (``auto`` or an address) instead of local processes; see generator.building.distributed.
-    ray_address: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,17 +17,10 @@ from typing import Any
 
 import click
 
-from generator.building.results import (
-    FINAL_STAGES,
-    STAGES,
-    BuildEvent,
-    BuildFailed,
-    BuildOptions,
-    BuildReport,
-    Progress,
-)
+from generator.building.results import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildReport, Progress
 from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK
+from generator.planning.options import BuildOptions
 
 
 class _RichProgress:

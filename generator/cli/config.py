@@ -28,7 +28,7 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
 
     Nothing is written when any model has a problem (exit 2, every problem listed).
     """
-    from generator.planning.build_plan import BuildOptions
+    from generator.planning.options import BuildOptions
     from generator.repository.configs import plan_config_files
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from google.protobuf import text_format
 
 from generator.dtypes import by_triton
 from generator.errors import Problem
+from generator.gpu import compute_capability_key
 from generator.naming import model_name_problems
 from generator.planning.pbtxt import message_text
 from generator.resources import resource_dir
@@ -52,6 +53,7 @@ __all__ = [
     "build_model_config",
     "config_problems",
     "parse_config",
+    "plan_filenames",
     "render_config",
     "warmup_data_file",
 ]
@@ -360,11 +362,19 @@ def _warmup(r: ConfigRequest, build: ConfigBuild) -> None:
         build.notes.append(f"warmup at the opt shape with batch size {batch}")
 
 
+def plan_filenames(compute_capabilities: Iterable[str], stem: str = "model") -> dict[str, str]:
+    """Name one plan per compute capability for Triton's ``cc_model_filenames``: ``model.sm_<major><minor>.plan``.
+
+    ``{"8.9": "model.sm_89.plan", "9.0": "model.sm_90.plan"}`` (the ``sm_XY`` tag is nvcc's architecture name, so the
+    file says which GPUs it runs on): one entry per distinct capability, ordered by capability (deterministic).
+    Raises ValueError on a malformed capability.
+    """
+    keys = sorted(set(compute_capabilities), key=compute_capability_key)
+    return {cc: "{}.sm_{}{}.plan".format(stem, *compute_capability_key(cc)) for cc in keys}
+
+
 def _tensorrt(r: ConfigRequest, build: ConfigBuild) -> None:
     config = build.config
-    # One naming rule for the plan files, shared with the TensorRT build layer.
-    from generator.building.export.tensorrt import plan_filenames
-
     for cc, filename in plan_filenames(r.options.get("compute_capabilities") or []).items():
         config.cc_model_filenames[cc] = filename
     if r.options.get("cuda_graphs"):

@@ -3,21 +3,25 @@
 ``target: auto`` becomes a TensorRT plan only where standard TensorRT and an NVIDIA GPU exist (detected without
 creating a TensorRT runtime), else ONNX. :func:`preflight` refuses at once what cannot work (user code without
 ``--allow-code``, a tensorrt target without TensorRT, plans for compute capabilities this machine lacks).
+
+:func:`plan_build` is what ``gen-repo plan``, ``config`` and ``build`` share before anything is built: load the
+manifest, resolve its targets for this machine, plan. Light on purpose: the manifest, the plan and the target rules,
+never the build machinery (artifacts, cache, worker pools), torch or onnx, so ``plan`` and ``config`` start fast
+(tests/cli/test_light_imports.py holds this).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
-from generator.manifest.loading import ManifestModel
-from generator.planning.plan import ModelPlan, RepositoryPlan
-
-if TYPE_CHECKING:
-    from generator.building.results import BuildOptions
+from generator.manifest.loading import Manifest, ManifestModel, RefusedModel, load_manifest
+from generator.planning.options import BuildOptions
+from generator.planning.plan import ModelPlan, RepositoryPlan, plan_repository
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,3 +209,37 @@ def engine_targets(model: ModelPlan) -> dict[str, str | None]:
 
     gpu = current_gpu(detect_gpus())
     return {model.config.default_model_filename or "model.plan": None if gpu is None else gpu.compute_capability}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The plan for this machine
+# --------------------------------------------------------------------------------------------------------------------
+def plan_build(
+    manifest_path: Path, options: BuildOptions, output_dir: Path | None = None, *, warmup_data: bool = True
+) -> tuple[RepositoryPlan, list[str]]:
+    """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine.
+
+    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone).
+
+    Every model is planned; one that cannot be (at loading or planning) is refused. Without ``keep_going`` any
+    refusal raises GenRepoError with the problems of every refused model at once; with it they are in
+    :attr:`RepositoryPlan.refused`.
+    """
+    notes: list[str] = []
+    manifest: Manifest = load_manifest(manifest_path, allow_outside=options.allow_outside, keep_going=True)
+    if options.target:
+        manifest = replace(manifest, models=tuple(replace(m, target=options.target) for m in manifest.models))
+    plan = plan_repository(manifest, make_target_resolver(options, notes), keep_going=True,
+                           warmup_data=warmup_data)
+    if plan.refused and not options.keep_going:
+        raise refusal_error(plan.refused)
+    if output_dir is not None:
+        plan = replace(plan, output_dir=Path(output_dir))
+    return plan, notes
+
+
+def refusal_error(refused: Sequence[RefusedModel]) -> GenRepoError:
+    """The error of a build that refuses ``refused`` (in manifest order): every problem of each, and their names."""
+    names = ", ".join(repr(r.name) for r in refused)
+    return GenRepoError([p for r in refused for p in r.problems], f"refused: {names} (--keep-going builds the other "
+                        "models)")

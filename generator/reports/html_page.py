@@ -395,8 +395,9 @@ def build_report(repository: str, inputs: ReportInputs | None = None,
 
 def plan_decisions(manifest: str, target: str | None = None) -> dict[str, list[str]]:
     """Per model and ensemble of ``manifest`` the plan's decisions, as ``gen-repo plan`` prints them."""
-    from generator.planning.build_plan import BuildOptions, plan_build
+    from generator.planning.options import BuildOptions
     from generator.planning.plan import describe_plan
+    from generator.planning.targets import plan_build
 
     plan, _notes = plan_build(Path(manifest), BuildOptions(target=target, keep_going=True))
     summary = describe_plan(plan)

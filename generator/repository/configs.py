@@ -5,7 +5,7 @@ Loading a GraphSpec and planning its model is pure Python and independent per ``
 and ``contract.json``: a pickled :class:`~generator.planning.plan.ModelPlan` costs about as much as planning it
 (bench/bench_cli.py), so plans come back only for ensemble steps, and the ensembles are planned here. The manifest's
 own checks (:func:`generator.manifest.loading.check_entries`) and the refusal
-(:func:`generator.planning.build_plan.refusal_error`) are those of :func:`generator.planning.build_plan.plan_build`: the
+(:func:`generator.planning.targets.refusal_error`) are those of :func:`generator.planning.targets.plan_build`: the
 files and every error are the same with one process or several (tests/repository/test_configs.py).
 """
 
@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from generator.building.results import BuildOptions
 from generator.errors import GenRepoError, Problem
 from generator.manifest.loading import (
     EntryStatus,
@@ -25,10 +24,10 @@ from generator.manifest.loading import (
     check_entries,
     load_entry,
 )
-from generator.planning.build_plan import refusal_error
 from generator.planning.model_files import model_config_files
+from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, plan_ensembles, plan_model
-from generator.planning.targets import make_target_resolver
+from generator.planning.targets import make_target_resolver, refusal_error
 from generator.planning.workers import fork_pool, usable_cpus
 from generator.repository.staging import write_files
 
@@ -65,7 +64,7 @@ class _PlannedEntry:
 def plan_config_files(
     document: ManifestDocument, options: BuildOptions, *, jobs: int | None = None, write_to: Path | None = None
 ) -> PlannedFiles:
-    """Plan a read manifest as :func:`generator.planning.build_plan.plan_build` does (no warmup data); render all.
+    """Plan a read manifest as :func:`generator.planning.targets.plan_build` does (no warmup data); render all.
 
     ``jobs``: worker processes; default one per usable CPU from :data:`PARALLEL_MIN_MODELS` models on, else 1.
     ``write_to``: a folder (a staging folder: see :func:`generator.repository.staging.config_staging`) where each

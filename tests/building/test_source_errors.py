@@ -12,7 +12,7 @@ import yaml
 
 from generator.building.pipeline import BuildFailed, BuildOptions, build_repository
 from generator.errors import GenRepoError, Problem
-from generator.planning.build_plan import plan_build
+from generator.planning.targets import plan_build
 from tests.requirements import require
 
 

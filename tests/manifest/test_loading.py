@@ -257,7 +257,7 @@ def test_all_problems_at_once(tmp_path):
 def test_the_exporter_choice_merges_from_defaults_and_reaches_the_plan_and_the_cache_key(tmp_path):
     from generator.building.pipeline import BuildOptions, model_cache_key
     from generator.building.results import tool_versions
-    from generator.planning.build_plan import plan_build
+    from generator.planning.targets import plan_build
     from generator.repository.cache import BuildCache
 
     document = {"defaults": {"export": {"exporter": "torchscript"}},

@@ -14,7 +14,13 @@ from tritonclient.grpc import model_config_pb2
 
 from generator.errors import GenRepoError
 from generator.manifest.loading import load_manifest
-from generator.planning.config import DEFAULT_QUEUE_DELAY_US, config_problems, parse_config, render_config
+from generator.planning.config import (
+    DEFAULT_QUEUE_DELAY_US,
+    config_problems,
+    parse_config,
+    plan_filenames,
+    render_config,
+)
 from generator.planning.contract import contract_from_plan, render_contract
 from generator.planning.model_files import config_files
 from generator.planning.plan import plan_repository
@@ -340,3 +346,17 @@ def test_contract_matches_layout_doc(tmp_path):
     for model in plan.models:
         assert contract_from_plan(model)["max_batch_size"] == model.config.max_batch_size
         assert [i["dims"] for i in contract_from_plan(model)["inputs"]] == [list(i.dims) for i in model.config.input]
+
+
+def test_plan_filenames_for_cc_model_filenames() -> None:
+    names = plan_filenames(["9.0", "8.9", "10.0", "8.9", "12.1"])
+    assert names == {
+        "8.9": "model.sm_89.plan",
+        "9.0": "model.sm_90.plan",
+        "10.0": "model.sm_100.plan",
+        "12.1": "model.sm_121.plan",
+    }
+    assert list(names) == ["8.9", "9.0", "10.0", "12.1"]
+    assert plan_filenames([]) == {}
+    with pytest.raises(ValueError, match="compute capability"):
+        plan_filenames(["sm_89"])

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from generator.building.results import BuildOptions
 from generator.errors import GenRepoError
 from generator.manifest.loading import read_manifest
-from generator.planning.build_plan import plan_build
 from generator.planning.model_files import config_files
+from generator.planning.options import BuildOptions
+from generator.planning.targets import plan_build
 from generator.planning.workers import fork_pool
 from generator.repository.configs import PlannedFiles, plan_config_files
 from tests.manifest_helpers import AITUNE, FIXTURE_FILES, REPO, ZOO_REFUSED_SPECS, write_manifest

@@ -16,9 +16,9 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.building.results import BuildOptions
-from generator.planning.build_plan import plan_build
 from generator.planning.model_files import config_text
+from generator.planning.options import BuildOptions
+from generator.planning.targets import plan_build
 from generator.reports.junit import json_report, junit_xml, write_junit_xml
 from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
 from generator.serving.smoke import (

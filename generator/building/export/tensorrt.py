@@ -8,15 +8,13 @@ some setters), reported in :attr:`BuildResult.skipped_flags` with the reason ins
 
 No ``trt.Runtime`` is ever created here: without a GPU it can crash the process (see :mod:`generator.gpu`).
 
-Plan file names for several GPUs (Triton's ``cc_model_filenames``): ``model.sm_<major><minor>.plan``, e.g.
-``{"8.9": "model.sm_89.plan", "9.0": "model.sm_90.plan"}`` (the ``sm_XY`` tag is nvcc's architecture name, so the
-file says which GPUs it runs on), see :func:`plan_filenames`.
+Plan file names for several GPUs (Triton's ``cc_model_filenames``) are the config's:
+:func:`generator.planning.config.plan_filenames`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import time
 import warnings
@@ -26,10 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
-from generator.gpu import GpuInfo, current_gpu, detect_gpus
+from generator.gpu import GpuInfo, compute_capability_key, current_gpu, detect_gpus
 
 if TYPE_CHECKING:
-    from generator.building.results import BuildOptions as GenRepoBuildOptions
+    from generator.planning.options import BuildOptions as GenRepoBuildOptions
 
 __all__ = [
     "HARDWARE_COMPATIBILITY_LEVELS",
@@ -41,7 +39,6 @@ __all__ = [
     "build_engine",
     "make_logger",
     "module_flavor",
-    "plan_filenames",
     "profile_problems",
     "profile_shapes",
     "profiles_from_graph",
@@ -54,7 +51,6 @@ _PRECISION_FLAGS = {"tf32": "TF32", "fp16": "FP16", "bf16": "BF16"}
 #: ``BuildOptions.hardware_compatibility`` values; all but "none" name a ``trt.HardwareCompatibilityLevel`` member.
 HARDWARE_COMPATIBILITY_LEVELS = ("none", "ampere_plus", "same_compute_capability")
 _SEVERITY_ORDER = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
-_COMPUTE_CAPABILITY = re.compile(r"^(\d+)\.(\d+)$")
 
 
 class TensorRTBuildError(GenRepoError):
@@ -207,23 +203,6 @@ def _describe(profile: ProfileShapes) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 # Naming
 # --------------------------------------------------------------------------------------------------------------------
-def _cc_key(compute_capability: str) -> tuple[int, int]:
-    match = _COMPUTE_CAPABILITY.match(compute_capability)
-    if not match:
-        raise ValueError(f"compute capability must look like '8.9', got {compute_capability!r}")
-    return int(match.group(1)), int(match.group(2))
-
-
-def plan_filenames(compute_capabilities: Iterable[str], stem: str = "model") -> dict[str, str]:
-    """Name one plan per compute capability for Triton's ``cc_model_filenames``.
-
-    ``{"8.9": "model.sm_89.plan", "9.0": "model.sm_90.plan"}``: one entry per distinct capability, ordered by
-    capability (deterministic). Raises ValueError on a malformed capability.
-    """
-    keys = sorted(set(compute_capabilities), key=_cc_key)
-    return {cc: f"{stem}.sm_{_cc_key(cc)[0]}{_cc_key(cc)[1]}.plan" for cc in keys}
-
-
 def module_flavor(trt: Any) -> str:
     """``"tensorrt"`` or ``"tensorrt_rtx"``: the top-level name of the module passed in."""
     return str(getattr(trt, "__name__", "tensorrt")).split(".")[0]
@@ -235,7 +214,7 @@ def timing_cache_name(trt: Any, compute_capability: str | None) -> str:
     Caches are specific to the TensorRT version and the GPU, so both are in the name
     (``timing.tensorrt-10.9.0.sm_89.cache``; ``.cpu`` when built without a GPU).
     """
-    arch = "cpu" if compute_capability is None else "sm_{}{}".format(*_cc_key(compute_capability))
+    arch = "cpu" if compute_capability is None else "sm_{}{}".format(*compute_capability_key(compute_capability))
     return f"timing.{module_flavor(trt).replace('_', '-')}-{trt.__version__}.{arch}.cache"
 
 

@@ -20,7 +20,6 @@ from generator.building.export.tensorrt import (
     TensorRTBuildError,
     build_engine,
     make_logger,
-    plan_filenames,
     profile_problems,
     profile_shapes,
     profiles_from_graph,
@@ -134,20 +133,6 @@ def test_build_options_problems() -> None:
         assert word in text
     assert BuildOptions().problems() == []
     assert "timing_cache_path" not in BuildOptions(timing_cache_path=Path("x")).to_dict()
-
-
-def test_plan_filenames_for_cc_model_filenames() -> None:
-    names = plan_filenames(["9.0", "8.9", "10.0", "8.9", "12.1"])
-    assert names == {
-        "8.9": "model.sm_89.plan",
-        "9.0": "model.sm_90.plan",
-        "10.0": "model.sm_100.plan",
-        "12.1": "model.sm_121.plan",
-    }
-    assert list(names) == ["8.9", "9.0", "10.0", "12.1"]
-    assert plan_filenames([]) == {}
-    with pytest.raises(ValueError, match="compute capability"):
-        plan_filenames(["sm_89"])
 
 
 def test_standard_tensorrt_without_gpu_stops_before_touching_it(tmp_path: Path) -> None:
