@@ -38,15 +38,14 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     Every change is breaking (a request valid before is refused now, or a response changes shape or type) or
     compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input, 3 storage unreachable.
     """
-    from generator.contracts.diff import render_markdown
     from generator.reports.markdown import append_summary
-    from generator.reports.summaries import diff_summary
+    from generator.reports.summaries import diff_markdown, diff_summary
     from generator.repository.contract_sources import diff_locations
 
     diff = diff_locations(old, new)
     if markdown_file is not None:
         try:
-            markdown_file.write_text(render_markdown(diff), encoding="utf-8")
+            markdown_file.write_text(diff_markdown(diff), encoding="utf-8")
         except OSError as error:
             raise GenRepoError([Problem(str(markdown_file), "", f"cannot write: {error.strerror or error}")]) \
                 from error

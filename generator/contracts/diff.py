@@ -8,11 +8,13 @@ optional, a widened range or domain, a higher ``max_batch_size``, batching turne
 changes the request's first axis: where that changes a tensor's rank (its dims kept) or its first axis's range, that
 is reported on its own (breaking); a model whose first dim was already variable keeps its requests' shape.
 
-Contracts are :class:`generator.client.ModelContract` objects. One from ``gen_repo/contract.json`` is *exact*: its
-shape ranges are the TensorRT profile's and its inputs carry their value domains. One derived from a ``config.pbtxt``
-(a repository gen-repo did not build, or a live server) knows only the config: a ``-1`` dim is any size and no value
-domain is known. Where a side is not exact, the facts it cannot tell are listed as :class:`UnknownFact` instead of
-being reported as changes. :func:`is_exact` says which a contract is, from the contract itself.
+Contracts are :class:`generator.client.ModelContract` objects, read here through the protocols
+:class:`ModelContract` and :class:`TensorContract` (the attributes the diff compares): the client calls this module,
+so this module does not import the client. One from ``gen_repo/contract.json`` is *exact*: its shape ranges are the
+TensorRT profile's and its inputs carry their value domains. One derived from a ``config.pbtxt`` (a repository
+gen-repo did not build, or a live server) knows only the config: a ``-1`` dim is any size and no value domain is
+known. Where a side is not exact, the facts it cannot tell are listed as :class:`UnknownFact` instead of being
+reported as changes. :func:`is_exact` says which a contract is, from the contract itself.
 
 Pure data, no I/O: :mod:`generator.repository.contract_sources` loads the contracts of repositories and buckets;
 ``ModelContract.compatible_with`` and ``gen-repo diff`` and ``gen-repo publish`` all classify through
@@ -24,12 +26,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from generator.reports.markdown import markdown_cell
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from generator.client import ModelContract, TensorContract
     from generator.planning.values import ValueDomain
 
 __all__ = [
@@ -41,7 +40,6 @@ __all__ = [
     "diff_models",
     "diff_repositories",
     "is_exact",
-    "render_markdown",
 ]
 
 DIFF_FORMAT = "gen-repo-diff/1"
@@ -49,6 +47,74 @@ BREAKING = "breaking"
 COMPATIBLE = "compatible"
 #: An integer value range is compared value by value against a set of values up to this many integers.
 _MAX_ENUMERATED = 4096
+
+
+class TensorContract(Protocol):
+    """What the diff reads of a contract's tensor (:class:`generator.client.TensorContract`)."""
+
+    @property
+    def name(self) -> str:
+        """Its name."""
+
+    @property
+    def data_type(self) -> str:
+        """Config data type (``TYPE_FP32``)."""
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """Config dims."""
+
+    @property
+    def min_shape(self) -> tuple[int, ...]:
+        """Smallest full request shape."""
+
+    @property
+    def max_shape(self) -> tuple[int | None, ...]:
+        """Largest full request shape (None: no upper bound)."""
+
+    @property
+    def opt_shape(self) -> tuple[int, ...] | None:
+        """The profile's opt shape (contract.json only)."""
+
+    @property
+    def optional(self) -> bool:
+        """Whether a request may leave it out."""
+
+    @property
+    def values(self) -> ValueDomain | None:
+        """The values an input takes (contract.json only)."""
+
+    @property
+    def rank(self) -> int:
+        """Axes of the full request shape."""
+
+
+class ModelContract(Protocol):
+    """What the diff reads of a model's contract (:class:`generator.client.ModelContract`)."""
+
+    @property
+    def name(self) -> str:
+        """The model name."""
+
+    @property
+    def max_batch_size(self) -> int:
+        """Triton's max_batch_size (0: no batch axis)."""
+
+    @property
+    def inputs(self) -> Sequence[TensorContract]:
+        """Inputs in config order."""
+
+    @property
+    def outputs(self) -> Sequence[TensorContract]:
+        """Outputs in config order."""
+
+    @property
+    def platform(self) -> str:
+        """The config's platform (``ensemble`` for an ensemble)."""
+
+    @property
+    def source(self) -> str:
+        """Where it was read from (a contract.json path ends so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,30 +487,3 @@ def diff_repositories(old: Mapping[str, ModelContract], new: Mapping[str, ModelC
         changed=tuple(changed), unchanged=tuple(unchanged),
     )
 
-
-# --------------------------------------------------------------------------------------------------------------------
-# Reports
-# --------------------------------------------------------------------------------------------------------------------
-def _value_text(value: Any) -> str:
-    return "—" if value is None else json.dumps(value, sort_keys=True)
-
-
-def render_markdown(diff: ContractDiff) -> str:
-    """The diff as a Markdown document (``--markdown FILE``): counts, the changes table, the unknown facts."""
-    verdict = "breaking changes" if diff.breaking else "nothing breaking"
-    lines = [f"# gen-repo diff: {verdict}", "", f"`{markdown_cell(diff.old)}` → `{markdown_cell(diff.new)}`", "",
-             f"**{diff.breaking}** breaking · **{diff.compatible}** compatible · models: {len(diff.added)} added, "
-             f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged", ""]
-    if diff.changes:
-        lines += ["| model | class | kind | subject | axis | old | new | change |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for c in diff.changes:
-            cells = [c.model, c.classification, c.kind, c.subject, "" if c.axis is None else str(c.axis),
-                     _value_text(c.old), _value_text(c.new), c.message]
-            lines.append("| " + " | ".join(markdown_cell(cell) for cell in cells) + " |")
-        lines.append("")
-    if diff.unknown:
-        lines += ["## Not compared", ""]
-        lines += [f"- {markdown_cell(u.model)}: {markdown_cell(u.fact)}: {markdown_cell(u.why)}" for u in diff.unknown]
-        lines.append("")
-    return "\n".join(lines)

@@ -4,8 +4,9 @@ One function per result type: :func:`build_summary` (``gen-repo build``'s
 :class:`~generator.building.results.BuildReport`), :func:`smoke_summary`
 (:class:`~generator.serving.smoke.SmokeReport`), :func:`lint_summary` (:class:`~generator.lint.run.LintReport`),
 :func:`verify_summary` (:class:`~generator.repository.storage.Verification`), :func:`diff_summary`
-(:class:`~generator.contracts.diff.ContractDiff`), and :func:`error_summary` for a command stopped by bad input or
-unreachable storage (its located problems). Counts come from the result types themselves (``SmokeReport.counts``,
+(:class:`~generator.contracts.diff.ContractDiff`; :func:`diff_markdown` is the whole diff as a document for
+``diff --markdown``), and :func:`error_summary` for a command stopped by bad input or unreachable storage (its located
+problems). Counts come from the result types themselves (``SmokeReport.counts``,
 ``LintReport.errors``/``warnings``), so a section says what the command's ``--json`` says. The result types are imported
 for type checking only: building a summary must not import tritonclient into ``gen-repo build``, nor torch into
 ``gen-repo lint``.
@@ -13,12 +14,13 @@ for type checking only: building a summary must not import tritonclient into ``g
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from generator.errors import EXIT_UNREACHABLE, EXIT_USAGE, GenRepoError, Problem
-from generator.reports.markdown import SummaryRow, SummarySection
+from generator.reports.markdown import SummaryRow, SummarySection, markdown_cell
 from generator.repository.staging import LOCK_FILE_NAME
 
 if TYPE_CHECKING:
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
     from generator.serving.smoke import SmokeReport
 
 __all__ = [
-    "build_summary", "diff_summary", "error_summary", "lint_summary", "problem_rows", "smoke_summary", "verify_summary",
+    "build_summary", "diff_markdown", "diff_summary", "error_summary", "lint_summary", "problem_rows", "smoke_summary",
+    "verify_summary",
 ]
 
 #: Columns of a table of located problems (bad input, verify's differences).
@@ -137,3 +140,28 @@ def diff_summary(diff: ContractDiff, files: Sequence[tuple[str, str | Path]] = (
     return SummarySection(f"gen-repo diff {diff.old} → {diff.new}", counts, rows,
                           [(label, str(path)) for label, path in files], ok=diff.breaking == 0, note=note,
                           columns=("change", "class", "detail"))
+
+
+def _value_text(value: Any) -> str:
+    return "—" if value is None else json.dumps(value, sort_keys=True)
+
+
+def diff_markdown(diff: ContractDiff) -> str:
+    """The diff as a Markdown document (``--markdown FILE``): counts, the changes table, the unknown facts."""
+    verdict = "breaking changes" if diff.breaking else "nothing breaking"
+    lines = [f"# gen-repo diff: {verdict}", "", f"`{markdown_cell(diff.old)}` → `{markdown_cell(diff.new)}`", "",
+             f"**{diff.breaking}** breaking · **{diff.compatible}** compatible · models: {len(diff.added)} added, "
+             f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged", ""]
+    if diff.changes:
+        lines += ["| model | class | kind | subject | axis | old | new | change |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for c in diff.changes:
+            cells = [c.model, c.classification, c.kind, c.subject, "" if c.axis is None else str(c.axis),
+                     _value_text(c.old), _value_text(c.new), c.message]
+            lines.append("| " + " | ".join(markdown_cell(cell) for cell in cells) + " |")
+        lines.append("")
+    if diff.unknown:
+        lines += ["## Not compared", ""]
+        lines += [f"- {markdown_cell(u.model)}: {markdown_cell(u.fact)}: {markdown_cell(u.why)}" for u in diff.unknown]
+        lines.append("")
+    return "\n".join(lines)
