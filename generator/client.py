@@ -666,12 +666,12 @@ def check_request_file(
     """Check the requests in ``npz_file`` against ``model``'s contract from ``repo`` or a live server at ``url``.
 
     Returns ``{"ok", "model", "source", "cases": [{"case", "ok", "problems"}]}``: a gen-repo reference.npz is
-    checked case by case (see :func:`generator.building.reference.request_members`). Raises GenRepoError when the
+    checked case by case (see :func:`generator.contracts.reference_data.request_members`). Raises GenRepoError when the
     contract cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
     :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within ``timeout``
     (exit 3). Arrays are read only when their headers fit the contract (:meth:`ModelContract.refuses_header`).
     """
-    from generator.building.reference import request_members
+    from generator.contracts.reference_data import request_members
 
     if repo is not None:
         try:

@@ -272,3 +272,12 @@ def leftovers(parent: Path) -> list[str]:
     """Staging/aside/trash folders a writer left beside its destination."""
     return sorted(p.name for p in parent.iterdir() if p.name.startswith(".") and (
         "staging" in p.name or ".old-" in p.name or "trash" in p.name))
+
+
+def example_io(name: str):  # type: ignore[no-untyped-def]
+    """The tensor I/O plans (:func:`generator.building.export.onnx.io_from_graph`) of ``examples/specs/<name>``."""
+    from generator.building.export.onnx import io_from_graph
+    from generator.specs.graphspec import GraphSpec
+
+    spec = Path(__file__).resolve().parents[1] / "examples" / "specs" / f"{name}.graphspec.json"
+    return io_from_graph(GraphSpec.from_dict(json.loads(spec.read_text())["graph"]))

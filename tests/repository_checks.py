@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from generator.building.reference import read_reference
+from generator.contracts.reference_data import read_reference
 from generator.planning.config import parse_config
 from generator.specs.graphspec import GraphSpec
 

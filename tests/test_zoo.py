@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from generator.building.export.onnx import compare_with_onnxruntime
-from generator.building.reference import read_reference
 from generator.client import ModelContract
+from generator.contracts.reference_data import read_reference
 from generator.planning.contract import to_model
 from generator.serving.smoke import CHECKS, SmokeOptions, run_smoke
 from tests.manifest_helpers import REPO

@@ -386,7 +386,8 @@ def _build_stages(
     graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))  # once: value domains, output sizes
     domains = enter.domains = _value_domains(model, graph, notes, tried)
     enter.made_up = True  # from here on the model runs on the cases' inputs, made up where no sample fits
-    from generator.building.reference import make_reference_cases, write_reference
+    from generator.building.reference import make_reference_cases
+    from generator.contracts.reference_data import write_reference
 
     cases, case_notes = make_reference_cases(
         module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,

@@ -18,7 +18,8 @@ import numpy as np
 
 from generator.bounded import read_text
 from generator.building.artifacts import StageFailed, import_factory
-from generator.building.reference import CASE_SHAPES, ReferenceCase, reference_inputs, write_reference
+from generator.building.reference import CASE_SHAPES, reference_inputs
+from generator.contracts.reference_data import ReferenceCase, write_reference
 from generator.errors import GenRepoError, Problem
 from generator.planning.compare import compare_output
 from generator.planning.contract import to_model, to_request

@@ -450,7 +450,7 @@ def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
                 side.problems.append(f"{gen_repo / 'contract.json'}: cannot read: {exc}")
         if (gen_repo / "reference.json").is_file():
             side.reference_dir = gen_repo
-            from generator.building.reference import read_compare_settings
+            from generator.contracts.reference_data import read_compare_settings
 
             try:
                 side.compare = read_compare_settings(gen_repo)
@@ -620,7 +620,7 @@ class _Run:
     def _cases(self, model: str, side: _ModelSide, contract: ModelContract) -> tuple[list[_Case], str]:
         """Return the reference cases if stored, else random inputs at min/opt/max; and why there is no reference."""
         if side.reference_dir is not None:
-            from generator.building.reference import read_reference
+            from generator.contracts.reference_data import read_reference
 
             stored = read_reference(side.reference_dir)
             return [_Case(c.name, dict(c.inputs), dict(c.outputs)) for c in stored], ""

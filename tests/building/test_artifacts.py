@@ -207,7 +207,7 @@ def test_output_ranges_follow_what_the_model_produces_not_the_recording(tmp_path
 
     from generator.building.artifacts import data_dependent_axes
     from generator.building.pipeline import BuildOptions, build_repository
-    from generator.building.reference import read_reference
+    from generator.contracts.reference_data import read_reference
     from generator.planning.config import parse_config
 
     (tmp_path / "filter_models.py").write_text(FILTER_MODELS)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from generator.building.pipeline import BuildFailed, BuildOptions, build_repository, factory_fingerprint, plan_build
-from generator.building.reference import read_reference
+from generator.contracts.reference_data import read_reference
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
 from generator.planning.targets import preflight, tensorrt_available
@@ -495,7 +495,7 @@ def test_manifest_values_beyond_an_index_table_are_refused_at_the_reference_stag
     assert report.ok
     contract = json.loads((zoo.root / "values_ok_repository/two/1/gen_repo/contract.json").read_text())
     assert contract["inputs"][0]["values"] == [3, 5] and contract["inputs"][0]["source"] == "manifest"
-    from generator.building.reference import read_reference
+    from generator.contracts.reference_data import read_reference
 
     for case in read_reference(zoo.root / "values_ok_repository/two/1/gen_repo"):
         assert set(np.unique(case.inputs["input_ids"])) <= {3, 5}

@@ -1,40 +1,24 @@
-"""generator.building.reference: deterministic reference inputs, torch's outputs, and the npz/json files."""
+"""generator.building.reference: deterministic reference inputs and torch's outputs, case by case."""
 
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from examples.models import make_mlp, make_text
-from generator.building.export.onnx import TensorIO, io_from_graph
-from generator.building.reference import (
-    ReferenceCase,
-    ReferenceDataError,
-    make_reference_cases,
-    read_npz,
-    read_reference,
-    reference_inputs,
-    write_npz,
-    write_reference,
-)
+from examples.models import make_text
+from generator.building.export.onnx import TensorIO
+from generator.building.reference import make_reference_cases, reference_inputs
+from generator.contracts.reference_data import ReferenceCase, ReferenceDataError, write_reference
 from generator.planning.values import DEFAULT_INT_RANGE, ValueDomain
-from generator.specs.graphspec import GraphSpec
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _plans(name: str):
-    graph = GraphSpec.from_dict(json.loads((ROOT / f"examples/specs/{name}.graphspec.json").read_text())["graph"])
-    return io_from_graph(graph)
+from tests.build_helpers import example_io
 
 
 def test_cases_shapes_batch_sizes_and_torch_outputs() -> None:
-    inputs, outputs = _plans("text")
+    inputs, outputs = example_io("text")
     model = make_text()
     cases, _ = make_reference_cases(model, inputs, outputs, model_name="text", max_batch_size=16)
     assert [c.name for c in cases] == ["min", "opt", "max"]
@@ -52,7 +36,7 @@ def test_cases_shapes_batch_sizes_and_torch_outputs() -> None:
 
 
 def test_inputs_are_deterministic_and_seeded_by_model_and_case() -> None:
-    inputs, _ = _plans("mlp")
+    inputs, _ = example_io("mlp")
     a = reference_inputs(inputs, model_name="mlp", case="opt")
     b = reference_inputs(inputs, model_name="mlp", case="opt")
     np.testing.assert_array_equal(a["input_x"], b["input_x"])
@@ -79,57 +63,6 @@ def test_value_ranges_and_dtypes() -> None:
     assert arrays["input_token_mask"].dtype == np.int32 and (arrays["input_token_mask"] == 1).all()
     with pytest.raises(ReferenceDataError, match="bfloat16"):
         reference_inputs([TensorIO("b", "b", "torch.bfloat16", (1,), (1,), (1,))], model_name="m", case="min")
-
-
-def test_files_are_byte_identical_and_follow_the_layout(tmp_path: Path) -> None:
-    inputs, outputs = _plans("mlp")
-    for run in ("a", "b"):
-        cases, _ = make_reference_cases(make_mlp(), inputs, outputs, model_name="mlp", max_batch_size=32)
-        write_reference(tmp_path / run / "gen_repo", cases)
-    for name in ("reference.npz", "reference.json"):
-        assert (tmp_path / "a/gen_repo" / name).read_bytes() == (tmp_path / "b/gen_repo" / name).read_bytes()
-    text = (tmp_path / "a/gen_repo/reference.json").read_text()
-    assert text.endswith("}\n") and text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
-    assert json.loads(text) == {
-        "format": "gen-repo-reference/1",
-        "cases": [
-            {"name": "min", "batch_size": 1, "inputs": ["input_x"], "outputs": ["output"]},
-            {"name": "opt", "batch_size": 32, "inputs": ["input_x"], "outputs": ["output"]},
-            {"name": "max", "batch_size": 32, "inputs": ["input_x"], "outputs": ["output"]},
-        ],
-    }
-    with zipfile.ZipFile(tmp_path / "a/gen_repo/reference.npz") as archive:
-        infos = archive.infolist()
-    assert [i.filename for i in infos] == sorted(i.filename for i in infos)
-    assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
-    with np.load(tmp_path / "a/gen_repo/reference.npz", allow_pickle=False) as data:
-        assert sorted(data.files) == [f"{c}/{k}/{t}" for c in ("max", "min", "opt")
-                                      for k, t in (("input", "input_x"), ("output", "output"))]
-        assert data["min/input/input_x"].shape == (1, 16)
-
-
-def test_read_reference_round_trip_and_errors(tmp_path: Path) -> None:
-    inputs, outputs = _plans("text")
-    cases, _ = make_reference_cases(make_text(), inputs, outputs, model_name="text", max_batch_size=16)
-    folder = tmp_path / "gen_repo"
-    write_reference(folder, cases)
-    back = read_reference(folder)
-    assert [(c.name, c.batch_size) for c in back] == [(c.name, c.batch_size) for c in cases]
-    for original, loaded in zip(cases, back, strict=True):
-        for name, array in original.inputs.items():
-            np.testing.assert_array_equal(loaded.inputs[name], array)
-        for name, array in original.outputs.items():
-            np.testing.assert_array_equal(loaded.outputs[name], array)
-    arrays = read_npz(folder / "reference.npz")
-    del arrays["max/output/output_1"]
-    write_npz(folder / "reference.npz", arrays)
-    with pytest.raises(ReferenceDataError, match="'max/output/output_1' listed in case 2 is missing"):
-        read_reference(folder)
-    (folder / "reference.json").write_text("{}")
-    with pytest.raises(ReferenceDataError, match="gen-repo-reference/1"):
-        read_reference(folder)
-    with pytest.raises(ReferenceDataError, match="cannot read"):
-        read_reference(tmp_path / "nowhere")
 
 
 def test_static_model_has_no_batch_size_and_names_must_be_unique(tmp_path: Path) -> None:

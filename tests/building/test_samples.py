@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from generator.building.reference import write_npz
 from generator.building.samples import Sample, arrays_from_calls, fit_to_shapes, read_sample_file, usable_samples
+from generator.contracts.reference_data import write_npz
 from generator.errors import GenRepoError
 from tests.manifest_helpers import REPO, plan_for
 
