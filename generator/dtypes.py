@@ -1,4 +1,4 @@
-"""Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> byte size.
+"""Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> safetensors <-> size.
 
 Pure data (no torch, no tritonclient; numpy only to read a numpy dtype), so the client library, lint and validate
 can use it. One :class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when
@@ -28,6 +28,7 @@ __all__ = [
     "normalize_dtype",
     "servable_torch_dtypes",
     "RUNTIME_GAPS",
+    "SAFETENSORS_TO_NUMPY",
     "TARGET_RUNTIMES",
     "UNSERVED_ADVICE",
     "unservable_reason",
@@ -80,8 +81,9 @@ class DType:
     """One data type as each layer spells it.
 
     ``numpy`` is the numpy dtype name (``"bfloat16"`` is ml_dtypes', which tritonclient uses; ``"object"`` holds
-    Triton's BYTES). ``byte_size`` is None where the size varies (strings). ``targets`` are the gen-repo targets that
-    serve a torch tensor of this type (empty without a torch dtype).
+    Triton's BYTES). ``safetensors`` is the safetensors format's spelling (None: it has no such type). ``byte_size``
+    is None where the size varies (strings). ``targets`` are the gen-repo targets that serve a torch tensor of this
+    type (empty without a torch dtype).
     """
 
     triton: str
@@ -89,6 +91,7 @@ class DType:
     torch: str | None
     numpy: str
     onnx: int
+    safetensors: str | None
     byte_size: int | None
     targets: frozenset[str]
 
@@ -110,26 +113,33 @@ class DType:
 
 #: Every Triton data type gen-repo handles, in Triton's DataType enum order (messages list them in this order).
 DTYPES: tuple[DType, ...] = (
-    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, 1, _targets("torch.bool")),
-    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, 1, _targets("torch.uint8")),
-    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, 2, _targets("torch.uint16")),
-    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, 4, _targets("torch.uint32")),
-    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, 8, _targets("torch.uint64")),
-    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, 1, _targets("torch.int8")),
-    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, 2, _targets("torch.int16")),
-    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, 4, _targets("torch.int32")),
-    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, 8, _targets("torch.int64")),
-    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, 2, _targets("torch.float16")),
-    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, 4, _targets("torch.float32")),
-    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, 8, _targets("torch.float64")),
-    DType("TYPE_STRING", "BYTES", None, "object", 8, None, _targets(None)),
-    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, 2, _targets("torch.bfloat16")),
+    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, "BOOL", 1, _targets("torch.bool")),
+    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, "U8", 1, _targets("torch.uint8")),
+    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, "U16", 2, _targets("torch.uint16")),
+    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, "U32", 4, _targets("torch.uint32")),
+    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, "U64", 8, _targets("torch.uint64")),
+    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, "I8", 1, _targets("torch.int8")),
+    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, "I16", 2, _targets("torch.int16")),
+    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, "I32", 4, _targets("torch.int32")),
+    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, "I64", 8, _targets("torch.int64")),
+    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, "F16", 2, _targets("torch.float16")),
+    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, "F32", 4, _targets("torch.float32")),
+    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, "F64", 8, _targets("torch.float64")),
+    DType("TYPE_STRING", "BYTES", None, "object", 8, None, None, _targets(None)),
+    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, "BF16", 2, _targets("torch.bfloat16")),
 )
 
 _BY_TRITON = {d.triton: d for d in DTYPES}
 _BY_TORCH = {d.torch: d for d in DTYPES if d.torch is not None}
 _BY_ONNX = {d.onnx: d for d in DTYPES}
 _BY_NUMPY = {d.numpy: d for d in DTYPES}
+
+#: safetensors dtype -> numpy dtype, for the arrays numpy holds (not BF16 or FP8): the table's column, and C64
+#: (complex64), which numpy and safetensors have and Triton has no data type for (read as an .npz would read it).
+SAFETENSORS_TO_NUMPY: dict[str, str] = {
+    **{d.safetensors: d.numpy for d in DTYPES if d.safetensors is not None and d.native_numpy is not None},
+    "C64": "complex64",
+}
 
 #: Servable torch dtype (AITune's string form) -> Triton data type; anything else is refused with a clear message.
 TORCH_TO_TRITON: dict[str, str] = {d.torch: d.triton for d in DTYPES if d.torch is not None and d.targets}

@@ -29,6 +29,7 @@ from typing import IO, Any
 import numpy as np
 
 from generator.bounded import limit, open_regular, size_problem
+from generator.dtypes import SAFETENSORS_TO_NUMPY
 from generator.errors import GenRepoError, Problem, json_pointer
 
 __all__ = ["ArrayFile", "ArrayHeader", "INFLATE_CHECK_BYTES", "array_file_kind", "open_array_file", "read_arrays"]
@@ -37,10 +38,6 @@ __all__ = ["ArrayFile", "ArrayHeader", "INFLATE_CHECK_BYTES", "array_file_kind",
 #: may compress as well as they like: an all-ones mask is legitimately 1000:1, and a few MiB harm nobody).
 INFLATE_CHECK_BYTES = 64 << 20
 _NPY_MAGIC = b"\x93NUMPY"
-#: safetensors dtype names (the format's own spelling) and numpy's; BF16 and FP8 have no numpy dtype.
-_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64", "U64": "uint64",
-                       "I32": "int32", "U32": "uint32", "I16": "int16", "U16": "uint16", "I8": "int8", "U8": "uint8",
-                       "BOOL": "bool", "C64": "complex64"}
 _KINDS = {".npz": "npz", ".safetensors": "safetensors"}
 
 
@@ -313,11 +310,11 @@ def _safetensors_entry(key: str, entry: Any) -> tuple[ArrayHeader | None, str | 
     if not isinstance(entry, dict):
         return None, f"entry {key!r} is not an object"
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in _SAFETENSORS_DTYPES:
-        return None, (f"array {key!r} has dtype {dtype!r}; gen-repo reads {', '.join(_SAFETENSORS_DTYPES)} (numpy has "
-                      "no BF16 or FP8)")
+    if dtype not in SAFETENSORS_TO_NUMPY:
+        return None, (f"array {key!r} has dtype {dtype!r}; gen-repo reads {', '.join(SAFETENSORS_TO_NUMPY)} (numpy "
+                      "has no BF16 or FP8)")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         return None, f"array {key!r} has shape {shape!r}, not a list of sizes"
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
         return None, f"array {key!r} has data_offsets {offsets!r}, not [begin, end]"
-    return ArrayHeader(key, np.dtype(_SAFETENSORS_DTYPES[dtype]).newbyteorder("<"), tuple(shape)), None
+    return ArrayHeader(key, np.dtype(SAFETENSORS_TO_NUMPY[dtype]).newbyteorder("<"), tuple(shape)), None
