@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from generator.building.export.onnx import compare_with_onnxruntime
+from generator.building.export.onnx_checks import compare_with_onnxruntime
 from generator.client import ModelContract
 from generator.contracts.reference_data import read_reference
 from generator.planning.contract import to_model

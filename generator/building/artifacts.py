@@ -329,15 +329,9 @@ def _build_stages(
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
 ) -> ModelArtifacts:
-    from generator.building.export.onnx import (
-        EXPORTER_NAMES,
-        ForwardError,
-        check_onnx,
-        constants_from_graph,
-        export_onnx,
-        load_pt2,
-        prepare_source_onnx,
-    )
+    from generator.building.export.onnx import EXPORTER_NAMES, export_onnx, load_pt2, prepare_source_onnx
+    from generator.building.export.onnx_checks import check_onnx
+    from generator.building.export.plans import ForwardError, constants_from_graph
 
     where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
     notes: list[str] = []
@@ -557,7 +551,7 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     """
     import torch
 
-    from generator.building.export.onnx import dynamic_axes_of
+    from generator.building.export.plans import dynamic_axes_of
 
     for sample in samples:
         if all(sample.arrays[p.name].shape[axis] >= 2 or p.max_shape[axis] < 2

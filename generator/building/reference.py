@@ -26,7 +26,7 @@ from generator.planning.contract import to_request
 from generator.planning.values import ValueDomain, draw
 
 if TYPE_CHECKING:
-    from generator.building.export.onnx import InputPlanLike, TensorPlanLike
+    from generator.building.export.plans import InputPlanLike, TensorPlanLike
     from generator.building.samples import Sample
     from generator.naming import SemanticPath
     from generator.specs.graphspec import ForwardSignature
@@ -102,11 +102,11 @@ def torch_outputs(
     """Run torch on flat model-side input arrays (by input name); return its model-side outputs by output name.
 
     The same wrapper as the export flattens and re-nests the tensors. ``module`` may already be a
-    :func:`generator.building.export.onnx.FlatModule`, which is used as is.
+    :func:`generator.building.export.flat_module.FlatModule`, which is used as is.
     """
     import torch
 
-    from generator.building.export.onnx import flat_module_for
+    from generator.building.export.flat_module import flat_module_for
 
     flat = module if hasattr(module, "flatten_outputs") else flat_module_for(
         module, inputs, outputs, forward_signature=forward_signature, constants=constants)
@@ -168,7 +168,7 @@ def make_reference_cases(
     ONNX source has no torch module). With ``max_batch_size > 0`` every tensor's axis 0 is the batch axis (Triton's
     rule) and ``batch_size`` is the first input's size there; with 0 the model does not batch and it is None.
     """
-    from generator.building.export.onnx import flat_module_for
+    from generator.building.export.flat_module import flat_module_for
 
     if run is None:
         flat = flat_module_for(module, inputs, outputs, forward_signature=forward_signature, constants=constants)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from examples.models import make_text
-from generator.building.export.onnx import TensorIO
+from generator.building.export.plans import TensorIO
 from generator.building.reference import make_reference_cases, reference_inputs
 from generator.contracts.reference_data import ReferenceCase, ReferenceDataError, write_reference
 from generator.planning.values import DEFAULT_INT_RANGE, ValueDomain

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from generator.building import ensembles as ensemble_build
-from generator.building.export import onnx as export_onnx
+from generator.building.export import onnx_checks
 from generator.planning import compare
 from generator.planning.compare import (
     CompareSettings,
@@ -19,9 +19,9 @@ from generator.serving import smoke
 
 
 def test_every_check_uses_the_same_table_and_functions() -> None:
-    assert smoke.DEFAULT_TOLERANCES is export_onnx.DEFAULT_TOLERANCES is compare.DEFAULT_TOLERANCES
-    assert smoke.tolerance_for is export_onnx.tolerance_for is tolerance_for
-    assert smoke.compare_output is export_onnx.compare_output is ensemble_build.compare_output is compare_output
+    assert smoke.DEFAULT_TOLERANCES is onnx_checks.DEFAULT_TOLERANCES is compare.DEFAULT_TOLERANCES
+    assert smoke.tolerance_for is onnx_checks.tolerance_for is tolerance_for
+    assert smoke.compare_output is onnx_checks.compare_output is ensemble_build.compare_output is compare_output
 
 
 def test_tolerances_by_any_spelling_with_overrides() -> None:

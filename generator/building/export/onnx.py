@@ -1,13 +1,9 @@
-"""torch module -> self-contained ONNX file with the spec's dynamic axes, and the checks that the file is right.
+"""torch module -> self-contained ONNX file with the spec's dynamic axes; ONNX and ``.pt2`` sources.
 
-Inputs and outputs are described by *tensor plans*: any objects with ``name``, ``path`` (semantic path), ``dtype``,
-``min_shape``/``max_shape`` (full shapes as a request carries them) and, for inputs, ``opt_shape`` — exactly what
-``generator.planning.plan.TensorPlan`` carries, so the build passes its plans as they are. :func:`io_from_graph` makes
-them from a bare GraphSpec (:class:`TensorIO`).
+The tensor plans the export takes are :mod:`generator.building.export.plans`'s; the graph takes flat tensors in plan
+order through :mod:`generator.building.export.flat_module`'s wrapper; :mod:`generator.building.export.onnx_checks`
+checks the file.
 
-- Nested inputs: the exported graph takes flat tensors named by the plan, in plan order; a wrapper
-  (:class:`FlatModule`) re-nests them by semantic path into forward's parameters (dicts for string keys, tuples for
-  indices) and flattens forward's result by the output plans' paths.
 - Axes whose min and max differ are dynamic (``torch.export.Dim.DYNAMIC`` bounded by min/max, so torch.export
   itself works out which axes are equal, e.g. a shared batch or sequence axis); the others are static.
 - The exporter is ``torch.onnx.export(dynamo=True)``; when it fails (constraint violations included) or its graph
@@ -18,74 +14,67 @@ them from a bare GraphSpec (:class:`TensorIO`).
   either exporter (:data:`EXPORTER_CHOICES`).
 - torch 2.13's dynamo exporter writes weights to ``<file>.data`` by default; here the file is written
   self-contained (``external_data=False``, and re-saved inline if any initializer is still external) and
-  :func:`onnx_io_problems` refuses a file that references external data.
+  :func:`~generator.building.export.onnx_checks.onnx_io_problems` refuses a file that references external data.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from generator.bounded import read_bytes
-from generator.dtypes import by_onnx, normalize_dtype
+from generator.building.export.flat_module import flat_module_for
+from generator.building.export.onnx_checks import onnx_io_problems
+from generator.building.export.plans import (
+    ANSI_ESCAPES,
+    ExportError,
+    ExportResult,
+    ForwardError,
+    InputPlanLike,
+    OnnxCheckError,
+    TensorPlanLike,
+    dynamic_axes_of,
+    short_error,
+)
+from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError, Problem
-from generator.naming import SemanticPath, format_tensor_name
-from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
+from generator.naming import SemanticPath
 from generator.planning.values import ValueDomain, is_mask_like
 
 if TYPE_CHECKING:
     import torch
 
-    from generator.specs.graphspec import ForwardSignature, GraphSpec
+    from generator.specs.graphspec import ForwardSignature
 
 __all__ = [
-    "CaseLike",
-    "CaseResult",
-    "DEFAULT_TOLERANCES",
     "EXPORTERS",
     "EXPORTER_CHOICES",
     "EXPORTER_NAMES",
-    "ExportError",
-    "ExportResult",
-    "ForwardError",
-    "FlatModule",
-    "InputPlanLike",
-    "OnnxCheckError",
-    "TensorIO",
-    "TensorPlanLike",
-    "check_onnx",
-    "constants_from_graph",
-    "compare_with_onnxruntime",
     "copy_onnx_self_contained",
-    "dynamic_axes_of",
     "example_inputs",
     "export_onnx",
     "exporter_order",
-    "flat_module_for",
-    "io_from_graph",
     "load_pt2",
     "normalize_dtype",
-    "onnx_io_problems",
     "prepare_source_onnx",
-    "tolerance_for",
 ]
 
 _log = logging.getLogger(__name__)
 
+#: torch.export's words for "the model cannot be dynamic where the plan asks it to be" (the next exporter may be).
+_CONSTRAINT_MARKERS = ("Constraints violated", "conflicts between user-specified", "specialized it to be a constant")
 #: The exporters :func:`export_onnx` tries, in order: torch.export-based, then the TorchScript-based one, which keeps
 #: axes dynamic where torch.export specialises them (``nn.LSTM``/``nn.GRU`` sequence axes) and traces through
 #: data-dependent Python control flow.
@@ -99,336 +88,12 @@ EXPORTER_CHOICES = {"auto": EXPORTERS, "dynamo": ("dynamo",), "torchscript": ("l
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Plain data the stages exchange
-# --------------------------------------------------------------------------------------------------------------------
-class TensorPlanLike(Protocol):
-    """What this module reads from a tensor plan (``generator.planning.plan.TensorPlan`` satisfies it)."""
-
-    @property
-    def name(self) -> str: ...  # noqa: D102
-
-    @property
-    def path(self) -> SemanticPath: ...  # noqa: D102
-
-    @property
-    def dtype(self) -> Any: ...  # noqa: D102
-
-    @property
-    def min_shape(self) -> Sequence[int]: ...  # noqa: D102
-
-    @property
-    def max_shape(self) -> Sequence[int]: ...  # noqa: D102
-
-
-class InputPlanLike(TensorPlanLike, Protocol):
-    """An input plan also has the opt shape (the TensorRT profile's opt)."""
-
-    @property
-    def opt_shape(self) -> Sequence[int]: ...  # noqa: D102
-
-
-class CaseLike(Protocol):
-    """One reference case: inputs and torch's outputs by tensor name (``building.reference.ReferenceCase``)."""
-
-    @property
-    def name(self) -> str: ...  # noqa: D102
-
-    @property
-    def inputs(self) -> Mapping[str, np.ndarray]: ...  # noqa: D102
-
-    @property
-    def outputs(self) -> Mapping[str, np.ndarray]: ...  # noqa: D102
-
-
-@dataclass(frozen=True, slots=True)
-class TensorIO:
-    """A minimal tensor plan: name, semantic path, dtype and full min/opt/max shapes."""
-
-    name: str
-    path: SemanticPath
-    dtype: str
-    min_shape: tuple[int, ...]
-    opt_shape: tuple[int, ...]
-    max_shape: tuple[int, ...]
-    batch_axis: int | None = None
-    #: forward takes (returns) a 0-d tensor here; the graph's I/O carries it as [1]
-    #: (``generator.planning.plan.TensorPlan``).
-    torch_scalar: bool = False
-
-
-@dataclass(slots=True)
-class ExportResult:
-    """What :func:`export_onnx` produced: the file, which exporter made it, and anything worth telling the user."""
-
-    path: Path
-    exporter: str  # "dynamo" or "legacy"
-    input_names: list[str]
-    output_names: list[str]
-    dynamic_axes: dict[str, list[int]]
-    seconds: float
-    notes: list[str] = field(default_factory=list)
-    #: Masks whose synthetic fill had to be flipped for forward to run (by input name): which value keeps a position.
-    masks: dict[str, ValueDomain] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    """onnxruntime against torch for one case and output: the largest errors and whether they are in tolerance."""
-
-    case: str
-    output: str
-    max_abs_error: float
-    max_rel_error: float
-    rtol: float
-    atol: float
-    ok: bool
-    #: Elements left out: positions the padding mask marks.
-    left_out: int = 0
-
-
-class ExportError(GenRepoError):
-    """torch -> ONNX export failed (with both exporters), or the model does not fit its plan."""
-
-
-class ForwardError(ExportError):
-    """The model's forward raises on the example inputs (before any exporter runs)."""
-
-
-class OnnxCheckError(GenRepoError):
-    """An ONNX file does not match its plan, or onnxruntime disagrees with torch."""
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # dtypes (the table is generator.dtypes; tolerances and the comparison are generator.planning.compare)
 # --------------------------------------------------------------------------------------------------------------------
 def _torch_dtype(dtype: Any) -> torch.dtype:
     import torch
 
     return getattr(torch, normalize_dtype(dtype))
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Plans from a GraphSpec
-# --------------------------------------------------------------------------------------------------------------------
-def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[list[TensorIO], list[TensorIO]]:
-    """Input and output plans of a GraphSpec with AITune's tensor names.
-
-    Inputs take min/opt/max from ``get_effective_input_shapes``; outputs min/max from the output spec (opt = max).
-    With ``widen_batch_min`` a batch axis's minimum becomes its multiplier (batch size 1), as Triton's dynamic
-    batcher may form any batch from 1 (see the config issue). For the build, pass ``generator.planning.plan``'s plans
-    instead.
-    """
-    inputs = []
-    for locator, spec in graph.input_spec.tensor_data:
-        lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
-        definition = graph.get_shape_definition(locator)
-        if definition is not None:
-            from generator.specs.graphspec import BatchDim
-
-            batch_axes = {i: 1 for i, d in enumerate(definition) if isinstance(d, BatchDim)}
-        else:
-            batch_axes = spec.get_batch_axis_multipliers()
-        if widen_batch_min:
-            for axis, multiplier in batch_axes.items():
-                lo[axis] = min(lo[axis], multiplier)
-        first = min(batch_axes, default=None)
-        inputs.append(
-            TensorIO(
-                format_tensor_name(locator.path, "input"),
-                locator.path,
-                normalize_dtype(spec.dtype),
-                tuple(lo),
-                tuple(opt),
-                tuple(hi),
-                first,
-            )
-        )
-    outputs = []
-    for locator, spec in graph.output_spec.tensor_data:
-        lo, hi = list(spec.min_shape), list(spec.max_shape)
-        batch_axes = spec.get_batch_axis_multipliers()
-        if widen_batch_min:
-            for axis, multiplier in batch_axes.items():
-                lo[axis] = min(lo[axis], multiplier)
-        outputs.append(
-            TensorIO(
-                format_tensor_name(locator.path, "output"),
-                locator.path,
-                normalize_dtype(spec.dtype),
-                tuple(lo),
-                tuple(hi),
-                tuple(hi),
-                min(batch_axes, default=None),
-            )
-        )
-    return inputs, outputs
-
-
-def constants_from_graph(graph: GraphSpec) -> dict[SemanticPath, Any]:
-    """Return the spec's non-tensor input leaves (``other_data``) by path, to pass as ``constants`` to the wrapper."""
-    return {locator.path: value for locator, value in graph.input_spec.other_data}
-
-
-def dynamic_axes_of(plan: TensorPlanLike) -> list[int]:
-    """Axes whose size may vary (min != max): dynamic in the ONNX graph; every other axis is static."""
-    return [axis for axis, (lo, hi) in enumerate(zip(plan.min_shape, plan.max_shape, strict=True)) if lo != hi]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Flat wrapper
-# --------------------------------------------------------------------------------------------------------------------
-def _steps(path: SemanticPath) -> tuple[str | int, ...]:
-    return path if isinstance(path, tuple) else (path,)
-
-
-def _nest(leaves: Sequence[tuple[tuple[str | int, ...], Any]]) -> Any:
-    """Build nested dicts (string keys) and tuples (int indices) from ``(steps, value)`` pairs."""
-    if len(leaves) == 1 and not leaves[0][0]:
-        return leaves[0][1]
-    children: dict[str | int, list[tuple[tuple[str | int, ...], Any]]] = {}
-    for steps, value in leaves:
-        if not steps:
-            raise ExportError("a tensor path is both a leaf and a container")
-        children.setdefault(steps[0], []).append((steps[1:], value))
-    keys = list(children)
-    if all(isinstance(k, int) for k in keys):
-        indices = sorted(keys)
-        if indices != list(range(len(indices))):
-            raise ExportError(f"sequence indices {indices} are not 0..{len(indices) - 1}")
-        return tuple(_nest(children[i]) for i in indices)
-    return {k: _nest(v) for k, v in children.items()}
-
-
-def _bind_arguments(
-    signature: inspect.Signature, arguments: Mapping[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Positional and keyword arguments for forward from values keyed by parameter name."""
-    ordered = {p: arguments[p] for p in signature.parameters if p in arguments}
-    bound = inspect.BoundArguments(signature, ordered)
-    return bound.args, bound.kwargs
-
-
-def _forward_signature(module: Any, forward_signature: ForwardSignature | None) -> inspect.Signature:
-    if forward_signature is not None:
-        kinds = {kind.name: kind for kind in inspect._ParameterKind}
-        return inspect.Signature(
-            [
-                inspect.Parameter(p.name, kinds[p.kind], default=None if p.has_default else inspect.Parameter.empty)
-                for p in forward_signature.parameters
-            ]
-        )
-    return inspect.signature(module.forward)
-
-
-def _make_flat_module_class() -> type:
-    import torch
-
-    class _FlatModule(torch.nn.Module):
-        """``forward(*inputs)`` with flat tensors in plan order -> tuple of output tensors in plan order."""
-
-        def __init__(
-            self,
-            module: torch.nn.Module,
-            input_paths: Sequence[SemanticPath],
-            output_paths: Sequence[SemanticPath],
-            signature: inspect.Signature,
-            constants: Mapping[SemanticPath, Any] | None = None,
-            scalars: tuple[Sequence[bool], Sequence[bool]] = ((), ()),
-        ) -> None:
-            super().__init__()
-            self.module = module
-            # 0-d tensors travel as [1] (Triton never carries a 0-d tensor): squeezed in, unsqueezed out.
-            self.scalar_inputs = [bool(flag) for flag in scalars[0]]
-            self.scalar_outputs = [bool(flag) for flag in scalars[1]]
-            _set_eval(module)
-            self.training = False
-            self.input_paths = [_steps(p) for p in input_paths]
-            self.output_paths = [_steps(p) for p in output_paths]
-            self.signature = signature
-            self.constants = [(_steps(p), v) for p, v in (constants or {}).items()]
-            unknown = {s[0] for s in self.input_paths} - set(signature.parameters)
-            if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
-                raise ExportError(f"input paths start at {sorted(map(str, unknown))}, which forward does not take")
-
-        def nest_inputs(self, flat: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-            """Return forward's (args, kwargs) from flat tensors in plan order."""
-            leaves = list(zip(self.input_paths, flat, strict=True)) + self.constants
-            roots: dict[str | int, list[tuple[tuple[str | int, ...], Any]]] = {}
-            for steps, value in leaves:
-                roots.setdefault(steps[0], []).append((steps[1:], value))
-            arguments = {str(k): _nest(v) for k, v in roots.items()}
-            return _bind_arguments(self.signature, arguments)
-
-        def flatten_outputs(self, result: Any) -> tuple[Any, ...]:
-            """Return forward's result as a tuple in output-plan order."""
-            out = []
-            for steps in self.output_paths:
-                value = result
-                for depth, step in enumerate(steps):
-                    container_ok = isinstance(value, Mapping) if isinstance(step, str) else (
-                        isinstance(value, (tuple, list)) and step < len(value)
-                    )
-                    if not container_ok or (isinstance(value, Mapping) and step not in value):
-                        shown = "output" + "".join(f"[{s!r}]" for s in steps[: depth + 1])
-                        raise ExportError(f"forward's result has no {shown} (found {type(value).__name__} there)")
-                    value = value[step]
-                out.append(value)
-            return tuple(out)
-
-        def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            flat = [t.reshape(()) if i < len(self.scalar_inputs) and self.scalar_inputs[i] else t
-                    for i, t in enumerate(inputs)]
-            args, kwargs = self.nest_inputs(flat)
-            result = self.flatten_outputs(self.module(*args, **kwargs))
-            return tuple(
-                value.reshape((1,)) if i < len(self.scalar_outputs) and self.scalar_outputs[i]
-                and isinstance(value, torch.Tensor) else value
-                for i, value in enumerate(result)
-            )
-
-    return _FlatModule
-
-
-_FLAT_CLASS: type | None = None
-
-
-def FlatModule(  # noqa: N802 (a class factory: torch is imported lazily)
-    module: Any,
-    input_paths: Sequence[SemanticPath],
-    output_paths: Sequence[SemanticPath],
-    *,
-    forward_signature: ForwardSignature | None = None,
-    constants: Mapping[SemanticPath, Any] | None = None,
-    scalars: tuple[Sequence[bool], Sequence[bool]] = ((), ()),
-) -> Any:
-    """Wrap ``module`` as an ``nn.Module`` taking flat tensors (``input_paths`` order) and returning a tuple.
-
-    ``forward_signature`` (the GraphSpec's) decides how parameters are passed; by default ``module.forward``'s own.
-    ``constants`` are non-tensor leaves (the spec's ``other_data``) placed at their paths on every call.
-    ``scalars`` flags, per input and per output, a 0-d tensor of forward that the wrapper carries as ``[1]``.
-    """
-    global _FLAT_CLASS
-    if _FLAT_CLASS is None:
-        _FLAT_CLASS = _make_flat_module_class()
-    signature = _forward_signature(module, forward_signature)
-    return _FLAT_CLASS(module, input_paths, output_paths, signature, constants, scalars)
-
-
-def flat_module_for(
-    module: Any,
-    inputs: Sequence[TensorPlanLike],
-    outputs: Sequence[TensorPlanLike],
-    *,
-    forward_signature: ForwardSignature | None = None,
-    constants: Mapping[SemanticPath, Any] | None = None,
-) -> Any:
-    """:func:`FlatModule` for tensor plans: their paths, and their 0-d tensors carried as ``[1]``."""
-    return FlatModule(
-        module, [p.path for p in inputs], [p.path for p in outputs], forward_signature=forward_signature,
-        constants=constants,
-        scalars=([getattr(p, "torch_scalar", False) for p in inputs], [getattr(p, "torch_scalar", False)
-                                                                       for p in outputs]),
-    )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -656,37 +321,16 @@ def _try_exporter(
     except GenRepoError:
         raise
     except Exception as exc:
-        message = _ANSI.sub("", str(exc))
+        message = ANSI_ESCAPES.sub("", str(exc))
         if any(marker in message for marker in _CONSTRAINT_MARKERS):
             detail = next((ln.strip() for ln in message.splitlines() if "Dim" in ln or "dynamic" in ln), "")
             return (f"the model does not allow the plan's dynamic axes {dict(dynamic)} within their ranges; "
-                    f"{detail or _short(exc)}")
-        return f"failed ({_short(exc)})"
+                    f"{detail or short_error(exc)}")
+        return f"failed ({short_error(exc)})"
     problems = onnx_io_problems(staged, inputs, outputs, allow_external_data=True)
     if problems:
         return "its graph does not fit the plan: " + "; ".join(p.message for p in problems)
     return None
-
-
-def _set_eval(module: Any) -> None:
-    """Inference mode for export and references; a torch.export ``.module()`` refuses ``train()``/``eval()``."""
-    with contextlib.suppress(NotImplementedError):
-        module.eval()
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: torch.export's words for "the model cannot be dynamic where the plan asks it to be" (the next exporter may be).
-_CONSTRAINT_MARKERS = ("Constraints violated", "conflicts between user-specified", "specialized it to be a constant")
-
-
-def _short(exc: BaseException, limit: int = 600) -> str:
-    """Summarise an exporter error's root cause in a few lines (torch wraps it in pages of advice)."""
-    root = exc
-    while root.__cause__ is not None and root.__cause__ is not root:
-        root = root.__cause__
-    lines = [ln.strip() for ln in _ANSI.sub("", str(root)).splitlines() if ln.strip()]
-    text = f"{type(root).__name__}: {' '.join(lines[:3])}".strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_plans(inputs: Sequence[TensorPlanLike], outputs: Sequence[TensorPlanLike]) -> None:
@@ -719,7 +363,7 @@ def _check_forward(wrapper: Any, tensors: Sequence[Any], outputs: Sequence[Tenso
     except GenRepoError as exc:
         raise ExportError(exc.problems) from exc
     except Exception as exc:
-        raise ForwardError(f"the model's forward fails on the example inputs: {_short(exc)}") from exc
+        raise ForwardError(f"the model's forward fails on the example inputs: {short_error(exc)}") from exc
     problems = []
     for index, (plan, value) in enumerate(zip(outputs, result, strict=False)):
         if not isinstance(value, torch.Tensor):
@@ -864,7 +508,7 @@ def load_pt2(path: Path | str) -> Any:
     try:
         program = torch.export.load(str(path))
     except Exception as exc:
-        raise ExportError([Problem(str(path), "", f"cannot load torch.export archive: {_short(exc)}")]) from exc
+        raise ExportError([Problem(str(path), "", f"cannot load torch.export archive: {short_error(exc)}")]) from exc
     return program.module()
 
 
@@ -879,222 +523,3 @@ def prepare_source_onnx(
     if problems:
         raise OnnxCheckError(problems)
     return copy_onnx_self_contained(source, target)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Checks
-# --------------------------------------------------------------------------------------------------------------------
-def _value_info_dims(value_info: Any) -> list[int | str | None]:
-    dims: list[int | str | None] = []
-    for dim in value_info.type.tensor_type.shape.dim:
-        if dim.HasField("dim_value"):
-            dims.append(int(dim.dim_value))
-        elif dim.HasField("dim_param"):
-            dims.append(dim.dim_param)
-        else:
-            dims.append(None)
-    return dims
-
-
-def onnx_io_problems(
-    onnx_model: Path | str | Any,
-    inputs: Sequence[TensorPlanLike],
-    outputs: Sequence[TensorPlanLike],
-    *,
-    allow_external_data: bool = False,
-) -> list[Problem]:
-    """Everything wrong with an ONNX graph's inputs/outputs against the plans (empty when it fits).
-
-    Checks names and order, element types, ranks, that static axes have the plan's size and that dynamic axes
-    (min != max) are not fixed, and (unless ``allow_external_data``) that no initializer lives in an external file.
-    """
-    import onnx
-
-    if isinstance(onnx_model, (str, Path)):
-        file = str(onnx_model)
-        try:
-            model = onnx.load_model_from_string(read_bytes(file, "onnx_bytes"))
-        except Exception as exc:
-            return [Problem(file, "", f"not a readable ONNX file: {_short(exc)}")]
-    else:
-        file, model = "<onnx>", onnx_model
-    problems: list[Problem] = []
-    initializers = {i.name for i in model.graph.initializer}
-    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
-    for kind, plans, values in (("input", inputs, graph_inputs), ("output", outputs, list(model.graph.output))):
-        expected = [p.name for p in plans]
-        actual = [v.name for v in values]
-        if sorted(expected) != sorted(actual):
-            missing = [n for n in expected if n not in actual]
-            extra = [n for n in actual if n not in expected]
-            text = f"graph {kind}s are {actual}, the plan expects {expected}"
-            if missing:
-                text += f"; missing {missing}"
-            if extra:
-                text += f"; unexpected {extra}"
-            problems.append(Problem(file, f"/graph/{kind}", text))
-        elif expected != actual:
-            problems.append(
-                Problem(file, f"/graph/{kind}", f"graph {kind}s are in order {actual}, the plan expects {expected}")
-            )
-        by_name = {v.name: (i, v) for i, v in enumerate(values)}
-        for plan in plans:
-            if plan.name not in by_name:
-                continue
-            index, value = by_name[plan.name]
-            pointer = f"/graph/{kind}/{index}"
-            elem = value.type.tensor_type.elem_type
-            want = normalize_dtype(plan.dtype)
-            found = by_onnx(elem)
-            if found is None or found.numpy != want:
-                # Named as numpy names it where torch has the type; else the bare element number (strings too).
-                shown = found.numpy if found is not None and found.torch is not None else elem
-                problems.append(
-                    Problem(
-                        file,
-                        pointer,
-                        f"{kind} {plan.name!r} has element type {shown}, the plan expects {want}",
-                    )
-                )
-            dims = _value_info_dims(value)
-            if len(dims) != len(plan.max_shape):
-                problems.append(
-                    Problem(
-                        file,
-                        pointer,
-                        f"{kind} {plan.name!r} has rank {len(dims)} "
-                        f"({dims}), the plan expects rank {len(plan.max_shape)}",
-                    )
-                )
-                continue
-            dynamic = set(dynamic_axes_of(plan))
-            for axis, dim in enumerate(dims):
-                if axis in dynamic and isinstance(dim, int):
-                    problems.append(
-                        Problem(
-                            file,
-                            pointer,
-                            f"{kind} {plan.name!r} axis {axis} is fixed to {dim}, "
-                            f"the plan lets it vary {plan.min_shape[axis]}..{plan.max_shape[axis]}",
-                        )
-                    )
-                elif axis not in dynamic and isinstance(dim, int) and dim != plan.max_shape[axis]:
-                    problems.append(
-                        Problem(
-                            file,
-                            pointer,
-                            f"{kind} {plan.name!r} axis {axis} has size {dim}, the plan says {plan.max_shape[axis]}",
-                        )
-                    )
-    if not allow_external_data:
-        external = [i.name for i in model.graph.initializer if i.data_location == onnx.TensorProto.EXTERNAL]
-        if external:
-            problems.append(
-                Problem(
-                    file,
-                    "/graph/initializer",
-                    f"{len(external)} initializer(s) keep their data in "
-                    f"an external file (e.g. {external[0]!r}); the file must be self-contained",
-                )
-            )
-    return problems
-
-
-def _session(onnx_path: Path | str, threads: int) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"])
-
-
-def compare_with_onnxruntime(
-    onnx_path: Path | str,
-    cases: Sequence[CaseLike],
-    *,
-    compare: CompareSettings | None = None,
-    threads: int = 1,
-    inputs: Sequence[TensorPlanLike] = (),
-    outputs: Sequence[TensorPlanLike] = (),
-) -> tuple[list[CaseResult], list[Problem]]:
-    """Run every case in onnxruntime and compare with its stored (torch) outputs (:mod:`generator.planning.compare`).
-
-    An element passes when ``|ort - torch| <= atol + rtol * |torch|`` with the tolerances of ``compare`` (the
-    manifest's) or the dtype table's; integers and bool must be equal; shapes and dtypes must match; positions a
-    padding mask marks are left out. Cases hold request-side arrays (``generator.planning.contract``); the plans in
-    ``inputs``/``outputs`` (where given) turn them into the graph's model-side shapes and back. Returns per-output
-    results and the problems (empty when all pass).
-    """
-    from generator.planning.contract import to_model, to_request
-
-    settings = compare or CompareSettings()
-    in_plans = {p.name: p for p in inputs}
-    out_plans = {p.name: p for p in outputs}
-    file = str(onnx_path)
-    try:
-        session = _session(onnx_path, threads)
-    except Exception as exc:
-        return [], [Problem(file, "", f"onnxruntime cannot load the model: {_short(exc)}")]
-    output_names = [o.name for o in session.get_outputs()]
-    results: list[CaseResult] = []
-    problems: list[Problem] = []
-    for case in cases:
-        pointer = f"/cases/{case.name}"
-        feed = {n: to_model(in_plans[n], a) if n in in_plans else a for n, a in case.inputs.items()}
-        try:
-            got = dict(zip(output_names, session.run(output_names, feed), strict=True))
-            got = {n: to_request(out_plans[n], a) if n in out_plans else a for n, a in got.items()}
-        except Exception as exc:
-            problems.append(Problem(file, pointer, f"onnxruntime fails on case {case.name!r}: {_short(exc)}"))
-            continue
-        for name, want in case.outputs.items():
-            want = np.asarray(want)
-            if name not in got:
-                problems.append(Problem(file, pointer, f"case {case.name!r}: onnxruntime gives no output {name!r}"))
-                continue
-            have = np.asarray(got[name])
-            if have.shape != want.shape or have.dtype != want.dtype:
-                problems.append(
-                    Problem(
-                        file,
-                        pointer,
-                        f"case {case.name!r} output {name!r}: onnxruntime gives "
-                        f"{have.dtype}{list(have.shape)}, torch {want.dtype}{list(want.shape)}",
-                    )
-                )
-                continue
-            compared, rtol, atol, problem = compare_output(settings, name, have, want, case.inputs)
-            if compared is not None:
-                results.append(CaseResult(case.name, name, compared.max_abs_error or 0.0,
-                                          compared.max_rel_error or 0.0, rtol, atol, compared.ok, compared.left_out))
-            if problem:
-                problems.append(Problem(file, pointer, f"case {case.name!r} output {name!r}: onnxruntime differs "
-                                        f"from torch: {problem}" if compared is not None else
-                                        f"case {case.name!r} output {name!r}: {problem}"))
-    return results, problems
-
-
-def check_onnx(
-    onnx_path: Path | str,
-    inputs: Sequence[TensorPlanLike],
-    outputs: Sequence[TensorPlanLike],
-    cases: Sequence[CaseLike] = (),
-    *,
-    compare: CompareSettings | None = None,
-    threads: int = 1,
-) -> list[CaseResult]:
-    """Check an ONNX file against its plans and torch's outputs; raise :class:`OnnxCheckError` with every problem.
-
-    I/O first (:func:`onnx_io_problems`); then, if that passed, each case through onnxruntime
-    (:func:`compare_with_onnxruntime`). Returns the comparison results.
-    """
-    problems = onnx_io_problems(onnx_path, inputs, outputs)
-    if problems:
-        raise OnnxCheckError(problems)
-    results, problems = compare_with_onnxruntime(onnx_path, cases, compare=compare, threads=threads,
-                                                 inputs=inputs, outputs=outputs)
-    if problems:
-        raise OnnxCheckError(problems)
-    return results

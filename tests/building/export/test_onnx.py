@@ -17,21 +17,9 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from torch import nn
 
 from examples.models import make_mlp, make_text
-from generator.building.export.onnx import (
-    ExportError,
-    OnnxCheckError,
-    TensorIO,
-    check_onnx,
-    constants_from_graph,
-    export_onnx,
-    exporter_order,
-    io_from_graph,
-    load_pt2,
-    normalize_dtype,
-    onnx_io_problems,
-    prepare_source_onnx,
-    tolerance_for,
-)
+from generator.building.export.onnx import export_onnx, exporter_order, load_pt2, normalize_dtype, prepare_source_onnx
+from generator.building.export.onnx_checks import check_onnx, onnx_io_problems, tolerance_for
+from generator.building.export.plans import ExportError, OnnxCheckError, TensorIO, constants_from_graph, io_from_graph
 from generator.building.reference import make_reference_cases
 from generator.errors import GenRepoError
 from generator.specs.graphspec import GraphSpec
