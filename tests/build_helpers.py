@@ -138,7 +138,8 @@ def record(name: str, model: Any, params: list[str], calls: list[tuple[int | Non
     """Record a GraphSpec document from real calls, as examples/record_specs.py (and AITune) does."""
     import torch
 
-    from generator.specs.graphspec import ForwardParameter, ForwardSignature, GraphSpec, SampleMetadata
+    from generator.specs.graphspec import GraphSpec
+    from generator.specs.sample_metadata import ForwardParameter, ForwardSignature, SampleMetadata
 
     graph = None
     with torch.no_grad():

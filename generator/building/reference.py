@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from generator.building.export.plans import InputPlanLike, TensorPlanLike
     from generator.building.samples import Sample
     from generator.naming import SemanticPath
-    from generator.specs.graphspec import ForwardSignature
+    from generator.specs.sample_metadata import ForwardSignature
 
 __all__ = [
     "CASE_SHAPES",

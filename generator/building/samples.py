@@ -26,7 +26,7 @@ from generator.contracts.array_files import open_array_file
 from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
 from generator.planning.contract import to_model
-from generator.specs.graphspec import Locator
+from generator.specs.paths import Locator
 
 if TYPE_CHECKING:
     from generator.planning.tensors import TensorPlan

@@ -18,7 +18,8 @@ from typing import Any
 
 from generator.errors import Problem, json_pointer
 from generator.naming import format_tensor_name
-from generator.specs.graphspec import GraphSpec, Locator, infer_batch_multipliers, path_from_json
+from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
+from generator.specs.paths import Locator, path_from_json
 from generator.specs.schema import graph_problems
 
 __all__ = ["OVERRIDE_KEYS", "Overridden", "apply_overrides"]

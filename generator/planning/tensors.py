@@ -45,9 +45,10 @@ from generator.errors import Problem
 from generator.manifest.loading import ManifestModel
 from generator.naming import SemanticPath, format_tensor_name
 from generator.planning.values import ValueDomain
-from generator.specs.graphspec import GraphSpec, TensorSpec
+from generator.specs.graphspec import GraphSpec
 from generator.specs.schema import LoadedGraph
 from generator.specs.shape_policy import ShapeResolution, resolve_shapes
+from generator.specs.tensor_spec import TensorSpec
 
 __all__ = [
     "DTYPE_TO_TRITON",

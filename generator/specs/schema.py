@@ -39,7 +39,9 @@ from typing import Any, Literal
 from generator.errors import GenRepoError, Problem, SpecError
 from generator.naming import format_tensor_name
 from generator.specs.documents import load_document, schema_problems
-from generator.specs.graphspec import BatchDim, GraphSpec, dim_problems, infer_batch_multipliers, path_from_json
+from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
+from generator.specs.paths import path_from_json
+from generator.specs.tensor_spec import BatchDim, dim_problems
 
 __all__ = [
     "GRAPHSPEC_SCHEMA",

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from generator.specs.graphspec import BatchDim, DynamicDim, GraphSpec
+from generator.specs.graphspec import GraphSpec
+from generator.specs.tensor_spec import BatchDim, DynamicDim
 
 __all__ = ["POLICIES", "AxisGroup", "AxisMember", "ShapeResolution", "linked_axes", "resolve_shapes"]
 

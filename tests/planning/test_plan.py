@@ -267,7 +267,7 @@ def test_dims_must_fit_int32(tmp_path):
 
 def test_plan_rechecks_int32_on_derived_shapes():
     from generator.planning.tensors import _Batch, _Decision, _tensor_plan
-    from generator.specs.graphspec import TensorSpec
+    from generator.specs.tensor_spec import TensorSpec
 
     problems: list = []
     spec = TensorSpec([4], [4], [INT32_MAX + 1], "torch.float32")

@@ -13,20 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import GenRepoError, SpecError
-from generator.specs.graphspec import (
-    BatchDim,
-    DynamicDim,
-    ForwardParameter,
-    ForwardSignature,
-    GraphSpec,
-    Locator,
-    SampleMetadata,
-    TensorSpec,
-    dim_problems,
-    infer_batch_multipliers,
-    path_from_json,
-)
+from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
+from generator.specs.paths import Locator, path_from_json
+from generator.specs.sample_metadata import ForwardParameter, ForwardSignature, SampleMetadata
 from generator.specs.schema import validate_document
+from generator.specs.tensor_spec import BatchDim, DynamicDim, TensorSpec, dim_problems
 from tests.graphspec_strategies import graph_documents, invalid_graph_documents
 from tests.manifest_helpers import FIXTURES
 from tests.requirements import missing, require_module

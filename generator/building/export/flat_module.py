@@ -16,7 +16,7 @@ from generator.building.export.plans import ExportError, TensorPlanLike
 from generator.naming import SemanticPath
 
 if TYPE_CHECKING:
-    from generator.specs.graphspec import ForwardSignature
+    from generator.specs.sample_metadata import ForwardSignature
 
 __all__ = ["FlatModule", "flat_module_for"]
 

@@ -56,7 +56,7 @@ from generator.planning.values import ValueDomain, is_mask_like
 if TYPE_CHECKING:
     import torch
 
-    from generator.specs.graphspec import ForwardSignature
+    from generator.specs.sample_metadata import ForwardSignature
 
 __all__ = [
     "EXPORTERS",

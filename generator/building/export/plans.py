@@ -158,7 +158,7 @@ def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[li
         lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
         definition = graph.get_shape_definition(locator)
         if definition is not None:
-            from generator.specs.graphspec import BatchDim
+            from generator.specs.tensor_spec import BatchDim
 
             batch_axes = {i: 1 for i, d in enumerate(definition) if isinstance(d, BatchDim)}
         else:
