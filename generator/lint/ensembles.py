@@ -152,8 +152,7 @@ def _path(edges: Mapping[str, list[str]], source: str, target: str) -> list[str]
     return None
 
 
-# ---------------------------------------------------------------------------- wiring (generator.triton.ensemble's
-# rules)
+# --------------------------------------------------------------------- wiring (generator.triton.ensemble's rules)
 def _wiring_io(io: mc.ModelInput | mc.ModelOutput, shapes: Mapping[str, Any] | None = None) -> TensorIO:
     """A config tensor for the wiring rules (Triton compares an ensemble's reshape when it has one)."""
     dims = io.reshape.shape if io.HasField("reshape") and not shapes else io.dims

@@ -15,10 +15,9 @@ has a fast verdict for the common case, a valid document, and falls back to the 
 so the problems of an invalid document are exactly what the full checks report:
 
 1. Schema: :func:`generator.specs.documents.schema_problems` asks ``jsonschema_rs`` (when installed) whether the
-document
-   is valid and runs the reference ``jsonschema`` only when it is not (see that module). :func:`_has_tuple` tells
-   it, cheaply, whether a Python tuple stands where the schema expects an array (the one case jsonschema_rs is more
-   lenient than jsonschema), instead of a scan of the whole document.
+   document is valid and runs the reference ``jsonschema`` only when it is not (see that module).
+   :func:`_has_tuple` tells it, cheaply, whether a Python tuple stands where the schema expects an array (the one
+   case jsonschema_rs is more lenient than jsonschema), instead of a scan of the whole document.
 2. Semantic rules: :func:`_graph_all_clear` is one tight pass over a schema-valid graph that answers True only when
    :func:`graph_problems` would report nothing (it builds no pointers or messages). Any doubt, and the full
    reporter runs and its answer counts. ``tests/specs/test_schema_fast.py`` checks this on fixtures, every invalid
