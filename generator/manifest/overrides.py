@@ -4,7 +4,7 @@ A user fixes a recording without re-recording it. Each manifest ``dynamic_shapes
 replaces the spec's definition for its input path, or adds one; ``batch_axis_multipliers`` declares what AITune's
 JSON cannot carry (how many times the batch size a batch axis holds). The result is the GraphSpec AITune would have
 written with those definitions, so its methods keep AITune's answers. It is checked by the rules a spec file is
-checked by (:func:`generator.specs.schema.graph_problems`) plus AITune's own check that every recorded call fits the
+checked by (:func:`generator.specs.semantics.graph_problems`) plus AITune's own check that every recorded call fits the
 definitions, and each problem points into the manifest where the manifest caused it.
 """
 
@@ -20,7 +20,7 @@ from generator.errors import Problem, json_pointer
 from generator.naming import format_tensor_name
 from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
 from generator.specs.paths import Locator, path_from_json
-from generator.specs.schema import graph_problems
+from generator.specs.semantics import graph_problems
 
 __all__ = ["OVERRIDE_KEYS", "Overridden", "apply_overrides"]
 

@@ -18,13 +18,7 @@ from jsonschema import Draft202012Validator
 from generator.errors import GenRepoError, Problem
 from generator.resources import resource_dir
 from generator.specs import documents
-from generator.specs.schema import (
-    document_kind,
-    graph_summary,
-    load_graphspecs,
-    validate_document,
-    validate_file,
-)
+from generator.specs.schema import document_kind, graph_summary, load_graphspecs, validate_document, validate_file
 from tests.manifest_helpers import FIXTURES
 
 

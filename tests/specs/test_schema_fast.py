@@ -24,14 +24,9 @@ from hypothesis import strategies as st
 
 from generator.errors import GenRepoError, json_pointer
 from generator.specs import documents
-from generator.specs.schema import (
-    GRAPHSPEC_SCHEMA,
-    TUNE_REPORT_SCHEMA,
-    _graph_all_clear,
-    graph_problems,
-    validate_document,
-    validate_documents,
-)
+from generator.specs.fast_path import graph_all_clear
+from generator.specs.schema import GRAPHSPEC_SCHEMA, TUNE_REPORT_SCHEMA, validate_document, validate_documents
+from generator.specs.semantics import graph_problems
 from tests.graphspec_strategies import graph_documents, invalid_graph_documents
 from tests.manifest_helpers import FIXTURES
 
@@ -274,7 +269,7 @@ def assert_semantic_verdict_sound(document: Doc) -> None:
             reported.append((where, message))
 
         graph_problems(graph, pointer, add, set())
-        if _graph_all_clear(graph):
+        if graph_all_clear(graph):
             assert reported == []
 
 
@@ -306,7 +301,7 @@ def test_fixtures_take_the_fast_path_and_agree(load: Callable[[str], Doc], name:
         # The fast verdicts really answer for a valid document (no fallback taken).
         schema_file = schema_for(variant)
         assert documents.fast_schema_valid(variant, schema_file, documents.contains_tuple)
-        assert all(_graph_all_clear(graph) for _, graph in graphs_of(variant))
+        assert all(graph_all_clear(graph) for _, graph in graphs_of(variant))
 
 
 def test_example_specs_and_manifest_agree(examples_dir: Path) -> None:
@@ -355,7 +350,7 @@ def test_random_valid_documents_agree(graph: Doc, form: str) -> None:
         entry = {k: v for k, v in graph.items() if k not in {"type", "name"}}
         document = {"schema_version": 4, "modules": [{"module_name": "m", "graphs": [{"graph_name": "0", **entry}]}]}
     assert check_everything(document)[0] == "valid"
-    assert all(_graph_all_clear(g) for _, g in graphs_of(document))
+    assert all(graph_all_clear(g) for _, g in graphs_of(document))
 
 
 @HYPOTHESIS
