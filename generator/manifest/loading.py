@@ -40,8 +40,9 @@ from generator.errors import GenRepoError, Problem, json_pointer
 from generator.manifest.overrides import OVERRIDE_KEYS, apply_overrides
 from generator.manifest.proto_ranges import MAX_BATCH_SIZE_FIELD, VERSION_FIELD, number_problems, option_number_problems
 from generator.naming import case_collisions, model_name_from_graph, model_name_problems
-from generator.specs.documents import load_document, schema_problems
+from generator.specs.documents import load_document
 from generator.specs.graphspec import GraphSpec
+from generator.specs.json_schema import schema_problems
 from generator.specs.schema import load_graphspecs, validate_document
 from generator.triton.ensemble import Step
 

@@ -6,7 +6,7 @@ protobuf raises ``ValueError: Value out of range`` otherwise. The ranges are not
 walked along the message it becomes (:data:`OPTION_MESSAGES`), key by key where the manifest uses the proto's own
 field names, and every integer is checked against its field's type (map keys too, such as the priority levels of
 ``priority_queue_policy``). An option key the message does not have (``all`` of a version policy) is left to the
-schema. The schema makes integers integers (no ``4.0``, see :func:`generator.specs.documents.schema_problems`); this
+schema. The schema makes integers integers (no ``4.0``, see :func:`generator.specs.json_schema.schema_problems`); this
 module makes them fit.
 """
 

@@ -35,7 +35,8 @@ from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
 from generator.repository.staging import LOCK_FILE_NAME, read_lock, verify_repository
 from generator.resources import resource_dir
 from generator.serving.smoke import repository_models
-from generator.specs.documents import load_document, schema_problems
+from generator.specs.documents import load_document
+from generator.specs.json_schema import schema_problems
 
 __all__ = [
     "LockStatus",

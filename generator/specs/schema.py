@@ -14,7 +14,7 @@ Speed (10,000 specs must validate in well under a second, every error still repo
 has a fast verdict for the common case, a valid document, and falls back to the full reporter for anything else,
 so the problems of an invalid document are exactly what the full checks report:
 
-1. Schema: :func:`generator.specs.documents.schema_problems` asks ``jsonschema_rs`` (when installed) whether the
+1. Schema: :func:`generator.specs.json_schema.schema_problems` asks ``jsonschema_rs`` (when installed) whether the
    document is valid and runs the reference ``jsonschema`` only when it is not (see that module).
    :mod:`generator.specs.fast_path`'s ``*_has_tuple`` tell it, cheaply, whether a Python tuple stands where the
    schema expects an array (the one case jsonschema_rs is more lenient than jsonschema), instead of a scan of the
@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem, SpecError
-from generator.specs.documents import load_document, schema_problems
+from generator.specs.documents import load_document
 from generator.specs.fast_path import fixture_has_tuple, graph_all_clear, graph_has_tuple, report_has_tuple
 from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
+from generator.specs.json_schema import schema_problems
 from generator.specs.semantics import Add, graph_problems
 from generator.specs.tensor_spec import BatchDim
 

@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 
 from generator.errors import GenRepoError, Problem
 from generator.resources import resource_dir
-from generator.specs import documents
+from generator.specs import documents, json_schema
 from generator.specs.schema import document_kind, graph_summary, load_graphspecs, validate_document, validate_file
 from tests.manifest_helpers import FIXTURES
 
@@ -523,18 +523,18 @@ def test_schema_is_valid_draft_2020_12_with_id_titles_and_descriptions(name: str
 def test_tune_report_refs_the_graphspec_schema_by_id_offline(load: Callable) -> None:
     text = (resource_dir("schemas") / "tune_report.schema.json").read_text()
     assert '"$ref": "https://gen-repo.dev/schemas/graphspec.schema.json#/$defs/sampleMetadata"' in text
-    registry = documents.schema_registry()
+    registry = json_schema.schema_registry()
     resolved = registry.resolver().lookup("https://gen-repo.dev/schemas/graphspec.schema.json#/$defs/tensorSpec")
     assert resolved.contents["title"] == "TensorSpec"
     # A violation inside a $ref'd definition is found through the registry (no network: nothing to fetch from).
     report = load("tune_report")
     report["modules"][0]["graphs"][0]["input_spec"]["tensor_data"][0]["dtype"] = "fp32"
-    problems = documents.schema_problems(report, "tune_report.schema.json", "r.json")
+    problems = json_schema.schema_problems(report, "tune_report.schema.json", "r.json")
     assert [p.pointer for p in problems] == ["/modules/0/graphs/0/input_spec/tensor_data/0/dtype"]
 
 
 def test_fixture_wrapper_and_bare_graph_both_valid_against_the_schema_file(load: Callable) -> None:
-    validator = documents.schema_validator("graphspec.schema.json")
+    validator = json_schema.schema_validator("graphspec.schema.json")
     for name in FIXTURES:
         assert list(validator.iter_errors(load(name))) == []
         assert list(validator.iter_errors(load(name)["graph"])) == []

@@ -1,6 +1,6 @@
 """The fast validation path (jsonschema_rs + fast semantic verdicts) agrees with the reference on every test document.
 
-generator/specs/documents.py and generator/specs/schema.py answer "valid" fast and fall back to the reference
+generator/specs/json_schema.py and generator/specs/schema.py answer "valid" fast and fall back to the reference
 (``jsonschema`` and the full semantic reporter) on any doubt. These tests hold the two paths to the same answer:
 validity, error pointers and the exact problems, on the fixtures, the examples, every invalid document of
 tests/specs/test_schema.py (``INVALID_CASES`` below, one per rule) and random valid and mutated documents from
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import GenRepoError, json_pointer
-from generator.specs import documents
+from generator.specs import json_schema
 from generator.specs.fast_path import graph_all_clear
 from generator.specs.schema import GRAPHSPEC_SCHEMA, TUNE_REPORT_SCHEMA, validate_document, validate_documents
 from generator.specs.semantics import graph_problems
@@ -212,8 +212,8 @@ VALID_CASES: dict[str, tuple[str, Callable[[Doc], None]]] = {
 def reference_only() -> Iterator[None]:
     """Switch the fast path off (generator.specs.documents' own switch; jsonschema_rs itself is untouched)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(documents, "FAST_VALIDATOR_MODULE", None)
-        assert documents.fast_validator(GRAPHSPEC_SCHEMA) is None
+        patch.setattr(json_schema, "FAST_VALIDATOR_MODULE", None)
+        assert json_schema.fast_validator(GRAPHSPEC_SCHEMA) is None
         yield
 
 
@@ -241,8 +241,8 @@ def schema_for(document: Any) -> str:
 def assert_validators_agree(document: Any, schema_file: str | None = None) -> bool:
     """jsonschema_rs and jsonschema: same validity and the same error pointers (with multiplicity)."""
     schema_file = schema_file or schema_for(document)
-    fast = documents.fast_validator(schema_file)
-    reference = documents.schema_validator(schema_file)
+    fast = json_schema.fast_validator(schema_file)
+    reference = json_schema.schema_validator(schema_file)
     assert fast is not None
     fast_pointers = sorted(json_pointer(e.instance_path) for e in fast.iter_errors(document))
     reference_pointers = sorted(json_pointer(e.absolute_path) for e in reference.iter_errors(document))
@@ -300,7 +300,7 @@ def test_fixtures_take_the_fast_path_and_agree(load: Callable[[str], Doc], name:
         assert check_everything(variant)[0] == "valid"
         # The fast verdicts really answer for a valid document (no fallback taken).
         schema_file = schema_for(variant)
-        assert documents.fast_schema_valid(variant, schema_file, documents.contains_tuple)
+        assert json_schema.fast_schema_valid(variant, schema_file, json_schema.contains_tuple)
         assert all(graph_all_clear(graph) for _, graph in graphs_of(variant))
 
 
@@ -314,9 +314,9 @@ def test_example_specs_and_manifest_agree(examples_dir: Path) -> None:
     manifest["models"][0]["unknown"] = 1
     manifest["models"][1]["name"] = 7
     assert not assert_validators_agree(manifest, "manifest.schema.json")
-    fast = documents.schema_problems(manifest, "manifest.schema.json", "m.yaml")
+    fast = json_schema.schema_problems(manifest, "manifest.schema.json", "m.yaml")
     with reference_only():
-        assert documents.schema_problems(manifest, "manifest.schema.json", "m.yaml") == fast != []
+        assert json_schema.schema_problems(manifest, "manifest.schema.json", "m.yaml") == fast != []
 
 
 @pytest.mark.parametrize("case", sorted(INVALID_CASES))
@@ -400,7 +400,7 @@ def test_non_json_values_are_judged_by_the_reference(load: Callable[[str], Doc],
         document = load("mlp")
         _at(document, *path[:-1])[path[-1]] = value
         if not isinstance(value, str):  # a lone surrogate is still a str: valid for both where a string goes
-            assert not documents.fast_schema_valid(document, GRAPHSPEC_SCHEMA, documents.contains_tuple)
+            assert not json_schema.fast_schema_valid(document, GRAPHSPEC_SCHEMA, json_schema.contains_tuple)
         assert_paths_agree(document)
     document = load("mlp")
     document["graph"][1] = "int key"  # json never makes one; YAML can
@@ -420,8 +420,8 @@ def test_a_final_newline_fails_a_pattern_in_both_validators(load: Callable[[str]
     # The reference reads patterns as ECMA-262 too: "torch.float32" and a newline is no dtype for either.
     document = load("mlp")
     document["graph"]["input_spec"]["tensor_data"][0]["dtype"] = "torch.float32\n"
-    assert not documents.fast_validator(GRAPHSPEC_SCHEMA).is_valid(document)
-    assert not documents.schema_validator(GRAPHSPEC_SCHEMA).is_valid(document)
+    assert not json_schema.fast_validator(GRAPHSPEC_SCHEMA).is_valid(document)
+    assert not json_schema.schema_validator(GRAPHSPEC_SCHEMA).is_valid(document)
     assert assert_paths_agree(document)[0] == "invalid"
 
 
@@ -437,7 +437,7 @@ def _patterns(node: Any) -> Iterator[str]:
 
 
 SCHEMA_PATTERNS = sorted({p for name in SCHEMAS for p in _patterns(json.loads(
-    (Path(documents.__file__).resolve().parents[2] / "schemas" / name).read_text()))})
+    (Path(json_schema.__file__).resolve().parents[2] / "schemas" / name).read_text()))})
 
 
 @pytest.mark.parametrize("pattern", SCHEMA_PATTERNS)
@@ -449,8 +449,8 @@ def test_every_schema_pattern_means_the_same_to_both_validators(pattern: str, da
 
     schema = {"type": "string", "pattern": pattern}
     fast = jsonschema_rs.Draft202012Validator(schema)
-    reference = documents._validator_class(False)(schema)
-    text = data.draw(st.from_regex(documents.ecma_pattern(pattern), fullmatch=True))
+    reference = json_schema._validator_class(False)(schema)
+    text = data.draw(st.from_regex(json_schema.ecma_pattern(pattern), fullmatch=True))
     suffix = data.draw(st.sampled_from(["", "\n", "\r", "\x00", " ", "\n\n"]))
     for candidate in (text, text + suffix, suffix + text):
         assert fast.is_valid(candidate) == reference.is_valid(candidate), repr(candidate)
@@ -467,18 +467,18 @@ def test_deep_nesting_in_free_fields_is_safe(load: Callable[[str], Doc]) -> None
 
 
 def test_schemas_without_ref_cycles_take_the_fast_path() -> None:
-    schemas = documents._schema_documents()
+    schemas = json_schema._schema_documents()
     for schema_file in SCHEMAS:
-        assert documents.fast_validator(schema_file) is not None, schema_file
-    assert not any(documents.has_ref_cycle(schema_id, schemas) for schema_id in schemas)
+        assert json_schema.fast_validator(schema_file) is not None, schema_file
+    assert not any(json_schema.has_ref_cycle(schema_id, schemas) for schema_id in schemas)
     cyclic = {"urn:a": {"$ref": "#/$defs/node", "$defs": {"node": {"items": {"$ref": "#/$defs/node"}}}}}
-    assert documents.has_ref_cycle("urn:a", cyclic)
+    assert json_schema.has_ref_cycle("urn:a", cyclic)
     across = {
         "urn:a": {"$ref": "urn:b#/$defs/x"},
         "urn:b": {"$defs": {"x": {"properties": {"y": {"$ref": "urn:a"}}}}},
     }
-    assert documents.has_ref_cycle("urn:a", across)
-    assert documents.has_ref_cycle("urn:a", {"urn:a": {"$ref": "https://elsewhere.example/x.json"}})
+    assert json_schema.has_ref_cycle("urn:a", across)
+    assert json_schema.has_ref_cycle("urn:a", {"urn:a": {"$ref": "https://elsewhere.example/x.json"}})
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -489,9 +489,9 @@ def test_fallback_without_jsonschema_rs(monkeypatch: pytest.MonkeyPatch, load: C
     invalid = load("nested_dict")
     _many_errors(invalid)
     expected = [outcome(valid), outcome(invalid)]
-    monkeypatch.setattr(documents, "FAST_VALIDATOR_MODULE", None)
-    assert documents.fast_validator(GRAPHSPEC_SCHEMA) is None
-    assert not documents.fast_schema_valid(valid, GRAPHSPEC_SCHEMA)
+    monkeypatch.setattr(json_schema, "FAST_VALIDATOR_MODULE", None)
+    assert json_schema.fast_validator(GRAPHSPEC_SCHEMA) is None
+    assert not json_schema.fast_schema_valid(valid, GRAPHSPEC_SCHEMA)
     assert [outcome(valid), outcome(invalid)] == expected
     assert expected[1][0] == "invalid" and len(expected[1][1]) == 6
 
