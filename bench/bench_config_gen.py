@@ -32,7 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from generator.manifest.loading import ManifestModel  # noqa: E402
+from generator.manifest.entries import ManifestModel  # noqa: E402
 from generator.planning.config import ConfigRequest, build_model_config, render_config  # noqa: E402
 from generator.planning.plan import ModelPlan, plan_model  # noqa: E402
 from generator.repository.staging import write_files  # noqa: E402

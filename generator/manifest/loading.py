@@ -5,7 +5,9 @@ GraphSpec (a file, a graph inside an AITune tune report, or inline), an optional
 a ``module:callable`` factory that is never imported here), a target and Triton options. Loading validates the
 document against ``schemas/manifest.schema.json``, resolves paths relative to the manifest (refusing any that
 escape its folder unless asked), loads the GraphSpecs and checks option conflicts. Every problem is reported at
-once as a :class:`~generator.errors.Problem` with a JSON pointer into the manifest (or into the spec file).
+once as a :class:`~generator.errors.Problem` with a JSON pointer into the manifest (or into the spec file). What it
+returns is plain data (:mod:`generator.manifest.entries`); option conflicts and model names are checked by
+:mod:`generator.manifest.options`.
 
 Example::
 
@@ -37,9 +39,20 @@ from typing import Any
 
 from generator.confinement import output_overlap_problems
 from generator.errors import GenRepoError, Problem, json_pointer
+from generator.manifest.entries import (
+    DICT_MERGED_OPTIONS,
+    OPTION_KEYS,
+    Manifest,
+    ManifestEnsemble,
+    ManifestModel,
+    ModelSource,
+    RefusedModel,
+    SampleSource,
+)
+from generator.manifest.options import name_problems, option_problems
 from generator.manifest.overrides import OVERRIDE_KEYS, apply_overrides
-from generator.manifest.proto_ranges import MAX_BATCH_SIZE_FIELD, VERSION_FIELD, number_problems, option_number_problems
-from generator.naming import case_collisions, model_name_from_graph, model_name_problems
+from generator.manifest.proto_ranges import MAX_BATCH_SIZE_FIELD, VERSION_FIELD, number_problems
+from generator.naming import model_name_from_graph, model_name_problems
 from generator.specs.documents import load_document
 from generator.specs.graphspec import GraphSpec
 from generator.specs.json_schema import schema_problems
@@ -47,17 +60,9 @@ from generator.specs.schema import load_graphspecs, validate_document
 from generator.triton.ensemble import Step
 
 __all__ = [
-    "DICT_MERGED_OPTIONS",
-    "OPTION_KEYS",
     "EntryStatus",
     "LoadedEntry",
-    "Manifest",
     "ManifestDocument",
-    "ManifestEnsemble",
-    "ManifestModel",
-    "ModelSource",
-    "RefusedModel",
-    "SampleSource",
     "SpecCache",
     "check_entries",
     "load_entry",
@@ -66,144 +71,10 @@ __all__ = [
     "read_paths",
 ]
 
-#: Option keys a model (or ``defaults``) may carry besides name/version/spec/source.
-OPTION_KEYS = (
-    "target",
-    "max_batch_size",
-    "batching",
-    "widen_batch_min",
-    "dynamic_batching",
-    "instance_group",
-    "version_policy",
-    "warmup",
-    "response_cache",
-    "parameters",
-    "cuda_graphs",
-    "tensor_names",
-    "onnx_tensorrt_accelerator",
-    "compute_capabilities",
-    "shapes",
-    "pbtxt",
-    "compare",
-    "export",
-)
-#: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
-DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare", "export")
-
 DEFAULT_OUTPUT = "model_repository"
 #: Sample file kinds by suffix (both hold plain arrays; neither can carry code).
 _SAMPLE_SUFFIXES = {".npz": "npz", ".safetensors": "safetensors"}
 MANIFEST_SCHEMA = "manifest.schema.json"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSource:
-    """Where a model (or its samples) comes from.
-
-    A file (``kind`` onnx, pt2, npz or safetensors; ``path`` set) or a ``module:callable`` (``kind`` factory).
-    """
-
-    kind: str
-    path: Path | None = None
-    factory: str | None = None
-
-
-#: Real sample inputs: ``kind`` npz|safetensors (``path`` set) or factory (``factory`` = ``module:callable``).
-SampleSource = ModelSource
-
-
-@dataclass(frozen=True, slots=True)
-class RefusedModel:
-    """A model that cannot be built, with every reason; ``--keep-going`` reports it and builds the others."""
-
-    index: int
-    name: str
-    problems: tuple[Problem, ...]
-    #: The entry's pointer (``/models/<i>``, or ``/ensembles/<i>`` for an ensemble).
-    pointer: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestModel:
-    """One model entry after loading: names resolved, GraphSpec loaded, defaults merged into ``options``.
-
-    ``spec_file``/``spec_pointer`` locate the graph (the manifest itself and ``/models/<i>/spec`` for an inline
-    graph). ``own_options`` are the option keys the model set itself (the rest came from ``defaults``). ``graph``
-    carries the manifest's ``dynamic_shapes`` and ``batch_axis_multipliers`` (``graph_fixes`` says which);
-    ``input_values`` is the manifest's ``inputs:`` as written (the plan resolves the tensor names).
-    """
-
-    index: int
-    name: str
-    version: int
-    graph: GraphSpec
-    spec_file: Path
-    spec_pointer: str
-    source: ModelSource | None
-    target: str
-    options: Mapping[str, Any]
-    own_options: frozenset[str] = frozenset()
-    assumptions: tuple[str, ...] = ()
-    module_name: str | None = None
-    samples: SampleSource | None = None
-    input_values: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    graph_fixes: tuple[str, ...] = ()
-    #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None (the
-    #: spec's own); empty when the manifest declares none.
-    shape_origins: tuple[int | None, ...] = ()
-
-    @property
-    def pointer(self) -> str:
-        """JSON pointer of this model entry in the manifest."""
-        return f"/models/{self.index}"
-
-    def option_pointer(self, key: str, *rest: str | int) -> str:
-        """Pointer of option ``key`` where it was set: the model entry, else ``/defaults``."""
-        if key in self.own_options:
-            return json_pointer(("models", self.index, key, *rest))
-        return json_pointer(("defaults", key, *rest))
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestEnsemble:
-    """One ``ensembles:`` entry; ``inputs``/``outputs`` are None when the maps decide them.
-
-    Each step's maps go from the step model's tensor names to ensemble tensor names, as in Triton's config.
-    """
-
-    index: int
-    name: str
-    version: int
-    steps: tuple[Step, ...]
-    max_batch_size: int | None = None
-    inputs: tuple[str, ...] | None = None
-    outputs: tuple[str, ...] | None = None
-    source: ModelSource | None = None
-    #: The entry's ``compare:`` as written (tolerances and a padding mask; resolved by the plan).
-    compare: Mapping[str, Any] | None = None
-
-    @property
-    def pointer(self) -> str:
-        """JSON pointer of this ensemble entry in the manifest."""
-        return f"/ensembles/{self.index}"
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """A loaded manifest: its file, the folder paths are relative to, the output folder and the models.
-
-    ``refused`` holds the models that could not be loaded (only with ``keep_going``; otherwise loading raises).
-    ``code_path`` lists the manifest's extra folders for ``module:callable`` factories.
-    """
-
-    file: Path
-    base_dir: Path
-    output_dir: Path
-    models: tuple[ManifestModel, ...]
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    code_path: tuple[Path, ...] = ()
-    refused: tuple[RefusedModel, ...] = ()
-    ensembles: tuple[ManifestEnsemble, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,7 +251,7 @@ def check_entries(
         problems.extend(entry.problems)
         if entry.loaded:
             named.append((entry.index, entry.name))
-    problems.extend(_name_problems(file, named))
+    problems.extend(name_problems(file, named))
     problems.extend(_ensemble_name_problems(file, document.ensembles,
                                             [name for _, name in named] + [r.name for r in refused]))
     if problems:
@@ -548,7 +419,7 @@ def _load_model(
     own = {k: v for k, v in entry.items() if k in OPTION_KEYS}
     options = _merge_options(defaults, own)
     version = int(entry.get("version", 1))
-    problems.extend(_option_problems(file, index, options, frozenset(own), version))
+    problems.extend(option_problems(file, index, options, frozenset(own), version))
     if loaded is None:
         return None, problems
 
@@ -677,105 +548,3 @@ def _inline_spec(manifest_path: Path, index: int, spec: Mapping[str, Any]) -> tu
         return None, [Problem(file, base, "an inline spec must hold exactly one graph")]
     g = graphs[0]
     return _Graph(manifest_path, base + g.pointer, g.module_name, g.graph, tuple(g.assumptions), g.document), []
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Option and name checks
-# --------------------------------------------------------------------------------------------------------------------
-def _option_problems(
-    file: str, index: int, options: Mapping[str, Any], own: frozenset[str], version: int
-) -> list[Problem]:
-    """Conflicting options (Triton would refuse the config, or the options contradict each other)."""
-
-    def where(key: str, *rest: str | int) -> str:
-        return json_pointer(("models", index, key, *rest) if key in own else ("defaults", key, *rest))
-
-    problems: list[Problem] = []
-    for name, value in options.items():  # numbers a config field cannot hold (protobuf would raise)
-        at: tuple[str | int, ...] = ("models", index, name) if name in own else ("defaults", name)
-        problems += option_number_problems(name, value, file, at)
-    batching = options.get("batching", "auto")
-    dyn = options.get("dynamic_batching")
-    if batching == "none":
-        if dyn is True or isinstance(dyn, dict):
-            problems.append(
-                Problem(file, where("dynamic_batching"), "dynamic_batching is set but batching is 'none' "
-                        "(max_batch_size 0 cannot batch); remove one of them")
-            )
-        if "max_batch_size" in options:
-            problems.append(
-                Problem(file, where("max_batch_size"), "max_batch_size is set but batching is 'none'; remove one")
-            )
-    if isinstance(dyn, dict):
-        levels = int(dyn.get("priority_levels", 0))
-        if dyn.get("preserve_ordering") and levels > 1:
-            problems.append(
-                Problem(file, where("dynamic_batching", "preserve_ordering"),
-                        f"preserve_ordering cannot be combined with priority_levels {levels} (Triton allows one "
-                        "priority level when responses must keep request order)")
-            )
-        if "default_priority_level" in dyn and not 1 <= int(dyn["default_priority_level"]) <= max(levels, 0):
-            problems.append(
-                Problem(file, where("dynamic_batching", "default_priority_level"),
-                        f"default_priority_level must be in 1..priority_levels ({levels})")
-            )
-        if levels > 0 and "default_priority_level" not in dyn:
-            problems.append(
-                Problem(file, where("dynamic_batching", "priority_levels"),
-                        "priority_levels needs a default_priority_level in 1..priority_levels")
-            )
-        for level in dyn.get("priority_queue_policy", {}):
-            if not 1 <= int(level) <= levels:
-                problems.append(
-                    Problem(file, where("dynamic_batching", "priority_queue_policy", level),
-                            f"priority level {level} is outside 1..priority_levels ({levels})")
-                )
-        if dyn.get("preserve_ordering"):
-            policies = [("default_queue_policy",), *[("priority_queue_policy", k) for k in dyn.get(
-                "priority_queue_policy", {})]]
-            for key in policies:
-                policy = dyn.get(key[0]) if len(key) == 1 else dyn["priority_queue_policy"][key[1]]
-                if policy and policy.get("timeout_action") == "DELAY" and policy.get("default_timeout_microseconds"):
-                    problems.append(
-                        Problem(file, where("dynamic_batching", *key, "timeout_action"),
-                                "timeout_action DELAY cannot be combined with preserve_ordering")
-                    )
-    policy = options.get("version_policy")
-    if isinstance(policy, dict) and "specific" in policy and version not in policy["specific"]:
-        problems.append(
-            Problem(file, where("version_policy", "specific"),
-                    f"version_policy.specific {policy['specific']} does not include this model's version {version}, "
-                    "so Triton would serve nothing")
-        )
-    for g, group in enumerate(options.get("instance_group") or []):
-        if group.get("kind") in ("KIND_CPU", "KIND_MODEL") and "gpus" in group:
-            problems.append(
-                Problem(file, where("instance_group", g, "gpus"), f"gpus cannot be listed for {group['kind']}")
-            )
-    return problems
-
-
-def _name_problems(file: str, models: list[tuple[int, str]]) -> list[Problem]:
-    """Model names Triton cannot use, duplicates, and names equal on a case-insensitive file system.
-
-    ``models``: ``(index, name)`` per entry.
-    """
-    problems = []
-    seen: dict[str, int] = {}
-    for index, name in models:
-        for message in model_name_problems(name):
-            problems.append(Problem(file, f"/models/{index}/name", message))
-        if name in seen:
-            problems.append(
-                Problem(file, f"/models/{index}/name",
-                        f"model name {name!r} is already used by /models/{seen[name]}; set a distinct name")
-            )
-        seen.setdefault(name, index)
-    by_name = dict((name, index) for index, name in models)
-    for first, second in case_collisions([name for _, name in models]):
-        problems.append(
-            Problem(file, f"/models/{by_name[second]}/name",
-                    f"model name {second!r} differs from {first!r} only in case; they would share a folder on "
-                    "case-insensitive file systems")
-        )
-    return problems

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import Problem, json_pointer
-from generator.manifest.loading import ManifestEnsemble, ModelSource
+from generator.manifest.entries import ManifestEnsemble, ModelSource
 from generator.planning.compare import CompareSettings, resolve_compare
 from generator.planning.config import PicklesModelConfig
 from generator.planning.contract import PlannedModel, request_shape

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from generator.errors import GenRepoError, Problem
-from generator.manifest.loading import (
+from generator.manifest.entries import (
     Manifest,
     ManifestEnsemble,
     ManifestModel,

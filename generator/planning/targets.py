@@ -19,7 +19,8 @@ from typing import Any
 
 from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
-from generator.manifest.loading import Manifest, ManifestModel, RefusedModel, load_manifest
+from generator.manifest.entries import Manifest, ManifestModel, RefusedModel
+from generator.manifest.loading import load_manifest
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, RepositoryPlan, plan_repository
 

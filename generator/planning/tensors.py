@@ -42,7 +42,7 @@ from generator.dtypes import (
     unservable_reason,
 )
 from generator.errors import Problem
-from generator.manifest.loading import ManifestModel
+from generator.manifest.entries import ManifestModel
 from generator.naming import SemanticPath, format_tensor_name
 from generator.planning.values import ValueDomain
 from generator.specs.graphspec import GraphSpec

@@ -16,14 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from generator.errors import GenRepoError, Problem
-from generator.manifest.loading import (
-    EntryStatus,
-    ManifestDocument,
-    RefusedModel,
-    SpecCache,
-    check_entries,
-    load_entry,
-)
+from generator.manifest.entries import RefusedModel
+from generator.manifest.loading import EntryStatus, ManifestDocument, SpecCache, check_entries, load_entry
 from generator.planning.model_files import model_config_files
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, plan_ensembles, plan_model

@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.manifest.loading import OPTION_KEYS
+from generator.manifest.entries import OPTION_KEYS
 from generator.manifest.proto_ranges import OPTION_MESSAGES, integer_range, option_number_problems
 from generator.resources import resource_dir
 from generator.triton.proto import model_config_pb2

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.manifest.loading import OPTION_KEYS
+from generator.manifest.entries import OPTION_KEYS
 from generator.manifest.starter import OPTION_COMMENTS
 from generator.naming import model_name_problems
 from generator.specs.schema import load_graphspecs
