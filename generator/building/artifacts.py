@@ -7,26 +7,24 @@ local build (:mod:`generator.building.pipeline`) runs it in this process or in s
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import importlib
-import multiprocessing
 import os
 import re
 import shutil
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from generator.bounded import read_bytes
+from generator.building.engines import build_engines
+from generator.building.factories import import_factory
 from generator.building.results import BuildEvent, ModelArtifacts, Progress
 from generator.errors import GenRepoError, Problem
 from generator.planning.model_files import CONTRACT_FILE, contract_text
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, OutputRange, with_output_ranges
-from generator.planning.targets import TensorRTTarget, engine_targets, tensorrt_available
+from generator.planning.targets import TensorRTTarget
 from generator.repository.cache import BuildCache
 from generator.resources import resource_dir
 
@@ -35,44 +33,8 @@ __all__ = [
     "build_model_artifacts",
     "data_dependent_axes",
     "derive_output_ranges",
-    "factory_import_path",
-    "import_factory",
     "locate_build_problems",
 ]
-
-
-@contextlib.contextmanager
-def factory_import_path(folders: Sequence[str]) -> Iterator[None]:
-    """Temporarily put ``folders`` at the front of ``sys.path`` (in order) while a factory is found or imported."""
-    added = [f for f in folders if f not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for folder in added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(folder)
-
-
-def import_factory(spec: str, options: BuildOptions, where: Problem, what: str = "source factory") -> Any:
-    """Call ``module:callable`` (only with --allow-code) and return what it makes (an nn.Module, or sample calls)."""
-    if not options.allow_code:
-        raise GenRepoError(
-            [replace(where, message=f"{what} {spec!r} is user code; pass --allow-code to import and run it")]
-        )
-    module_name, _, attr = spec.partition(":")
-    try:
-        with factory_import_path(options.code_path):
-            factory = importlib.import_module(module_name)
-        target: Any = factory
-        for part in attr.split("."):
-            target = getattr(target, part)
-        module = target()
-    except Exception as error:  # user code: anything can happen; report it as the model's problem
-        message = f"{what} {spec!r} failed: {type(error).__name__}: {error}"
-        raise GenRepoError([replace(where, message=message)]) from error
-    return module
-
 
 
 @contextlib.contextmanager
@@ -418,7 +380,7 @@ def _build_stages(
         files.append("model.onnx")
     elif model.target == "tensorrt":
         enter("tensorrt", f"{options.tensorrt_module} engine build")
-        files += _build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
+        files += build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
     return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains, ranges)
 
@@ -626,72 +588,3 @@ def _onnxruntime_runner(model: ModelPlan, onnx_path: Path) -> Callable[[Mapping[
         return dict(zip(names, session.run(names, dict(arrays)), strict=True))
 
     return run
-
-
-def _build_engines(
-    model: ModelPlan,
-    options: BuildOptions,
-    onnx_path: Path,
-    workdir: Path,
-    notes: list[str],
-    tensorrt: TensorRTTarget | None,
-    cache_root: Path | None,
-) -> list[str]:
-    """TensorRT engine(s) with one optimization profile from the plan's effective shapes.
-
-    One engine per ``cc_model_filenames`` entry, each built in a fresh process pinned (``CUDA_VISIBLE_DEVICES``) to
-    a GPU of that compute capability, one after the other; otherwise one engine for this process's GPU. The timing
-    cache lives in the cache folder (one file per TensorRT version and GPU kind) and is reused by later builds.
-    """
-    from generator.building.export.tensorrt import engine_bytes, profile_shapes, tensorrt_build_options
-
-    trt, why = tensorrt_available(options.tensorrt_module)
-    if trt is None:
-        raise GenRepoError([Problem(str(model.spec_file), model.spec_pointer, f"cannot build a TensorRT plan: {why}")])
-    version = str(getattr(trt, "__version__", "?"))
-    cache = BuildCache(cache_root) if cache_root is not None else None
-    profiles = profile_shapes(model.inputs)
-    files = []
-    targets = engine_targets(model)
-    for filename, cc in targets.items():
-        device = "cpu" if cc is None else "sm_" + cc.replace(".", "")
-        timing = cache.timing_cache_path(f"{options.tensorrt_module}-{version}", device) if cache else None
-        trt_options = tensorrt_build_options(options, timing)
-        if model.config.cc_model_filenames:
-            from generator.gpu import detect_gpus
-
-            gpu = next(g for g in detect_gpus() if g.compute_capability == cc)
-            context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(
-                max_workers=1, mp_context=context, initializer=_pin_gpu, initargs=(gpu.index,)
-            ) as pool:
-                plan_bytes, summary = pool.submit(
-                    engine_bytes, options.tensorrt_module, str(onnx_path), profiles, trt_options
-                ).result()
-        else:
-            plan_bytes, summary = engine_bytes(options.tensorrt_module, str(onnx_path), profiles, trt_options)
-        (workdir / filename).write_bytes(plan_bytes)
-        files.append(filename)
-        loaded = "reused" if summary.get("timing_cache_loaded") else "started"
-        if timing is not None:
-            loaded += f" ({timing.relative_to(cache.root).as_posix() if cache else timing.name} in the cache folder)"
-        notes.append(
-            f"{filename}: {summary['flavor']} {summary['trt_version']} for compute capability "
-            f"{summary['compute_capability'] or 'none (no GPU)'}, {summary['plan_size']} bytes in "
-            f"{summary['build_seconds']:.1f} s, timing cache {loaded}"
-        )
-        # TensorRT-RTX reads the file but treats timing caches as no-ops; say so rather than claim a reuse.
-        notes += [f"{filename}: {n}" for n in summary.get("notes", []) if "timing cache" in n.lower()]
-        for flag, reason in sorted(summary.get("skipped_flags", {}).items()):
-            notes.append(f"{filename}: {flag} skipped: {reason}")
-    if tensorrt is not None and not tensorrt.triton_plan:
-        notes.append(
-            f"built with {options.tensorrt_module}: the engine is NOT a Triton tensorrt_plan (a test of the build path)"
-        )
-    return files
-
-
-def _pin_gpu(index: int) -> None:
-    """Worker initializer: make GPU ``index`` (nvidia-smi order) CUDA's device 0 before TensorRT is imported."""
-    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(index)

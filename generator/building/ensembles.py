@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from generator.bounded import read_text
-from generator.building.artifacts import StageFailed, import_factory
+from generator.building.artifacts import StageFailed
+from generator.building.factories import import_factory
 from generator.building.reference import CASE_SHAPES, reference_inputs
 from generator.contracts.reference_data import ReferenceCase, write_reference
 from generator.errors import GenRepoError, Problem

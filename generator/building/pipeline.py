@@ -30,7 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from generator.building.artifacts import StageFailed, build_model_artifacts, factory_import_path, locate_build_problems
+from generator.building.artifacts import StageFailed, build_model_artifacts, locate_build_problems
+from generator.building.factories import factory_import_path
 from generator.building.results import BuildEvent, BuildFailed, BuildReport, ModelResult, Progress, tool_versions
 from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.errors import GenRepoError, Problem

@@ -421,7 +421,7 @@ def test_factory_fingerprint_of_an_unknown_module_says_so(tmp_path: Path) -> Non
 def test_factories_resolve_from_the_working_folder_then_the_manifest_folder_then_code_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from generator.building.artifacts import import_factory
+    from generator.building.factories import import_factory
     from generator.building.pipeline import factory_search_path
     from generator.errors import GenRepoError, Problem
 
