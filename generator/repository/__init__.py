@@ -1,1 +1,15 @@
-"""Repository folders and buckets: staging, lock, verify, cache, storage, publish."""
+"""Repository folders and buckets: staging, the lock file, verify, the build cache, object storage, publish.
+
+- :mod:`~generator.repository.staging`: a repository written atomically, its lock file (``lock_problems``, the one
+  definition of a valid lock that verify and publish share, is this package's documented name), verify;
+- :mod:`~generator.repository.bytecode`: ``__pycache__`` checked against its locked source;
+- :mod:`~generator.repository.cache`: the content-addressed build cache (the same durable file operations);
+- :mod:`~generator.repository.storage`: S3/GCS URLs and filesystems, a bucket read back;
+- :mod:`~generator.repository.publish`, :mod:`~generator.repository.contract_sources`: rolling versions to a
+  bucket; the contracts a folder, bucket or version folder serves (diff and publish read them);
+- :mod:`~generator.repository.configs`: ``gen-repo config``'s configs-only repository, planned in forked workers.
+"""
+
+from generator.repository.staging import lock_problems
+
+__all__ = ["lock_problems"]
