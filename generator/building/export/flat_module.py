@@ -18,7 +18,13 @@ from generator.naming import SemanticPath
 if TYPE_CHECKING:
     from generator.specs.sample_metadata import ForwardSignature
 
-__all__ = ["FlatModule", "flat_module_for"]
+__all__ = ["FlatModule", "RECORDED_NAME", "flat_module_for"]
+
+#: The wrapper class's module and qualified name, which torch's dynamo exporter records in every ONNX file it writes
+#: (the ``namespace`` and ``pkg.torch.onnx.class_hierarchy`` metadata of each node). Pinned, so that where the class
+#: lives inside gen-repo never changes the bytes of an exported model (nor the artifacts a build cache holds): these
+#: are the names gen-repo's exports have carried since the wrapper was written (in ``generator/export/onnx.py``).
+RECORDED_NAME = ("generator.export.onnx", "_make_flat_module_class.<locals>._FlatModule")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -133,6 +139,7 @@ def _make_flat_module_class() -> type:
                 for i, value in enumerate(result)
             )
 
+    _FlatModule.__module__, _FlatModule.__qualname__ = RECORDED_NAME
     return _FlatModule
 
 

@@ -137,6 +137,20 @@ def test_mlp(tmp_path: Path) -> None:
         _session(path).run(None, {"input_x": np.zeros((2, 15), np.float32)})
 
 
+def test_the_wrapper_recorded_in_the_file_has_one_name_wherever_the_code_lives(tmp_path: Path) -> None:
+    """torch's dynamo exporter writes the wrapper's class path into every node's metadata: it is pinned (an exported
+    model's bytes, and the build cache's artifacts, must not change when gen-repo's own modules move)."""
+    graph = _graph(ROOT / "examples/specs/mlp.graphspec.json")
+    inputs, outputs = io_from_graph(graph)
+    result = export_onnx(make_mlp(), tmp_path / "mlp.onnx", inputs, outputs, forward_signature=graph.forward_signature)
+    assert result.exporter == "dynamo"
+    wrapper = "generator.export.onnx._make_flat_module_class.<locals>._FlatModule"
+    recorded = [(p.key, p.value) for n in onnx.load(str(result.path)).graph.node for p in n.metadata_props
+                if p.key in ("namespace", "pkg.torch.onnx.class_hierarchy")]
+    assert recorded and all(wrapper in value for _, value in recorded)
+    assert not any("generator.building" in value for _, value in recorded)
+
+
 def test_tiny_text_dynamic_batch_and_sequence(tmp_path: Path) -> None:
     graph = _graph(ROOT / "examples/specs/text.graphspec.json")
     inputs, outputs = io_from_graph(graph)
