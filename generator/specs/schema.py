@@ -31,7 +31,6 @@ so the problems of an invalid document are exactly what the full checks report:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +64,6 @@ DocumentKind = Literal["fixture", "graph", "tune_report"]
 
 #: TensorRT and Triton carry dims as int32 (the schema enforces this bound too; kept here for callers).
 INT32_MAX = 2**31 - 1
-
-_AXIS_LABEL = re.compile(r"^(batch|dim)(\d+)$")
 
 
 @dataclass(slots=True)

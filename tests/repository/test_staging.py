@@ -385,7 +385,7 @@ def test_recovery_keeps_live_writers_staging_and_removes_dead(dest: Path) -> Non
 HELPER = r"""
 import os, sys, time
 from pathlib import Path
-from generator import repository
+from generator.repository import staging as repository
 from generator.repository.staging import RepositoryWriter, build_lock
 
 dest, mode, pause_at, pause_s = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])

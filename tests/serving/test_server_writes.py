@@ -111,5 +111,5 @@ def test_every_server_gen_repo_starts_goes_through_the_launcher() -> None:
                       if re.search(r"\bsubprocess\b|\bPopen\b|os\.exec|os\.spawn", text) and "tritonserver" in text)
     assert starters == ["generator/serving/server.py"]
     launchers = sorted(name for name, text in texts.items()
-                       if re.search(r"from generator\.server import [^\n]*\blaunch\b", text))
+                       if re.search(r"from generator\.serving\.server import [^\n]*\blaunch\b", text))
     assert launchers == ["generator/cli/serve.py", "generator/serving/perf.py", "generator/serving/smoke_session.py"]
