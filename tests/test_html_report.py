@@ -342,6 +342,25 @@ def test_a_published_repository_is_reported_from_its_bucket(store: Any, example_
     assert code == 3 and "Traceback" not in text and not (tmp_path / "dead.html").exists(), text
 
 
+def test_links_planted_beside_the_page_are_never_written_through(example_repository: Path, tmp_path: Path) -> None:
+    """A symlink at the partial page's old, predictable name (.NAME.partial) and one at the page's own name: the
+    page is written to a fresh temporary file and renamed over its name, so neither link's target changes."""
+    target = tmp_path / "precious"
+    target.write_text("precious")
+    page = tmp_path / "page.html"
+    (tmp_path / ".page.html.partial").symlink_to(target)
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page)])
+    assert code == 0, text
+    assert target.read_text() == "precious"
+    assert not page.is_symlink() and page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    page.unlink()
+    page.symlink_to(target)
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page)])
+    assert code == 0, text
+    assert target.read_text() == "precious" and not page.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".page.html.partial", "page.html", "precious"]
+
+
 def test_an_output_folder_that_is_not_there_is_a_located_error(example_repository: Path, tmp_path: Path) -> None:
     target = tmp_path / "missing" / "report.html"
     code, text, _ = run_cli(["report", str(example_repository), "-o", str(target)])
