@@ -283,6 +283,37 @@ def test_hostile_names_are_text_never_markup(example_repository: Path, tmp_path:
     assert "<script>" not in html
 
 
+def test_a_model_with_hundreds_of_inputs_charts_a_bounded_number_and_tables_them_all(example_repository: Path,
+                                                                                      tmp_path: Path) -> None:
+    """The text model with 300 inputs (its real first input, renamed): the inputs table lists every one with its
+    range; the range chart draws the first CHARTED_INPUTS panels (matplotlib's layout cost grows faster than its
+    panels: 400 inputs took minutes) and its caption says how many there are."""
+    from generator.html_report import CHARTED_INPUTS
+
+    repo, count = tmp_path / "repo", 300
+    shutil.copytree(example_repository, repo)
+    contract_path, config_path = repo / "text" / "1" / "gen_repo" / "contract.json", repo / "text" / "config.pbtxt"
+    contract = json.loads(contract_path.read_text())
+    first = contract["inputs"][0]
+    contract["inputs"] = [{**first, "name": f"ids_{i}"} for i in range(count)]
+    contract_path.write_text(json.dumps(contract))
+    config = config_path.read_text()
+    entry = config[config.index("input {"):config.index("}", config.index("input {")) + 2]
+    config = config.replace(entry, "".join(entry.replace(first["name"], f"ids_{i}") for i in range(count)), 1)
+    config_path.write_text(re.sub(r'input \{\n  name: "input_attention_mask".*?\n\}\n', "", config, flags=re.S))
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(repo), "-o", str(page)])
+    assert code == 0, text
+    section = _section(_parse(page.read_text(encoding="utf-8")), "text")
+    rows = [_text(tr) for tr in section.find(".//table[@class='tensors']").iter("tr")][1:]  # type: ignore[union-attr]
+    assert len(rows) == count and all(row.startswith(f"ids_{i}TYPE_INT64") for i, row in enumerate(rows))
+    figure = section.find(".//figure[@class='chart ranges']")
+    assert figure is not None
+    panels = {label for label in _svg_texts(figure) if label.startswith("ids_")}
+    assert panels == {f"ids_{i}" for i in range(CHARTED_INPUTS)}
+    assert f"the first {CHARTED_INPUTS} of {count} inputs" in _text(figure.find("figcaption"))  # type: ignore[arg-type]
+
+
 def test_an_ensemble_picture_escapes_names_and_places_steps_by_their_inputs() -> None:
     from generator.ensemble_svg import EnsembleStep, ensemble_svg
 
