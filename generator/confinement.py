@@ -12,8 +12,8 @@ gen-repo checks them: ``plan``/``config``/``build`` refuse such a value where th
 folder each is resolved against and the Triton source that reads it. Values are checked as text, the way the server
 will read them wherever the repository is served: an absolute path is refused (it depends on where the repository
 is served, so no check made here can tell where it leads), except that the Python backend's
-``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are :func:`generator.repository.
-verify_repository`'s business (it refuses every one).
+``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are refused by
+:func:`generator.repository.verify_repository` and reported by lint (rule ``symlink``).
 
 Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``),
 :func:`confined_file` (a file under a root whose folders are confined, for writers that rename into place) and

@@ -5,7 +5,9 @@ name in two repositories refused), ``config.pbtxt`` (InitializeModelInfo: parsed
 the folder's), version folders (``model_lifecycle.cc`` VersionsToLoad: ``std::stoll`` of the folder name, names
 starting with ``0`` and non-numbers ignored, then the version policy), and the files a config points at: warmup data
 (``backend_model_instance.cc``), initial sequence state (``sequence_batch_scheduler.cc``), output labels
-(``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime`` (``backend_model.cc``).
+(``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime`` (``backend_model.cc``); and, beyond Triton, any
+symlink in a model folder, which Triton's local file system follows wherever it leads (``filesystem/implementations/
+local.h``).
 
 Files gen-repo adds (``gen-repo.lock.json`` at the root, ``gen_repo/`` inside version folders) are not flagged:
 Triton ignores files at the repository root and every backend ignores extra files in a version folder.
