@@ -266,6 +266,8 @@ def test_hostile_names_are_text_never_markup(example_repository: Path, tmp_path:
     (repo / "mlp").rename(repo / HOSTILE_MODEL)
     for path in (repo / HOSTILE_MODEL / "config.pbtxt", repo / HOSTILE_MODEL / "1" / "gen_repo" / "contract.json"):
         path.write_text(path.read_text().replace('"input_x"', json.dumps(HOSTILE_INPUT)))
+    contract = repo / HOSTILE_MODEL / "1" / "gen_repo" / "contract.json"  # a contract names its folder's model
+    contract.write_text(json.dumps({**json.loads(contract.read_text()), "model": HOSTILE_MODEL}))
     smoke = tmp_path / "smoke.json"
     smoke.write_text(json.dumps({"format": "gen-repo-smoke/1", "results": [
         {"model": HOSTILE_MODEL, "check": "ready", "status": "failed", "duration_s": 0.5,
