@@ -22,7 +22,6 @@ from generator.confinement import confined_path
 from generator.contract import render_contract
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import WARMUP_FOLDER, version_folder, versioned_folder
-from generator.repository import LOCK_FILE_NAME
 from generator.storage import READ_CHUNK, StorageURL
 
 __all__ = [
@@ -180,12 +179,15 @@ def _locked_bytes(local: Path, lock: Mapping[str, Any], key: str, limit_name: st
     try:
         data = read_bytes(confined_path(local, *key.split("/")), limit_name)
     except (OSError, ValueError) as error:
-        why = error.problems[0].message if isinstance(error, GenRepoError) else str(error)
-        raise GenRepoError([Problem(str(local / key), json_pointer(["artifacts", key]), f"cannot read: {why}")]) \
-            from error
+        raise _unreadable(local, key, error) from error
     if (sha256_of(data), len(data)) != (entry["sha256"], entry["size"]):
         raise _changed(local, key, sha256_of(data), len(data), entry)
     return data
+
+
+def _unreadable(local: Path, key: str, error: OSError | ValueError) -> GenRepoError:
+    why = error.problems[0].message if isinstance(error, GenRepoError) else str(error)
+    return GenRepoError([Problem(str(local / key), json_pointer(["artifacts", key]), f"cannot read: {why}")])
 
 
 def _changed(local: Path, key: str, sha256: str, size: int, entry: Mapping[str, Any]) -> GenRepoError:
@@ -195,18 +197,18 @@ def _changed(local: Path, key: str, sha256: str, size: int, entry: Mapping[str, 
 
 
 def local_model(local: Path, lock: Mapping[str, Any], model: str, version: int) -> LocalModel:
-    """What ``model`` publishes: every file the lock lists in its version folder and warmup data, and its config."""
+    """What ``model`` publishes: every file the lock lists in its version folder and warmup data, and its config.
+
+    ``version`` comes from :func:`local_versions`, which refuses a lock listing any other file of the model (and
+    :func:`generator.repository.lock_problems` a folder that is not exactly a version): so these are all the files the
+    lock lists for the model, at least one, and the publish uploads each or fails.
+    """
     artifacts: Mapping[str, Any] = lock["artifacts"]
     files = []
     for area in VERSIONED_AREAS:
         prefix = f"{model}/{versioned_path(area, version)}/"
         files += [LocalFile(area, key[len(prefix):], key, entry["sha256"], entry["size"])
                   for key, entry in sorted(artifacts.items()) if key.startswith(prefix)]
-    listed = [key for key in artifacts if key.split("/")[0] == model and key != f"{model}/config.pbtxt"]
-    if not files or len(files) != len(listed):  # never publish an empty or partial version
-        raise GenRepoError([Problem(str(local / LOCK_FILE_NAME), json_pointer(["models", model]),
-                                    f"publish would upload {len(files)} of the {len(listed)} files the lock file lists "
-                                    f"for this model")])
     config = _locked_bytes(local, lock, f"{model}/config.pbtxt", "config_bytes")
     contract_key = f"{model}/{version}/{CONTRACT_KEY}"
     contract = _locked_bytes(local, lock, contract_key, "document_bytes") if contract_key in artifacts else None
@@ -220,16 +222,12 @@ def local_model(local: Path, lock: Mapping[str, Any], model: str, version: int) 
     return built
 
 
-
-
 def upload_file(fs: Any, target: StorageURL, local: Path, file: LocalFile, dest: str) -> None:
     """Stream ``file`` to ``dest``, hashing every byte sent; GenRepoError unless they are the lock file's bytes."""
     try:
         fd = open_regular(confined_path(local, *file.key.split("/")))
     except (OSError, ValueError) as error:
-        why = error.problems[0].message if isinstance(error, GenRepoError) else str(error)
-        raise GenRepoError([Problem(str(local / file.key), json_pointer(["artifacts", file.key]),
-                                    f"cannot read: {why}")]) from error
+        raise _unreadable(local, file.key, error) from error
     digest = hashlib.sha256()
     sent = 0
     with os.fdopen(fd, "rb") as stream, fs.open(target.join(dest), "wb") as out:
