@@ -30,8 +30,8 @@ def read_lock_file(repo: Path) -> dict[str, Any]:
 
 def with_version_folder(source: Path, destination: Path, model: str, name: str) -> Path:
     """A copy of the built repository ``source`` whose ``model`` has its version folder 1 (and ``warmup/1``) named
-    ``name``, the lock file's keys renamed with it (its ``version`` entry left as built): what a hand-edited or
-    hostile repository looks like."""
+    ``name``, the lock file's keys renamed with it and the model's ``version`` entry dropped (a valid lock without
+    it names the one version folder): what a hand-edited or hostile repository looks like."""
     shutil.copytree(source, destination)
     for area in (destination / model, destination / model / "warmup"):
         if (area / "1").is_dir():
@@ -45,6 +45,7 @@ def with_version_folder(source: Path, destination: Path, model: str, name: str) 
                 break
         renamed[key] = meta
     lock["artifacts"] = renamed
+    lock["models"][model].pop("version", None)
     (destination / LOCK_FILE_NAME).write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return destination
 
