@@ -50,7 +50,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,9 +68,7 @@ from generator.publish_files import (
     published_config,
     sha256_of,
     upload_file,
-    version_of,
     versioned_path,
-    versions_present,
 )
 from generator.publish_lock import (
     DEFAULT_LOCK_TTL_S,
@@ -153,15 +151,58 @@ Say = Callable[[str, str], None]
 # --------------------------------------------------------------------------------------------------------------------
 # The bucket side
 # --------------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Index:
+    """Keys (of a listing, or of a lock file's artifacts) by model and version folder, each found once.
+
+    ``versions``: model -> exact version -> its keys (version folder and warmup data); ``direct``: model -> the exact
+    versions directly under it (the folders Triton reads); ``folders``: model -> every folder name in its version
+    areas that reads as a number (``warmup/<name>`` for warmup data) -> its exact version, or None.
+    """
+
+    versions: dict[str, dict[int, list[str]]]
+    direct: dict[str, set[int]]
+    folders: dict[str, dict[str, int | None]]
+
+    @classmethod
+    def of(cls, keys: Iterable[str]) -> _Index:
+        """Index ``keys`` (repository-relative)."""
+        index = cls({}, {}, {})
+        for key in keys:
+            held = versioned_folder(key)
+            if held is None:
+                continue
+            model, name = held
+            version = version_folder(name)
+            warmup = key.split("/")[1] == WARMUP_FOLDER
+            if version is not None and not key.endswith("/"):  # a folder marker is no file of the version
+                index.versions.setdefault(model, {}).setdefault(version, []).append(key)
+            if version is not None and not warmup:
+                index.direct.setdefault(model, set()).add(version)
+            if version is not None or version_folder_problem(name) is not None:
+                index.folders.setdefault(model, {})[f"{WARMUP_FOLDER}/{name}" if warmup else name] = version
+        return index
+
+    def keys(self, model: str, version: int) -> list[str]:
+        """The keys in ``version`` of ``model``."""
+        return self.versions.get(model, {}).get(version, [])
+
+    def present(self, model: str) -> set[int]:
+        """The exact versions ``model`` has keys in."""
+        return set(self.versions.get(model, {}))
+
+
 @dataclass(slots=True)
 class _Bucket:
     """What a publish read from the bucket before changing anything (step 2)."""
 
     objects: dict[str, int]
+    listing: _Index
     fingerprints: dict[str, tuple[int, str] | None]
     lock: dict[str, Any]
+    locked: _Index  #: the lock file's artifacts
     lock_problems: list[Problem]
-    configs: dict[str, Any] = field(default_factory=dict)  #: model -> parsed config (None: none or unreadable)
+    configs: dict[str, Any] = field(default_factory=dict)  #: model -> parsed config (missing: none or unreadable)
 
     @property
     def artifacts(self) -> Mapping[str, Any]:
@@ -173,29 +214,17 @@ class _Bucket:
 
     def served(self, model: str) -> int | None:
         """The version Triton serves (contract_sources.served_version: the config's policy, else the highest)."""
-        folders = {v for key in self.objects if (v := version_of(key, model)) is not None and key.split("/")[1]
-                   != WARMUP_FOLDER}
-        return served_version(self.configs.get(model), folders)
+        return served_version(self.configs.get(model), self.listing.direct.get(model, set()))
 
     def named(self, model: str) -> set[int]:
         """Versions the model's config names (``specific``)."""
         config = self.configs.get(model)
         return {int(v) for v in config.version_policy.specific.versions} if config is not None else set()
 
-    def listed(self, model: str) -> set[int]:
-        """Versions the bucket's lock file lists files of: the versions gen-repo made (retention's candidates)."""
-        return versions_present(self.artifacts, model)
-
-    def folders(self, model: str) -> dict[str, int | None]:
-        """Every folder name in the model's version areas that reads as a number -> its exact version, or None."""
-        found: dict[str, int | None] = {}
-        for key in self.objects:
-            held = versioned_folder(key)
-            if held is not None and held[0] == model and (
-                    version_folder(held[1]) is not None or version_folder_problem(held[1]) is not None):
-                area = f"{WARMUP_FOLDER}/" if key.split("/")[1] == WARMUP_FOLDER else ""
-                found[f"{area}{held[1]}"] = version_folder(held[1])
-        return found
+    def recorded(self, model: str, version: int) -> dict[str, tuple[str, int]]:
+        """What the bucket's lock file says the objects of ``version`` hold."""
+        return {key: (self.artifacts[key]["sha256"], self.artifacts[key]["size"])
+                for key in self.locked.keys(model, version)}
 
 
 def _fingerprints(fs: Any, target: StorageURL, keys: list[str]) -> dict[str, tuple[int, str] | None]:
@@ -236,7 +265,7 @@ def _read_bucket(fs: Any, target: StorageURL, models: list[str]) -> _Bucket:
             problems = error.problems
         except ValueError as error:
             problems = [Problem(where, "", f"corrupt: not valid JSON ({error})")]
-    bucket = _Bucket(objects, fingerprints, lock, problems)
+    bucket = _Bucket(objects, _Index.of(objects), fingerprints, lock, _Index.of(lock.get("artifacts") or {}), problems)
     for model in models:
         key = f"{model}/config.pbtxt"
         with contextlib.suppress(FileNotFoundError, GenRepoError, UnicodeDecodeError, text_format.ParseError):
@@ -246,14 +275,14 @@ def _read_bucket(fs: Any, target: StorageURL, models: list[str]) -> _Bucket:
     return bucket
 
 
-def _object_problems(fs: Any, target: StorageURL, objects: Mapping[str, int], model: str, version: int | None,
-                     expected: Expected) -> list[Problem]:
-    """How the bucket's objects differ from ``expected``: changed, missing, and (for ``version``) unexpected ones."""
-    problems = []
-    if version is not None:
-        present = {k for k in objects if not k.endswith("/") and version_of(k, model) == version}
-        problems += [Problem(target.object_url(k), "", f"unexpected: in version {version} of {model} but not in "
-                                                       "the lock file") for k in sorted(present - set(expected))]
+def _object_problems(fs: Any, target: StorageURL, objects: Mapping[str, int], present: Iterable[str],
+                     expected: Expected, version: str) -> list[Problem]:
+    """How the bucket's objects differ from ``expected``: changed, missing, and unexpected ones.
+
+    ``present``: the keys in the version's folders; ``version``: how messages name it.
+    """
+    problems = [Problem(target.object_url(k), "", f"unexpected: in {version} but not in the lock file")
+                for k in sorted(set(present) - set(expected))]
     for key, (sha256, size) in sorted(expected.items()):
         if key not in objects:
             problems.append(Problem(target.object_url(key), "", "missing: listed in the lock file but not present"))
@@ -361,7 +390,7 @@ def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalMod
     with PublishLock(fs, target, options.owner, options.lock_ttl_s):  # step 5, briefly
         listing = list_objects(fs, target)
         reserved = reserved_versions(fs, target, listing)
-        now = repository_objects(listing)
+        now = _Index.of(repository_objects(listing))
         new = {m: 1 + max(_taken(now, bucket, m) | reserved.get(m, set()) | {0}) for m in changed}
         reservation = reserve_versions(fs, target, options.owner, options.lock_ttl_s, new)
     switched = False
@@ -416,13 +445,13 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: _Bucket, model: Loc
         return None
     expected = model.expected(current)
     config_key = f"{model.name}/config.pbtxt"
-    recorded = {key: (meta["sha256"], meta["size"]) for key, meta in bucket.artifacts.items()
-                if version_of(key, model.name) == current}
     config = model.config_as(current)
-    if recorded != expected or bucket.artifacts.get(config_key, {}).get("sha256") != sha256_of(config):
+    if bucket.recorded(model.name, current) != expected or \
+            bucket.artifacts.get(config_key, {}).get("sha256") != sha256_of(config):
         return None
     expected[config_key] = (sha256_of(config), len(config))
-    problems = _object_problems(fs, target, bucket.objects, model.name, current, expected)
+    problems = _object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected,
+                                f"version {current} of {model.name}")
     if not problems:
         results[model.name] = ModelPublish(model.name, "unchanged", current, current,
                                            foreign=_foreign(bucket, model.name))
@@ -430,27 +459,25 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: _Bucket, model: Loc
     return problems
 
 
-def _taken(objects: Mapping[str, int], bucket: _Bucket, model: str) -> set[int]:
+def _taken(now: _Index, bucket: _Bucket, model: str) -> set[int]:
     """Version numbers a new version of ``model`` must not take.
 
-    Every version folder present (also as Triton reads a name that is not exactly one), and every version the
+    Every version folder present (``now``; also as Triton reads a name that is not exactly one), and every version the
     bucket's lock file and config name.
     """
-    taken = set(bucket.listed(model)) | bucket.named(model)
-    for key in objects:
-        held = versioned_folder(key)
-        if held is not None and held[0] == model:
-            read = version_folder(held[1])
-            read = read if read is not None else triton_version(held[1])
-            if read is not None and read > 0:
-                taken.add(read)
+    taken = bucket.locked.present(model) | bucket.named(model)
+    for name, version in now.folders.get(model, {}).items():
+        read = version if version is not None else triton_version(name.rpartition("/")[2])
+        if read is not None and read > 0:
+            taken.add(read)
     return taken
 
 
 def _foreign(bucket: _Bucket, model: str) -> tuple[str, ...]:
     """Folders of ``model`` that read as a version but no gen-repo lock file of the prefix lists."""
-    listed = bucket.listed(model)
-    return tuple(sorted(name for name, version in bucket.folders(model).items() if version not in listed))
+    listed = bucket.locked.present(model)
+    return tuple(sorted(name for name, version in bucket.listing.folders.get(model, {}).items()
+                        if version not in listed))
 
 
 def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: _Bucket, models: Mapping[str, LocalModel],
@@ -469,7 +496,7 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: _Bucket, mod
     records: dict[str, dict[str, Any]] = {}
     refused: list[Problem] = []
     for model in changed:
-        if f"{model}/config.pbtxt" not in bucket.objects and not reader.versions(model):
+        if f"{model}/config.pbtxt" not in bucket.objects and not bucket.listing.direct.get(model):
             continue
         from_version = bucket.served(model)
         record: dict[str, Any] = {"from_version": from_version}
@@ -517,22 +544,21 @@ def _retention(fs: Any, target: StorageURL, bucket: _Bucket, model: str, options
     Only versions the bucket's lock file lists are candidates: newest first, up to ``keep_versions - 1`` whose
     objects read back as it says are kept; the others it lists are removed. Anything else is never removed.
     """
-    listed = bucket.listed(model)
+    candidates = bucket.locked.present(model) & bucket.listing.present(model)
     kept: list[int] = []
     damaged: list[int] = []
-    for old in sorted(listed & versions_present(bucket.objects, model), reverse=True):
+    for old in sorted(candidates, reverse=True):
         if len(kept) >= options.keep_versions - 1:
             break
-        expected = {key: (meta["sha256"], meta["size"]) for key, meta in bucket.artifacts.items()
-                    if version_of(key, model) == old}
-        problems = _object_problems(fs, target, bucket.objects, model, old, expected)
+        problems = _object_problems(fs, target, bucket.objects, bucket.listing.keys(model, old),
+                                    bucket.recorded(model, old), f"version {old} of {model}")
         if problems:
             damaged.append(old)
             options.say(model, f"version {old} does not match the lock file ({problems[0].file}: "
                                f"{problems[0].message}): removed, never kept as a fallback")
         else:
             kept.append(old)
-    removed = tuple(sorted((listed & versions_present(bucket.objects, model)) - set(kept)))
+    removed = tuple(sorted(candidates - set(kept)))
     foreign = _foreign(bucket, model)
     if foreign:
         options.say(model, f"left alone: {', '.join(ascii(f) for f in foreign)} (version folders no gen-repo lock file "
@@ -560,9 +586,11 @@ def _upload_and_check(fs: Any, target: StorageURL, local: Path, plans: Mapping[s
     if options.after_upload is not None:
         options.after_upload(fs, sorted(target.join(key) for key in expected))
     objects = repository_objects(list_objects(fs, target))
+    now = _Index.of(objects)
     bad: list[Problem] = []
     for model, (built, version) in plans.items():
-        bad += _object_problems(fs, target, objects, model, version, built.expected(version))
+        bad += _object_problems(fs, target, objects, now.keys(model, version), built.expected(version),
+                                f"version {version} of {model}")
     if bad:
         note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
         raise PublishError([*[Problem(p.file, p.pointer, f"uploaded object {p.message}") for p in bad],
@@ -582,8 +610,8 @@ def _new_lock(lock: Mapping[str, Any], bucket: _Bucket, models: Mapping[str, Loc
     artifacts = {key: meta for key, meta in bucket.artifacts.items() if key.split("/")[0] not in new}
     entries = dict(bucket.models)
     for model, version in new.items():
-        kept = set(retention[model][0])
-        artifacts.update({key: meta for key, meta in bucket.artifacts.items() if version_of(key, model) in kept})
+        artifacts.update({key: bucket.artifacts[key] for kept in retention[model][0]
+                          for key in bucket.locked.keys(model, kept)})
         artifacts.update({key: {"sha256": sha256, "size": size}
                           for key, (sha256, size) in models[model].expected(version).items()})
         artifacts[f"{model}/config.pbtxt"] = {"sha256": sha256_of(configs[model]), "size": len(configs[model])}
