@@ -427,9 +427,8 @@ def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalMod
 
 def _report(target: StorageURL, bucket: _Bucket, models: Mapping[str, LocalModel],
             results: dict[str, ModelPublish]) -> PublishReport:
-    for model in set(bucket.models) - set(models):
-        version = bucket.models[model].get("version") if isinstance(bucket.models[model], dict) else None
-        results[model] = ModelPublish(model, "kept", version)
+    for model in set(bucket.models) - set(models):  # a valid lock's model entries are objects
+        results[model] = ModelPublish(model, "kept", bucket.models[model].get("version"))
     return PublishReport(target.url, target.triton_url, tuple(results[m] for m in sorted(results)))
 
 
