@@ -46,6 +46,7 @@ from generator.bounded import read_text
 from generator.connection import Connection, check_reachable, is_transport_error, unreachable_error
 from generator.dtypes import by_triton
 from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -216,7 +217,7 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
     for folder in folders:
         if wanted and folder.name not in wanted:
             continue
-        versions = sorted(int(v.name) for v in folder.iterdir() if v.is_dir() and v.name.isdigit())
+        versions = sorted(n for v in folder.iterdir() if v.is_dir() and (n := version_folder(v.name)) is not None)
         contract = folder / str(versions[-1]) / "gen_repo" / "contract.json" if versions else None
         if contract is None or not contract.is_file():
             problems.append(

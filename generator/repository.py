@@ -42,7 +42,7 @@ from typing import Any
 from generator.bounded import read_text
 from generator.cache import copy_hashed, fsync_dir, hash_file, process_alive
 from generator.errors import GenRepoError, Problem, json_pointer
-from generator.naming import model_name_problems
+from generator.naming import WARMUP_FOLDER, model_name_problems, version_folder_problem, versioned_folder
 
 LOCK_FILE_NAME = "gen-repo.lock.json"
 LOCK_FORMAT = "gen-repo-lock/1"
@@ -405,6 +405,8 @@ def _artifact_problems(lock_file: str, artifacts: Any) -> list[Problem]:
         parts = rel.split("/")
         if rel.startswith("/") or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in parts):
             problems.append(Problem(lock_file, pointer, "artifact path is not a plain relative path"))
+        elif (held := versioned_folder(rel)) is not None and (why := version_folder_problem(held[1])) is not None:
+            problems.append(Problem(lock_file, pointer, why))
         elif (
             not isinstance(entry, dict)
             or not isinstance(entry.get("sha256"), str)
@@ -529,6 +531,25 @@ def verify_repository(path: Path) -> list[Problem]:
             continue
         elif (why := _unlisted_problem(repo, rel, st, artifacts, intact)) is not None:
             problems.append(Problem(str(repo / rel), "", why))
+    return problems + _version_folder_problems(repo, lock["models"])
+
+
+def _version_folder_problems(repo: Path, models: Mapping[str, Any]) -> list[Problem]:
+    """Folders of the listed models and of their warmup data that are not exactly the version they read as.
+
+    :func:`generator.naming.version_folder_problem`; empty folders included: Triton and gen-repo would read them as
+    different versions.
+    """
+    problems = []
+    for model in sorted(models):
+        for folder in (repo / model, repo / model / WARMUP_FOLDER):
+            try:
+                with os.scandir(folder) as entries:
+                    names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue  # no such folder (a missing model is reported above)
+            problems += [Problem(str(folder / name), "", why) for name in names
+                         if (why := version_folder_problem(name)) is not None]
     return problems
 
 

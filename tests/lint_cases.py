@@ -235,6 +235,7 @@ CASES: tuple[Case, ...] = (
     Case("version-leading-zero", one(files={**PY, "02/model.py": PY_MODEL}), one(), where="02"),
     Case("version-non-numeric", one(files={**PY, "extra/notes.txt": "x"}), one(), where="extra"),
     Case("version-folder-prefix", one(files={"1abc/model.py": PY_MODEL}), one(), where="1abc"),
+    Case("version-folder-name", one(files={**PY, "+1/model.py": PY_MODEL}), one(), where="+1"),
     Case("warmup-data-file-missing", one(B + warmup(winput(body='data_type: TYPE_FP32 dims: [ 4 ] input_data_file: '
                                                              '"x.bin"')) + IO),
          one(B + warmup(winput(body='data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "x.bin"')) + IO,
