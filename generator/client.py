@@ -36,6 +36,7 @@ from generator.connection import Connection, ServerUnreachableError, is_transpor
 from generator.contract import contract_model_problem
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
 from generator.values import ValueDomain, draw
 
 if TYPE_CHECKING:
@@ -309,7 +310,7 @@ class ModelContract:
             else None
         )
         if version is None:
-            versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and _is_version(p.name)]
+            versions = [v for p in model_dir.iterdir() if p.is_dir() and (v := version_folder(p.name)) is not None]
             version = max(versions) if versions else None
         if version is not None:
             contract_path = confined_path(repo_dir, model, str(version), "gen_repo", "contract.json")
@@ -610,10 +611,6 @@ def config_to_contract(config: model_config_pb2.ModelConfig, name: str = "", sou
 
 
 # ---------------------------------------------------------------------------- helpers
-def _is_version(name: str) -> bool:
-    return name.isdigit() and (name == "0" or not name.startswith("0"))
-
-
 def _replace_version(contract: ModelContract, version: int | None) -> ModelContract:
     return ModelContract(
         name=contract.name,

@@ -47,6 +47,7 @@ from generator.confinement import confined_file, confined_path
 from generator.connection import Connection, check_reachable, is_transport_error, unreachable_error
 from generator.dtypes import by_triton
 from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -223,7 +224,8 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
             continue
         try:
             model_dir = confined_path(root, folder.name)
-            versions = sorted(int(v.name) for v in model_dir.iterdir() if v.is_dir() and v.name.isdigit())
+            versions = sorted(n for v in model_dir.iterdir()
+                              if v.is_dir() and (n := version_folder(v.name)) is not None)
             config_path = confined_path(root, folder.name, "config.pbtxt")
             contract = confined_path(root, folder.name, str(versions[-1]), "gen_repo", "contract.json") \
                 if versions else None

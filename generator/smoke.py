@@ -55,6 +55,7 @@ from generator.compare import DEFAULT_TOLERANCES, CompareSettings, compare_outpu
 from generator.confinement import confined_path
 from generator.connection import Connection, is_transport_error
 from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, GenRepoError
+from generator.naming import version_folder
 
 __all__ = [
     "CHECKS",
@@ -397,7 +398,8 @@ def repository_models(repo_dir: Path | str) -> list[str]:
     for child in sorted(root.iterdir()) if root.is_dir() else []:
         if not child.is_dir() or child.name.startswith("."):
             continue
-        if (child / "config.pbtxt").is_file() or any(p.is_dir() and p.name.isdigit() for p in child.iterdir()):
+        if (child / "config.pbtxt").is_file() or any(p.is_dir() and version_folder(p.name) is not None
+                                                      for p in child.iterdir()):
             names.append(child.name)
     return names
 
@@ -446,7 +448,7 @@ def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
             side.config_path = str(config_path)
         except (text_format.ParseError, OSError) as exc:
             side.problems.append(f"{config_path}: cannot parse: {exc}")
-    versions = sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    versions = sorted(v for p in model_dir.iterdir() if p.is_dir() and (v := version_folder(p.name)) is not None)
     if versions:
         try:
             gen_repo = confined_path(repo_dir, model, str(versions[-1]), "gen_repo")

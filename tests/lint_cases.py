@@ -253,6 +253,7 @@ CASES: tuple[Case, ...] = (
     # Triton follows a linked version folder and imports the model.py it finds there (the case loads)
     Case("symlink-version-folder", one(files={"1": Link({"model.py": PY_MODEL})}), one(), where="1"),
     Case("version-folder-prefix", one(files={"1abc/model.py": PY_MODEL}), one(), where="1abc"),
+    Case("version-folder-name", one(files={**PY, "+1/model.py": PY_MODEL}), one(), where="+1"),
     Case("warmup-data-file-missing", one(B + warmup(winput(body='data_type: TYPE_FP32 dims: [ 4 ] input_data_file: '
                                                              '"x.bin"')) + IO),
          one(B + warmup(winput(body='data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "x.bin"')) + IO,

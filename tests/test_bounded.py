@@ -131,7 +131,6 @@ RAW_READS = {
                               "/proc (its trust model: docs/security.md)"),
     "generator/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
     "generator/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
-    "generator/publish.py": (1, "the artifacts verify has just checked against the lock, uploaded"),
 }
 
 

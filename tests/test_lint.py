@@ -398,3 +398,20 @@ def test_newest_model_config_fields_parse_with_positions() -> None:
     assert config.model_metrics.metric_control[0].HasField("metric_identifier")
     _, wrong = parse_config_text(text.replace("max_inflight_requests", "max_inflight"), "e/config.pbtxt")
     assert [(f.rule, f.line, f.column) for f in wrong] == [("config-parse", 8, 3)]
+
+
+@pytest.mark.parametrize(("name", "rule"), [
+    ("1\n", "version-folder-name"), (" 1", "version-folder-name"), ("+1", "version-folder-name"),
+    ("1 ", "version-folder-name"), ("-1", "version-folder-name"), ("\u0661", "version-folder-name"),
+    ("9" * 20, "version-folder-name"), ("01", "version-leading-zero"), ("0001", "version-leading-zero"),
+])
+def test_folders_that_are_not_exactly_a_version_are_errors(tmp_path: Path, name: str, rule: str) -> None:
+    """A folder beside version 1 that reads as a version (to Triton's std::stoll or to Python's int()) but is not
+    exactly its name: one error naming it (the good neighbour's lint is clean). Before, "1\\n", " 1" and "+1" were
+    silent (version 1 loads from "1"), "٣" counted as a version, and "01" and "9"*20 were warnings."""
+    shutil.copytree(GOOD / "mlp_python", tmp_path / "mlp_python")
+    assert lint_repository(tmp_path) == []
+    shutil.copytree(GOOD / "mlp_python" / "1", tmp_path / "mlp_python" / name)
+    (finding,) = lint_repository(tmp_path)
+    assert (finding.rule, finding.file, finding.severity) == (rule, f"mlp_python/{name}", "error"), str(finding)
+    assert ascii(name) in finding.message

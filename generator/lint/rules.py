@@ -13,8 +13,9 @@ would load it does), ``warning`` where Triton loads it but probably not as meant
 error beyond Triton (gen-repo's contracts say every request past the range fails), ``config-unreadable`` gen-repo's
 own bound on what it reads, ``path-escape`` its confinement of config paths (docs/security.md; Triton 2.51 follows
 some of them out of the repository), ``symlink`` its refusal of links in a model folder (Triton follows them: its
-case loads, and ``loaded_by`` names the code that follows it) and ``repository-is-a-model`` a folder given in place of
-the repository.
+case loads, and ``loaded_by`` names the code that follows it), ``repository-is-a-model`` a folder given in place of
+the repository, and ``version-leading-zero`` and ``version-folder-name`` its rule for version folder names (Triton
+loads such a model, but it and gen-repo would disagree on the versions; ``verify`` and ``publish`` refuse them).
 ``docs/lint-rules.md`` is generated from this table (:func:`rules_markdown`; the file says how).
 """
 
@@ -121,8 +122,16 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("version-policy-missing", WARNING, "layout",
          "version_policy lists a version whose folder does not exist (Triton logs it and loads the others)",
          cases=("version-policy-partial",)),
-    Rule("version-leading-zero", WARNING, "layout", "version folder with leading zeros (Triton ignores it)",
+    Rule("version-leading-zero", ERROR, "layout",
+         "beyond Triton: a version folder with leading zeros ('02'); Triton ignores it, a tool reading it as a number "
+         "takes it for version 2, gen-repo's verify and publish refuse it",
          cases=("version-leading-zero",)),
+    Rule("version-folder-name", ERROR, "layout",
+         "beyond Triton: a folder that reads as a version but is not exactly its name ('+1', ' 1', '1\\n', non-ASCII "
+         "digits, past int64; generator/naming.py version_folder); Triton loads version 1 from '1' or skips it, "
+         "gen-repo's verify and publish refuse it",
+         cases=("version-folder-name",),
+         tests=("tests/test_lint.py::test_folders_that_are_not_exactly_a_version_are_errors",)),
     Rule("version-non-numeric", WARNING, "layout", "non-numeric folder in a model folder (Triton ignores it)",
          cases=("version-non-numeric",)),
     Rule("version-folder-prefix", ERROR, "layout",
