@@ -33,6 +33,7 @@ from generator.array_files import ArrayHeader, open_array_file
 from generator.bounded import read_text
 from generator.confinement import confined_path
 from generator.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
+from generator.contract import contract_model_problem
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
@@ -219,9 +220,16 @@ class ModelContract:
 
     # ------------------------------------------------------------------ loaders
     @classmethod
-    def from_contract_json(cls, path: str | Path, config: model_config_pb2.ModelConfig | None = None) -> ModelContract:
-        """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag."""
+    def from_contract_json(cls, path: str | Path, config: model_config_pb2.ModelConfig | None = None,
+                           model: str | None = None) -> ModelContract:
+        """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag.
+
+        ``model``: the name of the model folder it was read from; a contract naming another model is a ValueError
+        (:func:`generator.contract.contract_model_problem`).
+        """
         doc = json.loads(read_text(path, "document_bytes"))
+        if model is not None and isinstance(doc, Mapping) and (why := contract_model_problem(doc, model)) is not None:
+            raise ValueError(f"{path}: /model: {why}")
         return cls.from_contract_dict(doc, source=str(path), config=config)
 
     @classmethod
@@ -307,7 +315,7 @@ class ModelContract:
         if version is not None:
             contract_path = confined_path(repo_dir, model, str(version), "gen_repo", "contract.json")
             if contract_path.is_file():
-                return cls.from_contract_json(contract_path, config=config)
+                return cls.from_contract_json(contract_path, config=config, model=model)
         if config is None:
             raise FileNotFoundError(f"{model_dir}: neither gen_repo/contract.json nor config.pbtxt")
         contract = config_to_contract(config, name=config.name or model, source=str(config_path))

@@ -27,6 +27,7 @@ from tritonclient.grpc import model_config_pb2
 from generator.bounded import read_bytes
 from generator.client import ModelContract
 from generator.confinement import confined_path
+from generator.contract import contract_model_problem
 from generator.contract_diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
@@ -176,6 +177,8 @@ def load_model_contract(reader: Reader, model: str, version: int | None = None) 
             doc = json.loads(data)
             if not isinstance(doc, dict):
                 raise ValueError("the document is not a JSON object")
+            if (why := contract_model_problem(doc, model)) is not None:
+                raise GenRepoError([Problem(where, "/model", why)])
             contract = ModelContract.from_contract_dict(doc, source=where, config=config)
         except KeyError as error:
             raise GenRepoError([Problem(where, f"/{error.args[0]}", "missing: a gen-repo contract needs it")]) \

@@ -323,6 +323,37 @@ def test_verify_reports_missing_and_corrupt_lock(dest: Path) -> None:
     assert problem.file == str(lock_path) and "missing" in problem.message
 
 
+@pytest.mark.parametrize("key", ["alpha/1/x\ny.bin", "alpha/1/a\\b", "C:x", "alpha/./1/x", "alpha//x"],
+                         ids=["newline", "backslash", "drive-letter", "dot", "empty"])
+def test_verify_refuses_lock_keys_that_are_not_plain_paths_in_the_repository(dest: Path, key: str) -> None:
+    """The lock's keys are paths the repository names: confinement's rule applies to them (control characters, a
+    Windows separator or drive, and non-canonical names refused), located at the key's pointer."""
+    write_repo(dest, "v1")
+    lock_path = dest / LOCK_FILE_NAME
+    lock = json.loads(lock_path.read_text())
+    lock["artifacts"][key] = {"sha256": "0" * 64, "size": 1}
+    lock_path.write_text(json.dumps(lock))
+    [problem] = verify_repository(dest)
+    assert problem.file == str(lock_path)
+    assert problem.pointer == "/artifacts/" + key.replace("~", "~0").replace("/", "~1")
+    assert problem.message.startswith("artifact path is not a plain relative path: it ")
+
+
+def test_verify_reads_no_locked_file_through_a_folder_linked_out_of_the_repository(dest: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A version folder swapped for a symlink to an identical copy elsewhere: its files are refused by name, not
+    hashed where the link leads (and the link itself is refused)."""
+    write_repo(dest, "v1")
+    elsewhere = tmp_path / "elsewhere"
+    (dest / "alpha" / "1").rename(elsewhere)
+    (dest / "alpha" / "1").symlink_to(elsewhere, target_is_directory=True)
+    problems = {Path(p.file).relative_to(dest).as_posix(): p.message for p in verify_repository(dest)}
+    assert problems["alpha/1"].startswith("refused: a symlink")
+    locked = [rel for rel in json.loads((dest / LOCK_FILE_NAME).read_text())["artifacts"] if rel.startswith("alpha/1/")]
+    assert locked and all(problems[rel].startswith("refused: ") and "leads outside" in problems[rel]
+                          for rel in locked)
+
+
 NOT_EXACTLY_A_VERSION = ["1\n", " 1", "1 ", "+1", "-1", "1abc", "01", "\u0661", "\uff11", "9" * 20]
 
 

@@ -7,7 +7,8 @@ reads a name: ``std::stoll`` of the folder name, names starting with ``0`` and n
 policy; a folder whose name is not exactly the version it reads as is an error, as for ``verify``), and the files
 a config points at: warmup data (``backend_model_instance.cc``), initial sequence state
 (``sequence_batch_scheduler.cc``), output labels (``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime``
-(``backend_model.cc``).
+(``backend_model.cc``); and, beyond Triton, any symlink in a model folder, which Triton's local file system follows
+wherever it leads (``filesystem/implementations/local.h``).
 
 Files gen-repo adds (``gen-repo.lock.json`` at the root, ``gen_repo/`` inside version folders) are not flagged:
 Triton ignores files at the repository root and every backend ignores extra files in a version folder.
@@ -15,6 +16,7 @@ Triton ignores files at the repository root and every backend ignores extra file
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -43,6 +45,7 @@ __all__ = [
     "SKIPPED_MODEL_SUBDIRS",
     "check_confinement",
     "check_files",
+    "check_symlinks",
     "check_versions",
     "discover",
     "element_count",
@@ -146,6 +149,37 @@ def alternative_configs(folder: ModelFolder) -> list[str]:
     """``configs/*.pbtxt`` (Triton's --model-config-name alternatives), relative to the model folder."""
     configs = folder.path / "configs"
     return [f"configs/{p.name}" for p in sorted(configs.glob("*.pbtxt"))] if configs.is_dir() else []
+
+
+def check_symlinks(folder: ModelFolder) -> list[Finding]:
+    """``symlink``: the model folder itself, and every folder and file at any depth in it, that is a symlink.
+
+    Triton's local file system follows links (``stat``) and serves paths in place, so a linked version folder,
+    ``warmup/``, ``gen_repo/`` or ``model.py`` is read wherever the link leads on the server, outside the
+    repository included; what lint reads here says nothing about that. The walk never descends through a link.
+    """
+    findings = []
+    if folder.path.is_symlink():
+        findings.append(_symlink_finding(folder, ""))
+    for parent, folders, files in os.walk(folder.path):  # followlinks=False: a linked folder is listed, not entered
+        base = FsPath(parent).relative_to(folder.path)
+        findings += [_symlink_finding(folder, (base / name).as_posix()) for name in sorted([*folders, *files])
+                     if os.path.islink(os.path.join(parent, name))]
+    return findings
+
+
+def _symlink_finding(folder: ModelFolder, rel: str) -> Finding:
+    path = folder.path / rel if rel else folder.path
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    kind = "folder" if path.is_dir() else "file" if path.exists() else "path that does not exist"
+    what = f"model folder '{folder.name}'" if not rel else f"'{rel}' in model '{folder.name}'"
+    shown = repr(target if len(target) <= 120 else target[:120] + "...")
+    return folder_finding("symlink", folder.show(rel), f"{what} is a symlink (to the {kind} {shown}); Triton "
+                          "follows it wherever it leads on the server, outside the repository included: keep "
+                          "regular files and folders in a model folder")
 
 
 # ---------------------------------------------------------------------------- versions
