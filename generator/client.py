@@ -34,6 +34,8 @@ from generator.confinement import confined_path
 from generator.contracts.array_files import ArrayHeader, open_array_file
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
+from generator.planning.contract import contract_model_problem
 from generator.planning.values import ValueDomain, draw
 from generator.triton.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 
@@ -218,9 +220,16 @@ class ModelContract:
 
     # ------------------------------------------------------------------ loaders
     @classmethod
-    def from_contract_json(cls, path: str | Path, config: model_config_pb2.ModelConfig | None = None) -> ModelContract:
-        """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag."""
+    def from_contract_json(cls, path: str | Path, config: model_config_pb2.ModelConfig | None = None,
+                           model: str | None = None) -> ModelContract:
+        """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag.
+
+        ``model``: the name of the model folder it was read from; a contract naming another model is a ValueError
+        (:func:`generator.planning.contract.contract_model_problem`).
+        """
         doc = json.loads(read_text(path, "document_bytes"))
+        if model is not None and isinstance(doc, Mapping) and (why := contract_model_problem(doc, model)) is not None:
+            raise ValueError(f"{path}: /model: {why}")
         return cls.from_contract_dict(doc, source=str(path), config=config)
 
     @classmethod
@@ -301,12 +310,12 @@ class ModelContract:
             else None
         )
         if version is None:
-            versions = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and _is_version(p.name)]
+            versions = [v for p in model_dir.iterdir() if p.is_dir() and (v := version_folder(p.name)) is not None]
             version = max(versions) if versions else None
         if version is not None:
             contract_path = confined_path(repo_dir, model, str(version), "gen_repo", "contract.json")
             if contract_path.is_file():
-                return cls.from_contract_json(contract_path, config=config)
+                return cls.from_contract_json(contract_path, config=config, model=model)
         if config is None:
             raise FileNotFoundError(f"{model_dir}: neither gen_repo/contract.json nor config.pbtxt")
         contract = config_to_contract(config, name=config.name or model, source=str(config_path))
@@ -602,10 +611,6 @@ def config_to_contract(config: model_config_pb2.ModelConfig, name: str = "", sou
 
 
 # ---------------------------------------------------------------------------- helpers
-def _is_version(name: str) -> bool:
-    return name.isdigit() and (name == "0" or not name.startswith("0"))
-
-
 def _replace_version(contract: ModelContract, version: int | None) -> ModelContract:
     return ModelContract(
         name=contract.name,

@@ -12,10 +12,11 @@ gen-repo checks them: ``plan``/``config``/``build`` refuse such a value where th
 folder each is resolved against and the Triton source that reads it. Values are checked as text, the way the server
 will read them wherever the repository is served: an absolute path is refused (it depends on where the repository
 is served, so no check made here can tell where it leads), except that the Python backend's
-``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are
-:func:`generator.repository.staging. verify_repository`'s business (it refuses every one).
+``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are refused by
+:func:`generator.repository.staging.verify_repository` and reported by lint (rule ``symlink``).
 
-Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``) and
+Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``),
+:func:`confined_file` (a file under a root whose folders are confined, for writers that rename into place) and
 :func:`output_overlap_problems` (an output folder that would contain what a build reads).
 """
 
@@ -41,6 +42,7 @@ __all__ = [
     "MapKey",
     "PathEscape",
     "config_path_escapes",
+    "confined_file",
     "confined_path",
     "name_problem",
     "output_overlap_problems",
@@ -296,6 +298,20 @@ def confined_path(root: Path | str, *parts: str) -> Path:
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise ValueError(f"{str(path)!r} leads outside {str(root)!r} (through a symlink) to {real!r}")
     return path
+
+
+def confined_file(root: Path | str, relative: str) -> Path:
+    """``root/relative`` (a POSIX relative path) with every folder on the way checked by :func:`confined_path`.
+
+    The file's own name is checked as text (no separator, not ``.`` or ``..``) but not resolved: the caller either
+    ``lstat``s it (a symlink there is its finding) or replaces it by a rename (a symlink there is replaced, never
+    followed). Raises ValueError naming what leaves ``root``.
+    """
+    *folders, name = relative.split("/")
+    why = relative_path_problem(relative) or name_problem(name)
+    if why is not None:
+        raise ValueError(f"{relative[:_SHOWN]!r} {why}: it must stay inside {str(root)!r}")
+    return confined_path(root, *folders) / name
 
 
 def _contains(folder: str, path: str) -> bool:

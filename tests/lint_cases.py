@@ -9,7 +9,7 @@ A side is a set of models keyed by a short name; the first is the subject (the m
 finding is). Model folders are named ``<case>-<side>-<key>``; ``<<key>>`` in a config stands for another model's
 name and ``<<@key>>`` for its absolute folder. ``key@1`` puts a model into the second repository under the name of
 ``key``, ``key@2`` into a third that only the server sees (models "loaded from elsewhere"). A file name ending in
-``/`` is an empty folder.
+``/`` is an empty folder; a :class:`Link` is a symlink to a folder outside every repository.
 """
 
 from __future__ import annotations
@@ -54,11 +54,18 @@ CPU_SERVER = Environment(gpus=0, backends=frozenset({"python"}), source="the CPU
 
 
 @dataclass(frozen=True)
+class Link:
+    """A symlink in a model folder to a folder outside every repository (beside them), holding ``files``."""
+
+    files: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class Model:
     """One model folder: config text after the ``name:`` line (None: no config.pbtxt), and its files."""
 
     config: str | None = B + IO
-    files: Mapping[str, str | bytes | None] = field(default_factory=lambda: dict(PY))
+    files: Mapping[str, str | bytes | Link | None] = field(default_factory=lambda: dict(PY))
     named: bool = True  #: prepend ``name: "<folder>"``
 
 
@@ -89,7 +96,8 @@ class Case:
         return self.bad if side == "bad" else self.good
 
 
-def one(config: str | None = B + IO, files: Mapping[str, str | bytes | None] | None = None, named: bool = True) -> dict:
+def one(config: str | None = B + IO, files: Mapping[str, str | bytes | Link | None] | None = None,
+        named: bool = True) -> dict:
     """A single-model side."""
     return {"m": Model(config, dict(PY) if files is None else files, named)}
 
@@ -113,6 +121,14 @@ def write_side(case: Case, side: str, roots: list[Path]) -> None:
             (folder / "config.pbtxt").write_text(text)
         for rel, content in model.files.items():
             path = folder / rel
+            if isinstance(content, Link):
+                target = roots[0].parent / f"{roots[0].name}-elsewhere" / name / rel
+                for inner, text in content.files.items():
+                    (target / inner).parent.mkdir(parents=True, exist_ok=True)
+                    (target / inner).write_text(text)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.symlink_to(target, target_is_directory=True)
+                continue
             if content is None or rel.endswith("/"):
                 path.mkdir(parents=True, exist_ok=True)
                 continue
@@ -235,7 +251,10 @@ CASES: tuple[Case, ...] = (
          one(B + "version_policy { specific { versions: [ 1 ] } }\n" + IO), at="3 ]"),
     Case("version-leading-zero", one(files={**PY, "02/model.py": PY_MODEL}), one(), where="02"),
     Case("version-non-numeric", one(files={**PY, "extra/notes.txt": "x"}), one(), where="extra"),
+    # Triton follows a linked version folder and imports the model.py it finds there (the case loads)
+    Case("symlink-version-folder", one(files={"1": Link({"model.py": PY_MODEL})}), one(), where="1"),
     Case("version-folder-prefix", one(files={"1abc/model.py": PY_MODEL}), one(), where="1abc"),
+    Case("version-folder-name", one(files={**PY, "+1/model.py": PY_MODEL}), one(), where="+1"),
     Case("warmup-data-file-missing", one(B + warmup(winput(body='data_type: TYPE_FP32 dims: [ 4 ] input_data_file: '
                                                              '"x.bin"')) + IO),
          one(B + warmup(winput(body='data_type: TYPE_FP32 dims: [ 4 ] input_data_file: "x.bin"')) + IO,

@@ -131,7 +131,6 @@ RAW_READS = {
                                       "(bounded) and /proc (its trust model: docs/security.md)"),
     "generator/building/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
     "generator/building/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
-    "generator/repository/publish.py": (1, "the artifacts verify has just checked against the lock, uploaded"),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -101,6 +102,17 @@ def test_contract_from_repository_prefers_contract_json() -> None:
     assert contract.source.endswith("1/gen_repo/contract.json")
     assert contract.version == 1 and contract.max_batch_size == 32
     assert contract.input("input_x").opt_shape == (16, 16)
+
+
+def test_contract_from_repository_refuses_a_contract_naming_another_model(tmp_path: Path) -> None:
+    """The contract read for a model folder must name that model: requests built from it would go elsewhere."""
+    repo = tmp_path / "repo"
+    shutil.copytree(GOOD / "mlp_python", repo / "mlp_python")
+    contract = repo / "mlp_python" / "1" / "gen_repo" / "contract.json"
+    contract.write_text(json.dumps({**json.loads(contract.read_text()), "model": "other"}))
+    with pytest.raises(ValueError, match=r"contract.json: /model: names the model 'other', but the contract lies in "
+                                         r"the model folder 'mlp_python'"):
+        ModelContract.from_repository(repo, "mlp_python")
 
 
 def test_contract_from_repository_falls_back_to_config() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from generator.atomic_write import write_atomically
 from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
@@ -45,7 +46,7 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     diff = diff_locations(old, new)
     if markdown_file is not None:
         try:
-            markdown_file.write_text(diff_markdown(diff), encoding="utf-8")
+            write_atomically(markdown_file, diff_markdown(diff))
         except OSError as error:
             raise GenRepoError([Problem(str(markdown_file), "", f"cannot write: {error.strerror or error}")]) \
                 from error

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
+from generator.atomic_write import write_atomically
 from generator.cli._common import report_errors
-from generator.errors import EXIT_FAILED, EXIT_USAGE
+from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
 
 
 def _row(result: dict[str, Any]) -> str:
@@ -88,7 +88,10 @@ def command(
     if json_file == "-":
         click.echo(report.to_json())
     elif json_file:
-        Path(json_file).write_text(report.to_json() + "\n", encoding="utf-8")
+        try:
+            write_atomically(json_file, report.to_json() + "\n")
+        except OSError as error:
+            raise GenRepoError([Problem(json_file, "", f"cannot write: {error.strerror or error}")]) from error
     failed = report.failed_models()
     if failed:
         click.echo(f"no successful request for: {', '.join(failed)}", err=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -39,7 +38,13 @@ def command(
     Every shape and batch size stays inside the model's optimization profile (from gen_repo/contract.json with
     --repo, or from the plan of MANIFEST).
     """
-    from generator.serving.perf import models_from_plan, models_from_repository, perf_config_files, relative_path
+    from generator.serving.perf import (
+        models_from_plan,
+        models_from_repository,
+        perf_config_files,
+        relative_path,
+        write_perf_config_files,
+    )
 
     if (manifest is None) == (repo is None):
         click.echo("error: give either MANIFEST or --repo DIR", err=True)
@@ -57,13 +62,9 @@ def command(
         perf_models = models_from_plan(plan, models)
         repository = plan.output_dir
     files = perf_config_files(perf_models, relative_path(repository, out_dir), url=url, protocol=protocol)
-    for relative, text in sorted(files.items()):
-        target = out_dir / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    os.chmod(out_dir / "perf_analyzer.sh", 0o755)
+    written = write_perf_config_files(out_dir, files)
     if json_output:
         click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:
-        for relative in sorted(files):
-            click.echo(f"wrote {out_dir / relative}")
+        for path in written:
+            click.echo(f"wrote {path}")

@@ -1,10 +1,11 @@
 """``gen-repo publish DIR URL``: upload a repository to S3/GCS as new, verified, then visible model versions.
 
 Exit codes: 0 published (or nothing changed), 1 a check failed, a served version's objects do not match the lock
-file, another publisher holds the lock, or a new version breaks clients of the served one without
-``--allow-breaking`` (nothing new was made visible), 2 bad usage (DIR does not match its lock
-file or its lock does not describe a publishable repository, a bad URL, no such bucket, access refused, s3fs/gcsfs
-missing), 3 the storage endpoint cannot be reached.
+file, the served state changed while this publish uploaded, another publisher holds the lock (while it reserves
+versions or switches), or a new version breaks clients of the served one without ``--allow-breaking`` (nothing new
+was made visible), 2 bad usage (DIR does not match its lock file, also a file changed while it is uploaded, or its
+lock does not describe a publishable repository; a bad URL, no such bucket, access refused, s3fs/gcsfs missing),
+3 the storage endpoint cannot be reached.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from generator.atomic_write import write_atomically
 from generator.cli._common import report_errors
 from generator.errors import GenRepoError, Problem
 
@@ -31,8 +32,8 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     """Write one HTML page about REPOSITORY (a folder, s3:// or gs://) to --output.
 
     The page holds a summary (models, targets, versions, the lock check of `verify`, `lint`'s findings, the smoke
-    result), per model its contract, a chart of each input's min/opt/max per axis, batching, value domains, warmup
-    and instance groups, per ensemble its wiring as a picture, and what --smoke, --perf and --diff give. It is
+    result), per model its contract, a chart of its first inputs' min/opt/max per axis, batching, value domains,
+    warmup and instance groups, per ensemble its wiring as a picture, and what --smoke, --perf and --diff give. It is
     self-contained: no scripts, no external styles, fonts or images; the same inputs give the same bytes. Exit 2
     for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be reached.
     """
@@ -50,11 +51,10 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     if str(output) == "-":
         click.echo(page, nl=False)
         return
-    # Written whole, then renamed into place: a reader never sees half a page.
-    partial = output.with_name(f".{output.name}.partial")
+    # Written whole to a new file beside it, then renamed into place: a reader never sees half a page, and nothing
+    # planted beside it (a symlink at a temporary name or at the page's own name) is written through.
     try:
-        partial.write_text(page, encoding="utf-8")
-        partial.replace(output)
-    finally:
-        partial.unlink(missing_ok=True)
+        write_atomically(output, page)
+    except OSError as error:
+        raise GenRepoError([Problem(str(output), "", f"cannot write: {error.strerror or error}")]) from error
     click.echo(f"report written to {output}", err=True)

@@ -315,15 +315,13 @@ class _Differ:
             if tensor.name in new_by:
                 self.tensor(role, tensor, new_by[tensor.name])
         # A removed tensor and an added one with the same data type and dims: most likely renamed (still breaking).
-        renamed: dict[str, str] = {}
-        for gone in removed:
-            match = next((t for t in added if t.name not in renamed.values() and t.data_type == gone.data_type
-                          and t.dims == gone.dims and (role == "output" or not t.optional or gone.optional)), None)
-            if match is not None:
-                renamed[gone.name] = match.name
-                self.add(self.io_kind(f"{role}_renamed"), f"{role}:{gone.name}", gone.name, match.name, True,
-                         f"{self.what(role, gone.name)} renamed to '{match.name}' (same data type and dims): "
-                         f"clients using the old name are refused")
+        pairs = _renames(role, removed, added)
+        for old_name, match in pairs:
+            self.add(self.io_kind(f"{role}_renamed"), f"{role}:{old_name}", old_name, match, True,
+                     f"{self.what(role, old_name)} renamed to '{match}' (same data type and dims): "
+                     f"clients using the old name are refused")
+        renamed = dict(pairs)
+        taken = set(renamed.values())
         for gone in removed:
             if gone.name not in renamed:
                 detail = ("requests that send it are refused" if role == "input"
@@ -331,7 +329,7 @@ class _Differ:
                 self.add(self.io_kind(f"{role}_removed"), f"{role}:{gone.name}", gone.name, None, True,
                          f"{self.what(role, gone.name)} removed: {detail}")
         for fresh in added:
-            if fresh.name in renamed.values():
+            if fresh.name in taken:
                 continue
             if role == "output":
                 self.add(self.io_kind("output_added"), f"output:{fresh.name}", None, fresh.name, False,
@@ -418,6 +416,41 @@ class _Differ:
         elif not _contains(new, old):
             self.add("value_domain_narrowed", subject, old_json, new_json, True,
                      f"{what} values {old_text} -> {new_text}: values outside it are refused now")
+
+
+def _renames(role: str, removed: Sequence[TensorContract],
+             added: Sequence[TensorContract]) -> list[tuple[str, str]]:
+    """(removed name, the added name it was most likely renamed to), in the order of ``removed``.
+
+    Each removed tensor, in order, takes the first added tensor (in order) with its data type and dims that no
+    earlier one took; a required input is never matched to an optional one (a client sending the old required
+    input would not be sending a required input now). Linear: added tensors are bucketed by (data type, dims), and
+    each bucket is walked once per kind of match (any, or required only), never back over a taken tensor.
+    (Tensor names are unique in a contract, as Triton requires; were one repeated, each removed tensor of that name
+    still takes a tensor of its own.)
+    """
+    buckets: dict[tuple[str, tuple[int, ...]], tuple[list[TensorContract], list[TensorContract]]] = {}
+    for tensor in added:
+        every, required = buckets.setdefault((tensor.data_type, tuple(tensor.dims)), ([], []))
+        every.append(tensor)
+        if role == "output" or not tensor.optional:
+            required.append(tensor)
+    cursors: dict[int, int] = {}  # id of a bucket list -> index of its first tensor not known to be taken
+    taken: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    for gone in removed:
+        bucket = buckets.get((gone.data_type, tuple(gone.dims)))
+        if bucket is None:
+            continue
+        candidates = bucket[0] if role == "output" or gone.optional else bucket[1]
+        index = cursors.get(id(candidates), 0)
+        while index < len(candidates) and candidates[index].name in taken:
+            index += 1  # taken by an earlier match (through either list): never a candidate again
+        cursors[id(candidates)] = index
+        if index < len(candidates):
+            pairs.append((gone.name, candidates[index].name))
+            taken.add(candidates[index].name)
+    return pairs
 
 
 def _domain_json(domain: ValueDomain | None) -> Any:

@@ -2,10 +2,13 @@
 
 Model folders (core ``model_repository_manager.cc`` Poll: every sub-folder of every repository, hidden ones too, a
 name in two repositories refused), ``config.pbtxt`` (InitializeModelInfo: parsed as ModelConfig, its name equal to
-the folder's), version folders (``model_lifecycle.cc`` VersionsToLoad: ``std::stoll`` of the folder name, names
-starting with ``0`` and non-numbers ignored, then the version policy), and the files a config points at: warmup data
-(``backend_model_instance.cc``), initial sequence state (``sequence_batch_scheduler.cc``), output labels
-(``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime`` (``backend_model.cc``).
+the folder's), version folders (``model_lifecycle.cc`` VersionsToLoad, as :func:`generator.naming.triton_version`
+reads a name: ``std::stoll`` of the folder name, names starting with ``0`` and non-numbers ignored, then the version
+policy; a folder whose name is not exactly the version it reads as is an error, as for ``verify``), and the files
+a config points at: warmup data (``backend_model_instance.cc``), initial sequence state
+(``sequence_batch_scheduler.cc``), output labels (``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime``
+(``backend_model.cc``); and, beyond Triton, any symlink in a model folder, which Triton's local file system follows
+wherever it leads (``filesystem/implementations/local.h``).
 
 Files gen-repo adds (``gen-repo.lock.json`` at the root, ``gen_repo/`` inside version folders) are not flagged:
 Triton ignores files at the repository root and every backend ignores extra files in a version folder.
@@ -13,6 +16,7 @@ Triton ignores files at the repository root and every backend ignores extra file
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -28,7 +32,7 @@ from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import ERROR
-from generator.planning.config import WARMUP_FOLDER
+from generator.naming import WARMUP_FOLDER, triton_version, version_folder_problem
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
@@ -40,6 +44,7 @@ __all__ = [
     "SKIPPED_MODEL_SUBDIRS",
     "check_confinement",
     "check_files",
+    "check_symlinks",
     "check_versions",
     "discover",
     "element_count",
@@ -50,13 +55,10 @@ __all__ = [
     "versions_to_load",
 ]
 
-#: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.planning.config's WARMUP_FOLDER.
+#: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.naming's WARMUP_FOLDER.
 INITIAL_STATE_FOLDER = "initial_state"
 #: Folders Triton skips inside a model folder (model_lifecycle.cc VersionsToLoad).
 SKIPPED_MODEL_SUBDIRS = frozenset({WARMUP_FOLDER, INITIAL_STATE_FOLDER, "configs"})
-#: std::stoll's accepted prefix: leading whitespace, a sign, digits.
-_STOLL = re.compile(r"^[ \t\n\v\f\r]*([+-]?\d+)")
-INT64_MAX = 2**63 - 1
 BATCH_STRATEGY_PATH = "TRITON_BATCH_STRATEGY_PATH"
 
 
@@ -148,34 +150,63 @@ def alternative_configs(folder: ModelFolder) -> list[str]:
     return [f"configs/{p.name}" for p in sorted(configs.glob("*.pbtxt"))] if configs.is_dir() else []
 
 
+def check_symlinks(folder: ModelFolder) -> list[Finding]:
+    """``symlink``: the model folder itself, and every folder and file at any depth in it, that is a symlink.
+
+    Triton's local file system follows links (``stat``) and serves paths in place, so a linked version folder,
+    ``warmup/``, ``gen_repo/`` or ``model.py`` is read wherever the link leads on the server, outside the
+    repository included; what lint reads here says nothing about that. The walk never descends through a link.
+    """
+    findings = []
+    if folder.path.is_symlink():
+        findings.append(_symlink_finding(folder, ""))
+    for parent, folders, files in os.walk(folder.path):  # followlinks=False: a linked folder is listed, not entered
+        base = FsPath(parent).relative_to(folder.path)
+        findings += [_symlink_finding(folder, (base / name).as_posix()) for name in sorted([*folders, *files])
+                     if os.path.islink(os.path.join(parent, name))]
+    return findings
+
+
+def _symlink_finding(folder: ModelFolder, rel: str) -> Finding:
+    path = folder.path / rel if rel else folder.path
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    kind = "folder" if path.is_dir() else "file" if path.exists() else "path that does not exist"
+    what = f"model folder '{folder.name}'" if not rel else f"'{rel}' in model '{folder.name}'"
+    shown = repr(target if len(target) <= 120 else target[:120] + "...")
+    return folder_finding("symlink", folder.show(rel), f"{what} is a symlink (to the {kind} {shown}); Triton "
+                          "follows it wherever it leads on the server, outside the repository included: keep "
+                          "regular files and folders in a model folder")
+
+
 # ---------------------------------------------------------------------------- versions
-def _stoll(name: str) -> int | None:
-    match = _STOLL.match(name)
-    if match is None:
-        return None
-    value = int(match.group(1))
-    return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
-
-
 def scan_versions(folder: ModelFolder) -> list[Finding]:
-    """``folder.versions`` as VersionsToLoad finds them, with findings for the folders Triton ignores."""
+    """``folder.versions`` as VersionsToLoad finds them, with findings for the folders Triton ignores.
+
+    A name Triton reads as a version without being exactly its name (``+1``, ``1abc``) is checked in
+    :func:`check_versions`, once the versions loaded are known.
+    """
     findings: list[Finding] = []
     for sub in sorted(p for p in folder.path.iterdir() if p.is_dir()):
         if sub.name in SKIPPED_MODEL_SUBDIRS:
             continue
         where = folder.show(sub.name)
-        if len(sub.name) > 1 and sub.name.startswith("0"):
+        version = triton_version(sub.name)
+        if version is not None:
+            folder.versions.setdefault(version, []).append(sub.name)
+        elif len(sub.name) > 1 and sub.name.startswith("0"):
             findings.append(folder_finding(
-                "version-leading-zero", where, f"folder '{sub.name}' starts with 0; Triton ignores it"
-                + (f" (name it '{int(sub.name)}')" if sub.name.isdigit() else "")))
-            continue
-        version = _stoll(sub.name)
-        if version is None:
+                "version-leading-zero", where, f"folder {sub.name!a} starts with 0; Triton ignores it, tools reading "
+                "it as a number do not (gen-repo's verify and publish refuse it)"
+                + (f" (name it '{int(sub.name)}')" if sub.name.isascii() and sub.name.isdigit() else "")))
+        elif (why := version_folder_problem(sub.name)) is not None:
+            findings.append(folder_finding("version-folder-name", where, why))
+        else:
             findings.append(folder_finding(
-                "version-non-numeric", where, f"folder '{sub.name}' in model '{folder.name}' is not a numeric "
+                "version-non-numeric", where, f"folder {sub.name!a} in model '{folder.name}' is not a numeric "
                 "version; Triton ignores it"))
-            continue
-        folder.versions.setdefault(version, []).append(sub.name)
     return findings
 
 
@@ -212,13 +243,16 @@ def check_versions(folder: ModelFolder) -> list[Finding]:
                 cf.add("version-policy-missing", f"version_policy lists version {version}, but folder "
                        f"'{folder.name}/{version}' does not exist (Triton logs it and loads the others)",
                        ("version_policy", 0, "specific", 0, "versions", "#", k))
-    for version in folder.loaded:
-        names = folder.versions[version]
-        if str(version) not in names:
-            findings += [folder_finding(
-                "version-folder-prefix", folder.show(name),
-                f"Triton reads folder '{name}' as version {version} (std::stoll takes its leading digits) and "
-                f"loads that version from '{folder.name}/{version}', which does not exist") for name in names]
+    for version, names in sorted(folder.versions.items()):
+        missing = version in folder.loaded and str(version) not in names
+        for name in names:
+            if missing:
+                findings.append(folder_finding(
+                    "version-folder-prefix", folder.show(name),
+                    f"Triton reads folder {name!a} as version {version} (std::stoll takes its leading digits) and "
+                    f"loads that version from '{folder.name}/{version}', which does not exist"))
+            elif (why := version_folder_problem(name)) is not None:
+                findings.append(folder_finding("version-folder-name", folder.show(name), why))
     return findings
 
 

@@ -12,7 +12,10 @@ Severity: ``error`` where Triton refuses the model (or, for ONNX agreement and T
 would load it does), ``warning`` where Triton loads it but probably not as meant; ``ensemble-shape-range`` is the one
 error beyond Triton (gen-repo's contracts say every request past the range fails), ``config-unreadable`` gen-repo's
 own bound on what it reads, ``path-escape`` its confinement of config paths (docs/security.md; Triton 2.51 follows
-some of them out of the repository) and ``repository-is-a-model`` a folder given in place of the repository.
+some of them out of the repository), ``symlink`` its refusal of links in a model folder (Triton follows them: its
+case loads, and ``loaded_by`` names the code that follows it), ``repository-is-a-model`` a folder given in place of
+the repository, and ``version-leading-zero`` and ``version-folder-name`` its rule for version folder names (Triton
+loads such a model, but it and gen-repo would disagree on the versions; ``verify`` and ``publish`` refuse them).
 ``docs/lint-rules.md`` is generated from this table (:func:`rules_markdown`; the file says how).
 """
 
@@ -42,6 +45,7 @@ MCU = "src/model_config_utils.cc"
 MRM = "src/model_repository_manager/model_repository_manager.cc"
 LIFECYCLE = "src/model_repository_manager/model_lifecycle.cc"
 ENSEMBLE_UTILS = "src/ensemble_scheduler/ensemble_utils.cc"
+LOCAL_FS = "src/filesystem/implementations/local.h"
 BACKEND_MODEL = "src/backend_model.cc"
 INSTANCE = "src/backend_model_instance.cc"
 SEQUENCE = "src/sequence_batch_scheduler/sequence_batch_scheduler.cc"
@@ -75,6 +79,8 @@ class Rule:
     cases: tuple[str, ...] = ()  #: cases Triton loads though lint flags them (or that no server runs)
     tests: tuple[str, ...] = ()  #: other tests holding the rule (``tests/file.py::test``)
     server: str = ""  #: why ``cases`` are not loaded into the CPU test server ("" when they are)
+    #: for an error beyond Triton whose ``cases`` load: the Triton source file and function that load them
+    loaded_by: tuple[str, str] | None = None
 
 
 def _c(source: str, function: str, message: str, case: str, server: str = "") -> TritonCheck:
@@ -116,8 +122,16 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("version-policy-missing", WARNING, "layout",
          "version_policy lists a version whose folder does not exist (Triton logs it and loads the others)",
          cases=("version-policy-partial",)),
-    Rule("version-leading-zero", WARNING, "layout", "version folder with leading zeros (Triton ignores it)",
+    Rule("version-leading-zero", ERROR, "layout",
+         "beyond Triton: a version folder with leading zeros ('02'); Triton ignores it, a tool reading it as a number "
+         "takes it for version 2, gen-repo's verify and publish refuse it",
          cases=("version-leading-zero",)),
+    Rule("version-folder-name", ERROR, "layout",
+         "beyond Triton: a folder that reads as a version but is not exactly its name ('+1', ' 1', '1\\n', non-ASCII "
+         "digits, past int64; generator/naming.py version_folder); Triton loads version 1 from '1' or skips it, "
+         "gen-repo's verify and publish refuse it",
+         cases=("version-folder-name",),
+         tests=("tests/lint/test_run.py::test_folders_that_are_not_exactly_a_version_are_errors",)),
     Rule("version-non-numeric", WARNING, "layout", "non-numeric folder in a model folder (Triton ignores it)",
          cases=("version-non-numeric",)),
     Rule("version-folder-prefix", ERROR, "layout",
@@ -157,6 +171,14 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "batch-strategy-missing")),
          tests=("tests/test_confinement.py::test_lint_reports_each_escape_at_its_line",
                 "tests/lint/test_run.py::test_warmup_data_file_short_or_outside_the_warmup_folder")),
+    Rule("symlink", ERROR, "layout",
+         "beyond Triton: a model folder, or a folder or file anywhere in one (version folders, warmup/, gen_repo/ and "
+         "what they hold), is a symlink; Triton follows it wherever it leads on the server (its local file system "
+         "stats through links and uses paths in place), e.g. to a model.py outside the repository",
+         cases=("symlink-version-folder",),
+         tests=("tests/lint/test_run.py::test_a_symlink_at_any_level_of_a_model_folder_is_an_error",),
+         loaded_by=(LOCAL_FS, "LocalFileSystem::IsDirectory (stat follows links), GetDirectorySubdirs; "
+                              "LocalizePath uses the path in place")),
     Rule("repository-is-a-model", ERROR, "layout",
          "the folder given is a model folder (it holds config.pbtxt), not a repository",
          tests=("tests/lint/test_run.py::test_cli_on_a_model_folder_says_a_repository_folder_is_expected",)),
@@ -558,7 +580,8 @@ def rules_markdown() -> str:
                 lines.append(f"| `{r.id}` | {r.severity} | `{check.source}` {check.function} | "
                              f"{_cell(check.message)} | `{check.case}` | {_cell(check.server) or 'refused'} |")
             for case in r.cases:
-                lines.append(f"| `{r.id}` | {r.severity} | (loads) | (Triton loads it) | `{case}` | "
+                source = f"`{r.loaded_by[0]}` {_cell(r.loaded_by[1])}" if r.loaded_by else "(loads)"
+                lines.append(f"| `{r.id}` | {r.severity} | {source} | (Triton loads it) | `{case}` | "
                              f"{_cell(r.server) or 'loaded'} |")
             for test in r.tests:
                 lines.append(f"| `{r.id}` | {r.severity} | | {_cell(r.summary)} | `{test}` | |")

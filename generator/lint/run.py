@@ -21,6 +21,7 @@ from generator.lint.layout import (
     alternative_configs,
     check_confinement,
     check_files,
+    check_symlinks,
     check_versions,
     discover,
     load_config,
@@ -60,7 +61,8 @@ def check_config(cf: ConfigFile, resolved: Resolved) -> None:
 
 
 def _lint_folder(folder: ModelFolder, environment: Environment | None) -> list[Finding]:
-    findings = load_config(folder)
+    findings = check_symlinks(folder)
+    findings += load_config(folder)
     findings += scan_versions(folder)
     if folder.cf is not None:
         folder.resolved = resolve(folder.cf.config, folder.path, folder.name)

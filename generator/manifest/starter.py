@@ -9,11 +9,10 @@ accepted by ``gen-repo plan`` unchanged (tests/manifest/test_starter.py). Nothin
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from generator.atomic_write import write_atomically
 from generator.errors import GenRepoError, Problem
 from generator.naming import MAX_MODEL_NAME_LENGTH, model_name_from_graph
 from generator.specs.schema import LoadedGraph, load_graphspecs
@@ -142,7 +141,8 @@ def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str) ->
     """Write :func:`starter_manifest` to ``manifest``, never over an existing file; return it and its model count.
 
     The text goes to a temporary file in the same folder first and is then linked to its name, which fails if the
-    name exists: nothing is half-written, and a file that appears meanwhile is not replaced either.
+    name exists (:func:`generator.atomic_write.write_atomically` without overwrite): nothing is half-written, and a
+    file that appears meanwhile is not replaced either.
     """
     manifest = Path(manifest)
     refused = Problem(str(manifest), "", "already exists; gen-repo init never overwrites a file (remove it or "
@@ -153,15 +153,8 @@ def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str) ->
     folder = manifest.resolve().parent
     if not folder.is_dir():
         raise GenRepoError([Problem(str(manifest), "", f"folder {folder} does not exist")])
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{manifest.name}.", dir=folder)
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a manifest is an ordinary file
-        try:
-            os.link(temporary, manifest)
-        except FileExistsError:
-            raise GenRepoError([refused]) from None
-    finally:
-        os.unlink(temporary)
+        write_atomically(folder / manifest.name, text, overwrite=False)
+    except FileExistsError:
+        raise GenRepoError([refused]) from None
     return manifest, text.count("\n  - name: ")

@@ -31,7 +31,7 @@ from google.protobuf import text_format
 from generator.dtypes import by_triton
 from generator.errors import Problem
 from generator.gpu import compute_capability_key
-from generator.naming import model_name_problems
+from generator.naming import WARMUP_FOLDER, model_name_problems
 from generator.planning.pbtxt import message_text
 from generator.resources import resource_dir
 
@@ -70,8 +70,6 @@ _TEMPLATES = {"tensorrt": "tensorrt.pbtxt", "onnx": "onnx.pbtxt", "python": "pyt
 #: Default instance group kind per target.
 _DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CPU"}
 _INT32_MAX = 2**31 - 1
-#: Triton reads warmup ``input_data_file`` paths relative to this folder of the model (``<model>/warmup/``).
-WARMUP_FOLDER = "warmup"
 #: Enum numbers by name, looked up once (``EnumTypeWrapper.Value`` is a Python call per tensor of every config).
 _DATA_TYPES = dict(model_config_pb2.DataType.items())
 _INSTANCE_KINDS = dict(model_config_pb2.ModelInstanceGroup.Kind.items())

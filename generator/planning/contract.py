@@ -51,8 +51,8 @@ class PlannedModel(Protocol):
 
 
 __all__ = [
-    "CONTRACT_FORMAT", "PlannedModel", "contract_from_plan", "render_contract", "request_shape", "to_model",
-    "to_request",
+    "CONTRACT_FORMAT", "PlannedModel", "contract_from_plan", "contract_model_problem", "render_contract",
+    "request_shape", "to_model", "to_request",
 ]
 
 CONTRACT_FORMAT = "gen-repo-contract/1"
@@ -121,6 +121,21 @@ def contract_from_plan(model_plan: PlannedModel, values: Mapping[str, ValueDomai
     else:
         contract["backend"] = config.backend
     return contract
+
+
+def contract_model_problem(contract: Mapping[str, Any], folder: str) -> str | None:
+    """Why a contract read from the model folder ``folder`` does not describe that model; None when it does.
+
+    Its ``model`` must be the folder's name: Triton serves a model by its folder's name, and whatever a command
+    derives from the contract (perf-config's ``<model>/`` files, request targets) must not be steered by a string in
+    a file to another model, or to another path. The problem is located at the contract's ``/model``.
+    """
+    model = contract.get("model")
+    if isinstance(model, str) and model == folder:
+        return None
+    shown = repr(model[:120] + "..." if isinstance(model, str) and len(model) > 120 else model)
+    return (f"names the model {shown}, but the contract lies in the model folder {folder!r}: a contract describes "
+            "the model of its own folder (the name Triton serves it by)")
 
 
 #: Compact JSON with sorted keys: ``json``'s C encoder (an ``indent`` makes it fall back to pure Python, which was 90%

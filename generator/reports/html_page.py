@@ -2,10 +2,11 @@
 
 The page (``templates/report/page.html.j2``, rendered by Jinja2 with autoescape on: every repository string is
 hostile) holds a summary (models, targets, versions, the lock check of ``verify``, ``lint``'s findings, the smoke
-result), then per model its contract, a chart of each input's min/opt/max per axis, batching, value domains, warmup
-and instance groups; per ensemble its wiring as a picture; the smoke checks, the perf figures and a diff's changes
-where their ``--json`` files are given. Charts are inline SVG (:mod:`generator.reports.charts`,
-:mod:`generator.reports.ensemble_svg`); no scripts, no external styles, fonts or images, so the page needs no network.
+result), then per model its contract, a chart of its inputs' min/opt/max per axis (the first
+:data:`CHARTED_INPUTS`), batching, value domains, warmup and instance groups; per ensemble its wiring as a picture;
+the smoke checks, the perf figures and a diff's changes where their ``--json`` files are given. Charts are inline
+SVG (:mod:`generator.reports.charts`, :mod:`generator.reports.ensemble_svg`); no scripts, no external styles, fonts or
+images, so the page needs no network.
 
 The pipeline: :func:`read_repository` gathers plain :class:`ModelFacts` from a local folder;
 :func:`load_inputs` reads and checks the ``--smoke``/``--perf``/``--diff`` files (JSON Schemas in ``schemas/``);
@@ -55,6 +56,9 @@ __all__ = [
 #: The ``--json`` documents the report reads, by option: the schema each is checked against.
 INPUT_SCHEMAS = {"smoke": "report_smoke.schema.json", "perf": "report_perf.schema.json",
                  "diff": "report_diff.schema.json"}
+#: Inputs drawn in a model's shape-range chart, the first ones in the contract's order. matplotlib's cost grows faster
+#: than the panels it lays out (a model with 400 inputs took minutes); the inputs table lists every input's range.
+CHARTED_INPUTS = 8
 #: What the page says where the repository does not record the plan's batching decision.
 DECISIONS_UNKNOWN = ("unknown: the repository does not record the plan's decisions; `gen-repo plan MANIFEST` prints "
                      "them, and `gen-repo report --manifest MANIFEST` shows them here")
@@ -314,9 +318,14 @@ def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | N
 # --------------------------------------------------------------------------------------------------------------------
 # The page
 # --------------------------------------------------------------------------------------------------------------------
+def _chart_ranges(model: ModelFacts) -> list[ShapeRange]:
+    """Every input of ``model`` that has axes, as the range chart draws it."""
+    return [ShapeRange(t.name, t.min_shape, t.opt_shape, t.max_shape, model.max_batch_size > 0)
+            for t in model.inputs if t.min_shape]
+
+
 def _range_chart(model: ModelFacts, index: int) -> str:
-    ranges = [ShapeRange(t.name, t.min_shape, t.opt_shape, t.max_shape, model.max_batch_size > 0)
-              for t in model.inputs if t.min_shape]
+    ranges = _chart_ranges(model)[:CHARTED_INPUTS]
     return shape_range_chart(ranges, salt=f"ranges-{index}") if ranges else ""
 
 
@@ -369,6 +378,8 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
     ensembles = [m for m in facts.models if m.kind == "ensemble"]
     anchors = {m.name: f"m{i}" for i, m in enumerate(facts.models)}
     charts = {m.name: markupsafe.Markup(_range_chart(m, i)) for i, m in enumerate(facts.models)}
+    counts = {m.name: len(_chart_ranges(m)) for m in facts.models}
+    uncharted = {name: count for name, count in counts.items() if count > CHARTED_INPUTS}  # name -> inputs with axes
     graphs = {m.name: markupsafe.Markup(ensemble_svg(m.name, [t.name for t in m.inputs], [t.name for t in m.outputs],
                                                      m.steps, salt=f"g{i}"))
               for i, m in enumerate(facts.models) if m.kind == "ensemble"}
@@ -379,6 +390,7 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
     template = environment.get_template("page.html.j2")
     return template.render(
         facts=facts, models=models, ensembles=ensembles, anchors=anchors, charts=charts, graphs=graphs,
+        uncharted=uncharted, charted_inputs=CHARTED_INPUTS,
         smoke=given.smoke, smoke_summary=_smoke_summary(given.smoke), smoke_by_model=smoke_by_model,
         smoke_other=sorted(set(smoke_by_model) - known), perf=perf, perf_doc=given.perf,
         perf_other=sorted(set(perf) - known), diff=given.diff, files=given.files,

@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from generator.atomic_write import write_atomically
 from generator.serving.smoke import CheckResult, SmokeReport
 
 __all__ = ["json_report", "junit_xml", "write_json", "write_junit_xml", "xml_safe"]
@@ -87,11 +88,10 @@ def _failure_text(result: CheckResult) -> str:
 
 
 def write_junit_xml(report: SmokeReport, path: Path | str) -> Path:
-    """Write :func:`junit_xml` to ``path`` (parent folders created)."""
+    """Write :func:`junit_xml` to ``path`` (parent folders created; replaced whole, a symlink there not followed)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(report), encoding="utf-8")
-    return path
+    return write_atomically(path, junit_xml(report))
 
 
 def json_report(report: SmokeReport) -> str:
@@ -101,8 +101,7 @@ def json_report(report: SmokeReport) -> str:
 
 
 def write_json(report: SmokeReport, path: Path | str) -> Path:
-    """Write :func:`json_report` to ``path`` (parent folders created)."""
+    """Write :func:`json_report` to ``path`` (parent folders created; replaced whole, a symlink there not followed)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json_report(report), encoding="utf-8")
-    return path
+    return write_atomically(path, json_report(report))

@@ -9,6 +9,7 @@ per step).
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -105,9 +106,23 @@ class SummaryPathError(GenRepoError):
     """The ``--summary-md`` file cannot be appended to (exit 2); no section is written anywhere else."""
 
 
+#: Append, create if missing, never through a symlink: the summary is a shared log (``$GITHUB_STEP_SUMMARY``) that
+#: cannot be replaced whole like gen-repo's other outputs, so a link at its name is refused (docs/security.md).
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _path_error(path: str | os.PathLike[str], error: OSError) -> SummaryPathError:
-    reason = error.strerror or str(error)
+    if error.errno == errno.ELOOP:
+        reason = "it is a symlink (gen-repo appends only to the file itself, never through a link)"
+    else:
+        reason = error.strerror or str(error)
     return SummaryPathError([Problem(os.fspath(path), "", f"--summary-md: cannot append to this file: {reason}")])
+
+
+def _append(path: str | os.PathLike[str], text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing, never truncated, never through a symlink); OSError if not."""
+    with os.fdopen(os.open(path, _APPEND, 0o666), "a", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def check_summary_path(path: str | os.PathLike[str]) -> None:
@@ -118,8 +133,7 @@ def check_summary_path(path: str | os.PathLike[str]) -> None:
     file system) and, like every append here, never truncates.
     """
     try:
-        with Path(path).open("a", encoding="utf-8"):
-            pass
+        _append(path, "")
     except OSError as error:
         raise _path_error(path, error) from None
 
@@ -148,7 +162,6 @@ def append_summary(path: str | os.PathLike[str], section: SummarySection) -> Non
     folder = target.parent
     section = replace(section, links=[(label, relative_link(str(link), folder)) for label, link in section.links])
     try:
-        with target.open("a", encoding="utf-8") as handle:
-            handle.write(render_section(section))
+        _append(target, render_section(section))
     except OSError as error:
         raise _path_error(path, error) from None

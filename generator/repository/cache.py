@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from generator.atomic_write import fsync_dir, write_atomically
 from generator.errors import GenRepoError, Problem
 
 CACHE_FORMAT = "gen-repo-cache/2"  # 2: signed manifests (entries of format 1 are misses)
@@ -179,19 +180,8 @@ def cache_secret(cache_root: Path) -> bytes:
 def _create_secret(path: Path) -> None:
     """Write a new random secret at ``path`` unless another process does first (an atomic link, never a replace)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, os.urandom(32).hex().encode("ascii") + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails if another process made it first: then its secret is the one
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(tmp)
+    with contextlib.suppress(FileExistsError):  # another process made it first: then its secret is the one
+        write_atomically(path, os.urandom(32).hex() + "\n", mode=0o600, durable=True, overwrite=False)
 
 
 def _read_secret(path: Path) -> bytes:
@@ -213,42 +203,6 @@ def _read_secret(path: Path) -> bytes:
     if why is not None:
         raise GenRepoError([Problem(str(path), "", f"the cache secret file {why}")])
     return secret
-
-
-def fsync_dir(path: Path | str) -> None:
-    """Flush a folder's entries (new names, renames) to disk; a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        # Some file systems refuse fsync on a folder; that is not a failed write.
-        if error.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix.
-
-    Writes a temp file beside ``path`` (same file system), fsyncs it, renames it over ``path`` and fsyncs the folder.
-    Used for TensorRT's timing cache, which several builds may save at the same time.
-    """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
-    try:
-        with open(tmp, "xb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
 
 
 def process_alive(pid: int) -> bool:
@@ -426,7 +380,7 @@ class BuildCache:
 
         TensorRT rejects or ignores a timing cache from another version or GPU, so each pair gets its own file.
         Load it with ``config.create_timing_cache(path.read_bytes())`` when it exists, and save it back with
-        :func:`atomic_write_bytes` (builds may run in parallel).
+        :func:`generator.atomic_write.write_atomically` (builds may run in parallel).
         """
         slug = "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", part) for part in (tensorrt_version, device) if part)
         path = self.root / "tensorrt" / f"{slug or 'timing'}.cache"
@@ -555,13 +509,11 @@ __all__ = [
     "KEY_PARTS",
     "SECRET_ENV",
     "BuildCache",
-    "atomic_write_bytes",
     "cache_key",
     "cache_secret",
     "canonical_json",
     "copy_hashed",
     "default_cache_root",
-    "fsync_dir",
     "hash_bytes",
     "hash_file",
     "process_alive",

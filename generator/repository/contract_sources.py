@@ -16,7 +16,6 @@ contracts (never the model files). Every problem is collected and raised at once
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,18 +24,21 @@ from typing import Any, Protocol
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.bounded import read_bytes, size_problem
+from generator.bounded import read_bytes
 from generator.client import ModelContract
 from generator.confinement import confined_path
 from generator.contracts.diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
+from generator.planning.contract import contract_model_problem
 from generator.repository.storage import (
-    PUBLISH_LOCK_OBJECT,
     StorageURL,
     is_storage_url,
     list_objects,
     open_filesystem,
     parse_url,
+    read_object,
+    repository_objects,
     storage_errors,
 )
 
@@ -45,16 +47,12 @@ __all__ = [
     "FolderReader",
     "Location",
     "Reader",
-    "VERSION_FOLDER",
     "diff_locations",
     "load_location",
     "load_model_contract",
     "served_version",
 ]
 
-#: A version folder's name, as Triton reads it (and publish writes it).
-VERSION_FOLDER = re.compile(r"^[1-9][0-9]*$")
-_VERSION = VERSION_FOLDER
 CONTRACT_PATH = "gen_repo/contract.json"
 
 
@@ -97,10 +95,10 @@ class FolderReader:
                       and ((p / "config.pbtxt").is_file() or self.versions(p.name)))
 
     def versions(self, model: str) -> set[int]:
-        """Numeric subfolders of the model's folder."""
+        """The model's version folders (:func:`generator.naming.version_folder`)."""
         folder = self.root / model
-        return {int(p.name) for p in folder.iterdir() if p.is_dir() and _VERSION.match(p.name)} if folder.is_dir() \
-            else set()
+        found = (version_folder(p.name) for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else ()
+        return {v for v in found if v is not None}
 
 
 @dataclass
@@ -115,22 +113,16 @@ class BucketReader:
     def open(cls, target: StorageURL, filesystem: Any = None) -> BucketReader:
         """List the repository at ``target`` (call inside :func:`~generator.repository.storage.storage_errors`)."""
         fs = filesystem if filesystem is not None else open_filesystem(target)
-        objects = list_objects(fs, target)
-        objects.pop(PUBLISH_LOCK_OBJECT, None)
-        return cls(fs, target, objects)
+        return cls(fs, target, repository_objects(list_objects(fs, target)))
 
     def read(self, rel: str, limit_name: str) -> bytes | None:
-        """See :class:`Reader`: the listed size is checked against the limit before anything is fetched."""
+        """See :class:`Reader`: as :func:`generator.repository.storage.read_object` reads (its listed size first)."""
         if rel not in self.objects:
             return None
-        refused = size_problem(self.where(rel), self.objects[rel], limit_name)
-        if refused is not None:
-            raise refused
-        data = bytes(self.fs.cat_file(self.target.join(rel)))
-        refused = size_problem(self.where(rel), len(data), limit_name)  # the object may have grown since
-        if refused is not None:
-            raise refused
-        return data
+        try:
+            return read_object(self.fs, self.target, rel, self.objects[rel], limit_name)
+        except FileNotFoundError:
+            return None
 
     def where(self, rel: str) -> str:
         """The object's URL."""
@@ -143,9 +135,10 @@ class BucketReader:
                       and (f"{n}/config.pbtxt" in self.objects or self.versions(n)))
 
     def versions(self, model: str) -> set[int]:
-        """Numeric folders directly under the model."""
-        return {int(parts[1]) for key in self.objects if len(parts := key.split("/")) > 2 and parts[0] == model
-                and _VERSION.match(parts[1])}
+        """Version folders directly under the model (:func:`generator.naming.version_folder`)."""
+        found = (version_folder(parts[1]) for key in self.objects
+                 if len(parts := key.split("/")) > 2 and parts[0] == model)
+        return {v for v in found if v is not None}
 
 
 def _parse_config(data: bytes, where: str) -> model_config_pb2.ModelConfig:
@@ -184,6 +177,8 @@ def load_model_contract(reader: Reader, model: str, version: int | None = None) 
             doc = json.loads(data)
             if not isinstance(doc, dict):
                 raise ValueError("the document is not a JSON object")
+            if (why := contract_model_problem(doc, model)) is not None:
+                raise GenRepoError([Problem(where, "/model", why)])
             contract = ModelContract.from_contract_dict(doc, source=where, config=config)
         except KeyError as error:
             raise GenRepoError([Problem(where, f"/{error.args[0]}", "missing: a gen-repo contract needs it")]) \
@@ -222,9 +217,8 @@ def _load_all(reader: Reader, label: str, models: list[str], version: int | None
 def _split_version(path: str) -> tuple[str, str, int] | None:
     """``root/model/3`` -> (root, model, 3) when the last part is a version number."""
     parts = path.rstrip("/").split("/")
-    if len(parts) >= 3 and _VERSION.match(parts[-1]):
-        return "/".join(parts[:-2]), parts[-2], int(parts[-1])
-    return None
+    version = version_folder(parts[-1]) if len(parts) >= 3 else None
+    return ("/".join(parts[:-2]), parts[-2], version) if version is not None else None
 
 
 def _load_bucket(location: str, filesystem: Any) -> Location:
@@ -252,10 +246,11 @@ def _load_folder(location: str) -> Location:
     path = Path(location)
     if not path.is_dir():
         raise GenRepoError([Problem(location, "", "not a folder, an s3:// or a gs:// repository")])
-    if _VERSION.match(path.name) and path.parent.name and ((path.parent / "config.pbtxt").is_file()
-                                                             or (path / CONTRACT_PATH).is_file()):
+    version = version_folder(path.name)
+    if version is not None and path.parent.name and ((path.parent / "config.pbtxt").is_file()
+                                                     or (path / CONTRACT_PATH).is_file()):
         reader = FolderReader(path.parent.parent)
-        return Location(location, _load_all(reader, location, [path.parent.name], int(path.name)), True)
+        return Location(location, _load_all(reader, location, [path.parent.name], version), True)
     reader = FolderReader(path)
     models = reader.models()
     if not models:

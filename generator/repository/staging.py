@@ -39,10 +39,12 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from generator.atomic_write import fsync_dir
 from generator.bounded import read_text
+from generator.confinement import confined_file, name_problem, relative_path_problem
 from generator.errors import GenRepoError, Problem, json_pointer
-from generator.naming import model_name_problems
-from generator.repository.cache import copy_hashed, fsync_dir, hash_file, process_alive
+from generator.naming import WARMUP_FOLDER, model_name_problems, version_folder_problem, versioned_folder
+from generator.repository.cache import copy_hashed, hash_file, process_alive
 
 LOCK_FILE_NAME = "gen-repo.lock.json"
 LOCK_FORMAT = "gen-repo-lock/1"
@@ -402,9 +404,14 @@ def _artifact_problems(lock_file: str, artifacts: Any) -> list[Problem]:
     problems = []
     for rel, entry in artifacts.items():
         pointer = json_pointer(["artifacts", rel])
-        parts = rel.split("/")
-        if rel.startswith("/") or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in parts):
-            problems.append(Problem(lock_file, pointer, "artifact path is not a plain relative path"))
+        # The one rule for paths a repository file names (generator.confinement), plus no "" or "." component: a
+        # lock lists each file by exactly one name. A version folder's name is told first (its own message).
+        plain = relative_path_problem(rel) or next(
+            ("has an empty or '.' component" for part in rel.split("/") if part in ("", ".")), None)
+        if (held := versioned_folder(rel)) is not None and (why := version_folder_problem(held[1])) is not None:
+            problems.append(Problem(lock_file, pointer, why))
+        elif plain is not None:
+            problems.append(Problem(lock_file, pointer, f"artifact path is not a plain relative path: it {plain}"))
         elif (
             not isinstance(entry, dict)
             or not isinstance(entry.get("sha256"), str)
@@ -425,8 +432,9 @@ def _model_problems(lock_file: str, models: Any, artifacts: Any) -> list[Problem
     for name, entry in models.items():
         pointer = json_pointer(["models", name])
         version = entry.get("version") if isinstance(entry, dict) else None
-        if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
-            problems.append(Problem(lock_file, pointer, "model name is not a plain folder name"))
+        if not name or (why := name_problem(name)) is not None:
+            problems.append(Problem(lock_file, pointer, "model name is not a plain folder name"
+                                    + (f": it {why}" if name else "")))
         elif not isinstance(entry, dict):
             problems.append(Problem(lock_file, pointer, "model entry must be an object"))
         elif "version" in entry and (not isinstance(version, int) or isinstance(version, bool) or version < 1):
@@ -498,7 +506,11 @@ def verify_repository(path: Path) -> list[Problem]:
     for rel in sorted(artifacts):
         expected = artifacts[rel]
         pointer = json_pointer(["artifacts", rel])
-        file = repo / rel
+        try:  # nothing is read through a folder that leads out of the repository
+            file = confined_file(repo, rel)
+        except ValueError as error:
+            problems.append(Problem(str(repo / rel), pointer, f"refused: {error}"))
+            continue
         try:
             st = os.lstat(file)
         except FileNotFoundError:
@@ -529,6 +541,25 @@ def verify_repository(path: Path) -> list[Problem]:
             continue
         elif (why := _unlisted_problem(repo, rel, st, artifacts, intact)) is not None:
             problems.append(Problem(str(repo / rel), "", why))
+    return problems + _version_folder_problems(repo, lock["models"])
+
+
+def _version_folder_problems(repo: Path, models: Mapping[str, Any]) -> list[Problem]:
+    """Folders of the listed models and of their warmup data that are not exactly the version they read as.
+
+    :func:`generator.naming.version_folder_problem`; empty folders included: Triton and gen-repo would read them as
+    different versions.
+    """
+    problems = []
+    for model in sorted(models):
+        for folder in (repo / model, repo / model / WARMUP_FOLDER):
+            try:
+                with os.scandir(folder) as entries:
+                    names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+            except OSError:
+                continue  # no such folder (a missing model is reported above)
+            problems += [Problem(str(folder / name), "", why) for name in names
+                         if (why := version_folder_problem(name)) is not None]
     return problems
 
 

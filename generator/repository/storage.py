@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import logging
 import os
@@ -30,12 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from generator.bounded import limit, size_problem
 from generator.errors import EXIT_FAILED, EXIT_UNREACHABLE, GenRepoError, Problem
 from generator.repository.staging import LOCK_FILE_NAME, read_lock, verify_repository
 
 __all__ = [
     "GCS_EMULATOR_ENV",
     "PUBLISH_LOCK_OBJECT",
+    "READ_CHUNK",
+    "RESERVATION_PREFIX",
     "TRITON_GCS_EMULATOR_ENV",
     "StorageError",
     "StorageFailed",
@@ -45,9 +49,12 @@ __all__ = [
     "download_repository",
     "is_storage_url",
     "list_objects",
+    "object_sha256",
     "open_filesystem",
     "parse_url",
+    "read_object",
     "relocated",
+    "repository_objects",
     "server_environment",
     "server_storage_findings",
     "storage_errors",
@@ -60,6 +67,11 @@ GCS_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 TRITON_GCS_EMULATOR_ENV = "CLOUD_STORAGE_EMULATOR_ENDPOINT"
 #: The publishers' lock object at the repository root (not part of the repository; never read back).
 PUBLISH_LOCK_OBJECT = ".gen-repo-publish.lock"
+#: A publisher's reservation of the version numbers it uploads (``<prefix><token>`` at the repository root; Triton
+#: ignores files there): not part of the repository either (generator/repository/publish_lock.py).
+RESERVATION_PREFIX = ".gen-repo-publish.reserved."
+#: Objects are hashed in ranges of this many bytes: an object of any size in bounded memory.
+READ_CHUNK = 64 << 20
 INSTALL_HINT = {"s3": "pip install 'gen-repo[s3]' (s3fs)", "gs": "pip install 'gen-repo[gcs]' (gcsfs)"}
 
 _HOST_PORT = re.compile(r"^[A-Za-z0-9.\-]+:\d{1,5}$")
@@ -339,6 +351,50 @@ def list_objects(fs: Any, target: StorageURL) -> dict[str, int]:
             if str(path).startswith(prefix)}
 
 
+def repository_objects(objects: Mapping[str, int]) -> dict[str, int]:
+    """``objects`` without the publishers' own (the lock object, reservations): what the repository holds."""
+    return {key: size for key, size in objects.items()
+            if key != PUBLISH_LOCK_OBJECT and not key.startswith(RESERVATION_PREFIX)}
+
+
+def read_object(fs: Any, target: StorageURL, key: str, size: int, limit_name: str) -> bytes:
+    """The bytes of the object ``key``, listed at ``size`` bytes, within the limit ``limit_name`` (generator.bounded).
+
+    The listed size is checked before anything is fetched, and at most the limit plus one byte is fetched, so an
+    object that grew since it was listed is refused too: :class:`~generator.bounded.UnreadableFileError` naming the
+    object's URL. FileNotFoundError when it is gone.
+    """
+    where = target.object_url(key)
+    refused = size_problem(where, size, limit_name)
+    if refused is not None:
+        raise refused
+    path = target.join(key)
+    try:
+        data = bytes(fs.cat_file(path, start=0, end=limit(limit_name) + 1))
+    except FileNotFoundError:
+        raise
+    except OSError:
+        if int(fs.info(path).get("size") or 0) != 0:
+            raise
+        data = b""  # S3 answers any range of an empty object with "not satisfiable"
+    refused = size_problem(where, len(data), limit_name)
+    if refused is not None:
+        raise refused
+    return data
+
+
+def object_sha256(fs: Any, target: StorageURL, key: str, size: int) -> str:
+    """sha256 of the first ``size`` bytes of the object ``key``, read in :data:`READ_CHUNK` ranges (bounded memory).
+
+    Callers compare ``size`` with the object's listed size first: the bytes past it are not read.
+    """
+    digest = hashlib.sha256()
+    path = target.join(key)
+    for start in range(0, size, READ_CHUNK):
+        digest.update(fs.cat_file(path, start=start, end=min(start + READ_CHUNK, size)))
+    return digest.hexdigest()
+
+
 def _layout(target: StorageURL, objects: Mapping[str, int]) -> tuple[list[str], list[str]]:
     """The repository's files and (marker-only) folders; StorageError naming every object that cannot be one.
 
@@ -375,7 +431,7 @@ def _layout(target: StorageURL, objects: Mapping[str, int]) -> tuple[list[str], 
 
 
 def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> Path:
-    """Copy the repository at ``url`` into ``destination`` (a new folder); the publishers' lock is left out.
+    """Copy the repository at ``url`` into ``destination`` (a new folder); the publishers' objects are left out.
 
     StorageError (located, never a traceback) for a bad URL, a missing bucket, an unreachable endpoint, no objects,
     or objects that cannot form a folder tree.
@@ -384,8 +440,7 @@ def download_repository(url: str, destination: Path | str, filesystem: Any = Non
     dest = Path(destination)
     with storage_errors(target, "reading the repository"):
         fs = filesystem if filesystem is not None else open_filesystem(target)
-        objects = list_objects(fs, target)
-        objects.pop(PUBLISH_LOCK_OBJECT, None)
+        objects = repository_objects(list_objects(fs, target))
         if not objects:
             raise StorageError([Problem(url, "", f"no objects under this URL (bucket {target.bucket!r} at "
                                                  f"{target.endpoint})")])

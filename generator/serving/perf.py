@@ -43,8 +43,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from generator.bounded import read_text
+from generator.confinement import confined_file, confined_path
 from generator.dtypes import by_triton
 from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
 from generator.triton.connection import Connection, check_reachable, is_transport_error, unreachable_error
 
 if TYPE_CHECKING:
@@ -198,10 +200,14 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
     """Every model of a gen-repo repository (or those named), from ``<model>/<version>/gen_repo/contract.json``.
 
     The highest numeric version folder is used. A model folder without a contract is a problem: only the contract
-    knows the profile's ranges (a config's ``-1`` dims do not bound anything).
+    knows the profile's ranges (a config's ``-1`` dims do not bound anything). So is a contract whose ``model`` is not
+    its folder's name (:func:`generator.planning.contract.contract_model_problem`), and any file reached through a
+    symlink leading out of the repository: the names written under ``-o`` are the repository's folder names.
     """
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2 as pb
+
+    from generator.planning.contract import contract_model_problem
 
     root = Path(repo_dir)
     if not root.is_dir():
@@ -216,8 +222,16 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
     for folder in folders:
         if wanted and folder.name not in wanted:
             continue
-        versions = sorted(int(v.name) for v in folder.iterdir() if v.is_dir() and v.name.isdigit())
-        contract = folder / str(versions[-1]) / "gen_repo" / "contract.json" if versions else None
+        try:
+            model_dir = confined_path(root, folder.name)
+            versions = sorted(n for v in model_dir.iterdir()
+                              if v.is_dir() and (n := version_folder(v.name)) is not None)
+            config_path = confined_path(root, folder.name, "config.pbtxt")
+            contract = confined_path(root, folder.name, str(versions[-1]), "gen_repo", "contract.json") \
+                if versions else None
+        except ValueError as error:
+            problems.append(Problem(str(folder), "", str(error)))
+            continue
         if contract is None or not contract.is_file():
             problems.append(
                 Problem(str(folder), "", "no <version>/gen_repo/contract.json: only gen-repo's contract knows the "
@@ -225,12 +239,18 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
             )
             continue
         try:
-            config = text_format.Parse(read_text(folder / "config.pbtxt", "config_bytes"), pb.ModelConfig())
+            config = text_format.Parse(read_text(config_path, "config_bytes"), pb.ModelConfig())
         except text_format.ParseError as error:
-            problems.append(Problem(str(folder / "config.pbtxt"), "", f"does not parse: {error}"))
+            problems.append(Problem(str(config_path), "", f"does not parse: {error}"))
             continue
         try:
             doc = json.loads(read_text(contract))
+            if not isinstance(doc, dict):
+                problems.append(Problem(str(contract), "", "not a JSON object: not a gen-repo contract"))
+                continue
+            if (why := contract_model_problem(doc, folder.name)) is not None:
+                problems.append(Problem(str(contract), "/model", why))
+                continue
             models.append(_model_from_contract(doc, config, str(contract)))
         except json.JSONDecodeError as error:
             problems.append(Problem(str(contract), "", f"not JSON: {error}"))
@@ -510,6 +530,42 @@ def perf_config_files(
         + yaml.safe_dump(analyzer, sort_keys=True, default_flow_style=None, width=120)
     )
     return files
+
+
+def write_perf_config_files(out_dir: Path | str, files: Mapping[str, str]) -> list[Path]:
+    """Write :func:`perf_config_files`' ``files`` under ``out_dir`` (folders made); the paths written, sorted.
+
+    Every file's folder is checked to stay inside ``out_dir`` first (:func:`generator.confinement.confined_path`: no
+    absolute path, no ``..``, no symlink leading out), all of them before anything is written: GenRepoError naming
+    each one that does not. Each file is written whole and renamed into place, so a symlink at its own name is
+    replaced, never followed (:func:`generator.atomic_write.write_atomically`); ``perf_analyzer.sh`` is executable.
+    """
+    from generator.atomic_write import write_atomically
+
+    root = Path(out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+
+    def confined(relative: str) -> Path:
+        try:  # the folders stay inside root; the file's own name is replaced by the rename (a link there included)
+            return confined_file(root, relative)
+        except ValueError as error:
+            raise GenRepoError([Problem(str(root / relative), "", f"refused: {error}")]) from None
+
+    problems = []
+    for relative in files:
+        try:
+            confined(relative)
+        except GenRepoError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise GenRepoError(problems)
+    written = []
+    for relative in sorted(files):
+        confined(relative).parent.mkdir(parents=True, exist_ok=True)
+        target = confined(relative)  # again: a folder swapped for a link meanwhile is refused, not written through
+        written.append(write_atomically(target, files[relative],
+                                        mode=0o755 if relative == "perf_analyzer.sh" else None))
+    return written
 
 
 # --------------------------------------------------------------------------------------------------------------------

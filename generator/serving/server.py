@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from generator.atomic_write import replacing
 from generator.errors import EXIT_UNREACHABLE, GenRepoError, Problem
 from generator.gpu import detect_gpus
 from generator.triton.connection import Connection
@@ -143,14 +144,8 @@ def _cache_root() -> Path:
 
 def _atomic_copy(source: Path, target: Path) -> None:
     """Copy ``source`` to ``target`` via a temporary file and rename, so concurrent launches never see half a file."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        shutil.copy2(source, tmp_name)
-        os.replace(tmp_name, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
+    with replacing(target) as temporary:
+        shutil.copy2(source, temporary)
 
 
 def _same_file_content(a: Path, b: Path) -> bool:

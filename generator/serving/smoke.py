@@ -51,7 +51,9 @@ from tritonclient.utils import InferenceServerException
 
 from generator.bounded import read_text
 from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
+from generator.confinement import confined_path
 from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, GenRepoError
+from generator.naming import version_folder
 from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
 from generator.triton.connection import Connection, is_transport_error
 
@@ -396,7 +398,8 @@ def repository_models(repo_dir: Path | str) -> list[str]:
     for child in sorted(root.iterdir()) if root.is_dir() else []:
         if not child.is_dir() or child.name.startswith("."):
             continue
-        if (child / "config.pbtxt").is_file() or any(p.is_dir() and p.name.isdigit() for p in child.iterdir()):
+        if (child / "config.pbtxt").is_file() or any(p.is_dir() and version_folder(p.name) is not None
+                                                      for p in child.iterdir()):
             names.append(child.name)
     return names
 
@@ -428,26 +431,39 @@ def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
     side = _ModelSide()
     if repo_dir is None:
         return side
-    model_dir = repo_dir / model
+    # The name comes from the server or the command line, and every file is the repository's: each path must stay in
+    # the repository (no '..', no symlink leading out) before anything is read.
+    try:
+        model_dir = confined_path(repo_dir, model)
+        config_path = confined_path(repo_dir, model, "config.pbtxt")
+    except ValueError as error:
+        side.problems.append(f"model {model!r}: {error}")
+        return side
     if not model_dir.is_dir():
         side.problems.append(f"model '{model}' has no folder in {repo_dir}")
         return side
-    config_path = model_dir / "config.pbtxt"
     if config_path.is_file():
         try:
             side.config = text_format.Parse(read_text(config_path, "config_bytes"), model_config_pb2.ModelConfig())
             side.config_path = str(config_path)
         except (text_format.ParseError, OSError) as exc:
             side.problems.append(f"{config_path}: cannot parse: {exc}")
-    versions = sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    versions = sorted(v for p in model_dir.iterdir() if p.is_dir() and (v := version_folder(p.name)) is not None)
     if versions:
-        gen_repo = model_dir / str(versions[-1]) / "gen_repo"
-        if (gen_repo / "contract.json").is_file():
+        try:
+            gen_repo = confined_path(repo_dir, model, str(versions[-1]), "gen_repo")
+            contract_path = confined_path(gen_repo, "contract.json")
+            for name in ("reference.json", "reference.npz"):  # what the reference readers open in gen_repo
+                confined_path(gen_repo, name)
+        except ValueError as error:
+            side.problems.append(f"model {model!r}: {error}")
+            return side
+        if contract_path.is_file():
             try:
-                side.contract = ModelContract.from_contract_json(gen_repo / "contract.json", config=side.config)
-                side.contract_path = str(gen_repo / "contract.json")
+                side.contract = ModelContract.from_contract_json(contract_path, config=side.config, model=model)
+                side.contract_path = str(contract_path)
             except (ValueError, KeyError, OSError) as exc:
-                side.problems.append(f"{gen_repo / 'contract.json'}: cannot read: {exc}")
+                side.problems.append(f"{contract_path}: cannot read: {exc}")
         if (gen_repo / "reference.json").is_file():
             side.reference_dir = gen_repo
             from generator.contracts.reference_data import read_compare_settings

@@ -82,6 +82,40 @@ def test_bad_input_is_exit_2_located_without_a_traceback(example_repository: Pat
     assert unwritable.returncode == 2 and "cannot write" in unwritable.stderr, unwritable.stderr
 
 
+def test_a_contract_naming_another_model_is_exit_2_at_its_model_field(example_repository: Path,
+                                                                        tmp_path: Path) -> None:
+    """A contract describes the model of its own folder: text's contract claiming to be mlp (or a path) is bad input
+    located at its /model, not a comparison of the wrong model."""
+    for named in ("mlp", "../mlp"):
+        renamed = tmp_path / f"renamed-{len(named)}"
+        shutil.copytree(example_repository, renamed)
+        contract = renamed / "text" / "1" / "gen_repo" / "contract.json"
+        contract.write_text(json.dumps({**json.loads(contract.read_text()), "model": named}))
+        done = _diff(str(example_repository), str(renamed))
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"error: {contract}: /model: names the model {named!r}, but the contract lies in the model folder " \
+               "'text'" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_markdown_replaces_a_planted_symlink_and_a_symlinked_summary_is_refused(example_repository: Path,
+                                                                                tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_text("precious")
+    markdown = tmp_path / "diff.md"
+    markdown.symlink_to(target)
+    old = str(example_repository / "mlp" / "1")
+    done = _diff(old, old, "--markdown", str(markdown))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not markdown.is_symlink() and "gen-repo diff" in markdown.read_text()
+    summary = tmp_path / "summary.md"
+    summary.symlink_to(target)
+    done = _diff(old, old, "--summary-md", str(summary))
+    assert done.returncode == 2 and f"error: {summary}: /: --summary-md: cannot append to this file: it is a " \
+                                   "symlink" in done.stderr, done.stderr
+    assert target.read_text() == "precious"
+
+
 @pytest.mark.slow
 def test_a_published_repository_is_compared_in_place(store: ObjectStore, example_repository: Path,
                                                       variant_example_repository: Path) -> None:

@@ -66,6 +66,17 @@ def test_missing_and_extra_listed_in_json(repo: Path) -> None:
     assert messages["stray.txt"].startswith("unexpected")
 
 
+def test_a_folder_that_is_not_exactly_a_version_exits_1(repo: Path) -> None:
+    """An empty folder " 2" beside version 1 (Triton reads it as version 2, from a folder "2" that does not exist):
+    verify names it and exits 1. Before, it was not looked at."""
+    (repo / "mlp" / " 2").mkdir()
+    code, out, _err = run(str(repo), "--json")
+    assert code == 1
+    (problem,) = json.loads(out)["problems"]
+    assert problem["file"] == str(repo / "mlp" / " 2")
+    assert problem["message"].startswith("folder ' 2' is not exactly a version folder: Triton reads it as version 2")
+
+
 def test_corrupt_lock_exits_1(repo: Path) -> None:
     (repo / LOCK_FILE_NAME).write_text("{")
     code, out, _err = run(str(repo))

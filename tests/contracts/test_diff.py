@@ -359,3 +359,85 @@ def test_the_rebuild_agrees_with_the_validator(example_repository: Path, variant
         new = ModelContract.from_repository(variant_example_repository, model)
         assert any(new.validate(r) for r in _requests(old)) is refuses
         assert any(_request_side(c) for c in old.compatible_with(new).breaking) is refuses
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Rename detection: the same answer as the first-fit scan it replaced, in linear work
+# --------------------------------------------------------------------------------------------------------------------
+def _first_fit(role: str, removed: list[Any], added: list[Any]) -> list[tuple[str, str]]:
+    """The rename rule as first written: each removed tensor scans every added one (cubic in renames)."""
+    renamed: dict[str, str] = {}
+    pairs = []
+    for gone in removed:
+        match = next((t for t in added if t.name not in renamed.values() and t.data_type == gone.data_type
+                      and t.dims == gone.dims and (role == "output" or not t.optional or gone.optional)), None)
+        if match is not None:
+            renamed[gone.name] = match.name
+            pairs.append((gone.name, match.name))
+    return pairs
+
+
+def _tensors(prefix: str, specs: list[tuple[int, bool]], template: Any) -> list[Any]:
+    """Tensors shaped like ``template`` (a real contract's input), one per (kind, optional): kind picks the type."""
+    from dataclasses import replace
+
+    kinds = [("TYPE_INT64", template.dims), ("TYPE_INT32", template.dims), ("TYPE_INT64", (*template.dims, 2))]
+    return [replace(template, name=f"{prefix}{i}", data_type=kinds[kind][0], dims=kinds[kind][1], optional=optional)
+            for i, (kind, optional) in enumerate(specs)]
+
+
+def test_renames_pair_tensors_exactly_as_the_first_fit_scan(contracts: dict[str, dict[str, Any]]) -> None:
+    """Bucketed by (data type, dims), the pairing is the first-fit scan's, pair by pair and in order, for inputs
+    (required never matched to optional) and outputs, on tensors shaped like the example's real inputs."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from generator.contracts.diff import _renames
+
+    template = ModelContract.from_contract_dict(contracts["text"]).inputs[0]
+    specs = st.lists(st.tuples(st.integers(0, 2), st.booleans()), max_size=12)
+
+    @settings(max_examples=300, deadline=None)
+    @given(old=specs, new=specs, role=st.sampled_from(["input", "output"]))
+    def check(old: list[tuple[int, bool]], new: list[tuple[int, bool]], role: str) -> None:
+        removed, added = _tensors("old_", old, template), _tensors("new_", new, template)
+        assert _renames(role, removed, added) == _first_fit(role, removed, added)
+
+    check()
+
+
+class _Counted(str):
+    """A name or data type that counts how often it is compared by value (each tensor has its own objects), and
+    stops the test once the count passes ``limit`` (the first-fit scan would take hours at this size)."""
+
+    compared = 0
+    limit = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.compared += 1
+        assert _Counted.compared <= _Counted.limit, f"more than {_Counted.limit} comparisons"
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_renaming_thousands_of_inputs_takes_a_linear_number_of_comparisons(
+        contracts: dict[str, dict[str, Any]]) -> None:
+    """3,000 inputs of the real text model renamed: every one is found as its rename, with O(n) comparisons of
+    names and data types (the first-fit scan, checking each candidate against every earlier match, made O(n³))."""
+    from dataclasses import replace
+
+    base = ModelContract.from_contract_dict(contracts["text"])
+    template = base.inputs[0]
+    n = 3000
+
+    def side(prefix: str) -> ModelContract:
+        return replace(base, inputs=tuple(replace(template, name=_Counted(f"{prefix}{i}"),
+                                                  data_type=_Counted(template.data_type)) for i in range(n)))
+
+    old, new = side("input_"), side("renamed_")
+    _Counted.compared, _Counted.limit = 0, 10 * n
+    comparison = diff_models(old, new)
+    _Counted.limit = 1 << 62  # checking the answer compares too
+    assert [c.kind for c in comparison.changes] == ["input_renamed"] * n
+    assert {(c.old, c.new) for c in comparison.changes} == {(f"input_{i}", f"renamed_{i}") for i in range(n)}

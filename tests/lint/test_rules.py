@@ -44,14 +44,19 @@ def test_severity_follows_triton() -> None:
     """Errors are what Triton refuses; warnings what it loads. config-missing is refused only with auto-complete
     off (with it, a backend may fill the config in), so it stays a warning; ensemble-shape-range, config-unreadable
     and the ONNX and TensorRT file rules are errors beyond core (gen-repo's contracts and read limits, the backend
-    that loads the model)."""
+    that loads the model); so are the version folder names Triton loads but reads otherwise than gen-repo's tools
+    (verify and publish refuse them), and symlinks in a model folder, which Triton follows wherever they lead (its
+    case loads; the rule names the Triton code that follows the link)."""
+    beyond_triton = {"version-leading-zero", "version-folder-name", "symlink"}
     for rule in RULE_TABLE:
         if rule.cases:
-            assert rule.severity == WARNING, rule.id
+            assert rule.severity == (ERROR if rule.id in beyond_triton else WARNING), rule.id
         if rule.checks and rule.id != "config-missing":
             assert rule.severity == ERROR, rule.id  # (path-escape: also values Triton 2.51 follows out of the model)
+        if rule.loaded_by:
+            assert rule.id in beyond_triton and rule.cases, rule.id
     assert {r.id for r in RULE_TABLE if r.severity == ERROR and not r.checks} == {
-        "repository-missing", "ensemble-shape-range", "config-unreadable", "repository-is-a-model"}
+        "repository-missing", "ensemble-shape-range", "config-unreadable", "repository-is-a-model", *beyond_triton}
 
 
 def _literals(path: Path) -> tuple[set[str], set[str]]:

@@ -345,6 +345,39 @@ def test_cli_environment_rules_need_the_machine_and_say_when_skipped(tmp_path: P
     assert runner.invoke(main, ["lint", "--gpus", "-1", str(repo)]).exit_code == 2
 
 
+def test_a_symlink_at_any_level_of_a_model_folder_is_an_error(tmp_path: Path) -> None:
+    """The good corpus with links planted at every level of its model folders, to outside the repository, inside it
+    and nowhere: each is one `symlink` error at its path, and nothing else changes (Triton would follow each)."""
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    shutil.copytree(GOOD, repo)
+    elsewhere.mkdir()
+
+    def link_out(rel: str) -> None:  # move it out of the repository and leave a link to it in its place
+        target = elsewhere / rel.replace("/", "_")
+        shutil.move(repo / rel, target)
+        (repo / rel).symlink_to(target, target_is_directory=target.is_dir())
+
+    for rel in ("tiny_classifier", "mlp_python/1/gen_repo", "text_encoder/warmup",
+                "savedmodel_tf/1/model.savedmodel/variables", "string_identity/3/model.py"):
+        link_out(rel)
+    shutil.rmtree(repo / "resnet_trt" / "2")
+    (repo / "resnet_trt" / "2").symlink_to("1", target_is_directory=True)  # inside the model folder: still a link
+    (repo / "simple_add" / "1" / "gone").symlink_to(tmp_path / "nowhere")  # a link to nothing
+    findings = lint_repository(repo)
+    assert {(f.rule, f.severity, f.file, f.line) for f in findings} == {
+        ("symlink", "error", rel, None) for rel in (
+            "tiny_classifier", "mlp_python/1/gen_repo", "text_encoder/warmup",
+            "savedmodel_tf/1/model.savedmodel/variables", "string_identity/3/model.py", "resnet_trt/2",
+            "simple_add/1/gone")}, [str(f) for f in findings]
+    by_file = {f.file: f.message for f in findings}
+    assert by_file["resnet_trt/2"].startswith("'2' in model 'resnet_trt' is a symlink (to the folder '1')")
+    assert by_file["tiny_classifier"].startswith(f"model folder 'tiny_classifier' is a symlink (to the folder "
+                                                 f"'{elsewhere / 'tiny_classifier'}')")
+    assert "(to the path that does not exist" in by_file["simple_add/1/gone"]
+    result = CliRunner().invoke(main, ["lint", str(repo)])
+    assert result.exit_code == 1 and result.output.count("[symlink]") == 7
+
+
 def test_hidden_folders_are_models_to_triton(tmp_path: Path) -> None:
     """Triton's Poll lists every sub-folder, hidden ones too: lint warns about them and checks nothing inside."""
     shutil.copytree(GOOD / "mlp_python", tmp_path / "mlp_python")
@@ -365,3 +398,20 @@ def test_newest_model_config_fields_parse_with_positions() -> None:
     assert config.model_metrics.metric_control[0].HasField("metric_identifier")
     _, wrong = parse_config_text(text.replace("max_inflight_requests", "max_inflight"), "e/config.pbtxt")
     assert [(f.rule, f.line, f.column) for f in wrong] == [("config-parse", 8, 3)]
+
+
+@pytest.mark.parametrize(("name", "rule"), [
+    ("1\n", "version-folder-name"), (" 1", "version-folder-name"), ("+1", "version-folder-name"),
+    ("1 ", "version-folder-name"), ("-1", "version-folder-name"), ("\u0661", "version-folder-name"),
+    ("9" * 20, "version-folder-name"), ("01", "version-leading-zero"), ("0001", "version-leading-zero"),
+])
+def test_folders_that_are_not_exactly_a_version_are_errors(tmp_path: Path, name: str, rule: str) -> None:
+    """A folder beside version 1 that reads as a version (to Triton's std::stoll or to Python's int()) but is not
+    exactly its name: one error naming it (the good neighbour's lint is clean). Before, "1\\n", " 1" and "+1" were
+    silent (version 1 loads from "1"), "٣" counted as a version, and "01" and "9"*20 were warnings."""
+    shutil.copytree(GOOD / "mlp_python", tmp_path / "mlp_python")
+    assert lint_repository(tmp_path) == []
+    shutil.copytree(GOOD / "mlp_python" / "1", tmp_path / "mlp_python" / name)
+    (finding,) = lint_repository(tmp_path)
+    assert (finding.rule, finding.file, finding.severity) == (rule, f"mlp_python/{name}", "error"), str(finding)
+    assert ascii(name) in finding.message

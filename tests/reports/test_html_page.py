@@ -266,6 +266,8 @@ def test_hostile_names_are_text_never_markup(example_repository: Path, tmp_path:
     (repo / "mlp").rename(repo / HOSTILE_MODEL)
     for path in (repo / HOSTILE_MODEL / "config.pbtxt", repo / HOSTILE_MODEL / "1" / "gen_repo" / "contract.json"):
         path.write_text(path.read_text().replace('"input_x"', json.dumps(HOSTILE_INPUT)))
+    contract = repo / HOSTILE_MODEL / "1" / "gen_repo" / "contract.json"  # a contract names its folder's model
+    contract.write_text(json.dumps({**json.loads(contract.read_text()), "model": HOSTILE_MODEL}))
     smoke = tmp_path / "smoke.json"
     smoke.write_text(json.dumps({"format": "gen-repo-smoke/1", "results": [
         {"model": HOSTILE_MODEL, "check": "ready", "status": "failed", "duration_s": 0.5,
@@ -281,6 +283,37 @@ def test_hostile_names_are_text_never_markup(example_repository: Path, tmp_path:
     assert HOSTILE_INPUT in _svg_texts(section)  # the chart's panel title: literal text, no mathtext
     assert "<img src=x onerror=alert(3)>" in _text(section.find(".//table[@class='smoke']"))  # type: ignore[arg-type]
     assert "<script>" not in html
+
+
+def test_a_model_with_hundreds_of_inputs_charts_a_bounded_number_and_tables_them_all(example_repository: Path,
+                                                                                      tmp_path: Path) -> None:
+    """The text model with 300 inputs (its real first input, renamed): the inputs table lists every one with its
+    range; the range chart draws the first CHARTED_INPUTS panels (matplotlib's layout cost grows faster than its
+    panels: 400 inputs took minutes) and its caption says how many there are."""
+    from generator.reports.html_page import CHARTED_INPUTS
+
+    repo, count = tmp_path / "repo", 300
+    shutil.copytree(example_repository, repo)
+    contract_path, config_path = repo / "text" / "1" / "gen_repo" / "contract.json", repo / "text" / "config.pbtxt"
+    contract = json.loads(contract_path.read_text())
+    first = contract["inputs"][0]
+    contract["inputs"] = [{**first, "name": f"ids_{i}"} for i in range(count)]
+    contract_path.write_text(json.dumps(contract))
+    config = config_path.read_text()
+    entry = config[config.index("input {"):config.index("}", config.index("input {")) + 2]
+    config = config.replace(entry, "".join(entry.replace(first["name"], f"ids_{i}") for i in range(count)), 1)
+    config_path.write_text(re.sub(r'input \{\n  name: "input_attention_mask".*?\n\}\n', "", config, flags=re.S))
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(repo), "-o", str(page)])
+    assert code == 0, text
+    section = _section(_parse(page.read_text(encoding="utf-8")), "text")
+    rows = [_text(tr) for tr in section.find(".//table[@class='tensors']").iter("tr")][1:]  # type: ignore[union-attr]
+    assert len(rows) == count and all(row.startswith(f"ids_{i}TYPE_INT64") for i, row in enumerate(rows))
+    figure = section.find(".//figure[@class='chart ranges']")
+    assert figure is not None
+    panels = {label for label in _svg_texts(figure) if label.startswith("ids_")}
+    assert panels == {f"ids_{i}" for i in range(CHARTED_INPUTS)}
+    assert f"the first {CHARTED_INPUTS} of {count} inputs" in _text(figure.find("figcaption"))  # type: ignore[arg-type]
 
 
 def test_an_ensemble_picture_escapes_names_and_places_steps_by_their_inputs() -> None:
@@ -340,6 +373,25 @@ def test_a_published_repository_is_reported_from_its_bucket(store: Any, example_
     code, text, _ = run_cli(["report", store.dead_url("report"), "-o", str(tmp_path / "dead.html")],
                             env=store.dead_env())
     assert code == 3 and "Traceback" not in text and not (tmp_path / "dead.html").exists(), text
+
+
+def test_links_planted_beside_the_page_are_never_written_through(example_repository: Path, tmp_path: Path) -> None:
+    """A symlink at the partial page's old, predictable name (.NAME.partial) and one at the page's own name: the
+    page is written to a fresh temporary file and renamed over its name, so neither link's target changes."""
+    target = tmp_path / "precious"
+    target.write_text("precious")
+    page = tmp_path / "page.html"
+    (tmp_path / ".page.html.partial").symlink_to(target)
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page)])
+    assert code == 0, text
+    assert target.read_text() == "precious"
+    assert not page.is_symlink() and page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    page.unlink()
+    page.symlink_to(target)
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page)])
+    assert code == 0, text
+    assert target.read_text() == "precious" and not page.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".page.html.partial", "page.html", "precious"]
 
 
 def test_an_output_folder_that_is_not_there_is_a_located_error(example_repository: Path, tmp_path: Path) -> None:

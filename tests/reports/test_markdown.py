@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from generator.reports.markdown import (
     MAX_ROWS,
+    SummaryPathError,
     SummaryRow,
     SummarySection,
     append_summary,
+    check_summary_path,
     markdown_cell,
     relative_link,
     render_section,
@@ -43,6 +47,26 @@ def test_sections_are_appended_never_truncated(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert text.startswith("earlier step\n### ✅ gen-repo verify")
     assert "[lock](out%20dir/lock%20%281%29.json)" in text
+
+
+def test_a_symlink_at_the_summary_path_is_refused_and_its_target_unchanged(tmp_path: Path) -> None:
+    """The summary is appended to (a shared log), so it cannot be replaced whole: a link at its name is refused
+    (exit 2, located) by the check every command makes first, and nothing reaches the link's target."""
+    target = tmp_path / "precious.md"
+    target.write_text("precious\n")
+    link = tmp_path / "summary.md"
+    link.symlink_to(target)
+    for attempt in (lambda: check_summary_path(link),
+                    lambda: append_summary(link, SummarySection("gen-repo verify", {"files": 3}))):
+        with pytest.raises(SummaryPathError) as caught:
+            attempt()
+        [problem] = caught.value.problems
+        assert problem.file == str(link) and "it is a symlink" in problem.message
+    dangling = tmp_path / "dangling.md"
+    dangling.symlink_to(tmp_path / "nowhere.md")
+    with pytest.raises(SummaryPathError):
+        check_summary_path(dangling)
+    assert target.read_text() == "precious\n" and not (tmp_path / "nowhere.md").exists()
 
 
 def test_links_are_relative_to_the_summary_folder_only_from_inside_it(tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from generator.atomic_write import write_atomically
 from generator.errors import GenRepoError
 from generator.repository.cache import (
     BuildCache,
-    atomic_write_bytes,
     cache_key,
     cache_secret,
     canonical_json,
@@ -193,8 +193,8 @@ def test_timing_cache_path(tmp_path: Path) -> None:
     assert path.parent.is_dir() and tmp_path / "cache" in path.parents
     assert path != cache.timing_cache_path("10.9.0", "NVIDIA H200/sm_90")
     assert cache.timing_cache_path().name == "timing.cache"
-    atomic_write_bytes(path, b"timing")
-    atomic_write_bytes(path, b"timing 2")
+    write_atomically(path, b"timing", durable=True)
+    write_atomically(path, b"timing 2", durable=True)
     assert path.read_bytes() == b"timing 2"
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 

@@ -13,6 +13,7 @@ import json
 import os
 import py_compile
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.errors import GenRepoError
+from generator.errors import GenRepoError, json_pointer
 from generator.repository import staging as repository
 from generator.repository.staging import (
     LOCK_FILE_NAME,
@@ -320,6 +321,63 @@ def test_verify_reports_missing_and_corrupt_lock(dest: Path) -> None:
     lock_path.unlink()
     [problem] = verify_repository(dest)
     assert problem.file == str(lock_path) and "missing" in problem.message
+
+
+@pytest.mark.parametrize("key", ["alpha/1/x\ny.bin", "alpha/1/a\\b", "C:x", "alpha/./1/x", "alpha//x"],
+                         ids=["newline", "backslash", "drive-letter", "dot", "empty"])
+def test_verify_refuses_lock_keys_that_are_not_plain_paths_in_the_repository(dest: Path, key: str) -> None:
+    """The lock's keys are paths the repository names: confinement's rule applies to them (control characters, a
+    Windows separator or drive, and non-canonical names refused), located at the key's pointer."""
+    write_repo(dest, "v1")
+    lock_path = dest / LOCK_FILE_NAME
+    lock = json.loads(lock_path.read_text())
+    lock["artifacts"][key] = {"sha256": "0" * 64, "size": 1}
+    lock_path.write_text(json.dumps(lock))
+    [problem] = verify_repository(dest)
+    assert problem.file == str(lock_path)
+    assert problem.pointer == "/artifacts/" + key.replace("~", "~0").replace("/", "~1")
+    assert problem.message.startswith("artifact path is not a plain relative path: it ")
+
+
+def test_verify_reads_no_locked_file_through_a_folder_linked_out_of_the_repository(dest: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A version folder swapped for a symlink to an identical copy elsewhere: its files are refused by name, not
+    hashed where the link leads (and the link itself is refused)."""
+    write_repo(dest, "v1")
+    elsewhere = tmp_path / "elsewhere"
+    (dest / "alpha" / "1").rename(elsewhere)
+    (dest / "alpha" / "1").symlink_to(elsewhere, target_is_directory=True)
+    problems = {Path(p.file).relative_to(dest).as_posix(): p.message for p in verify_repository(dest)}
+    assert problems["alpha/1"].startswith("refused: a symlink")
+    locked = [rel for rel in json.loads((dest / LOCK_FILE_NAME).read_text())["artifacts"] if rel.startswith("alpha/1/")]
+    assert locked and all(problems[rel].startswith("refused: ") and "leads outside" in problems[rel]
+                          for rel in locked)
+
+
+NOT_EXACTLY_A_VERSION = ["1\n", " 1", "1 ", "+1", "-1", "1abc", "01", "\u0661", "\uff11", "9" * 20]
+
+
+@pytest.mark.parametrize("name", NOT_EXACTLY_A_VERSION)
+def test_verify_reports_a_folder_that_is_not_exactly_a_version(dest: Path, name: str) -> None:
+    """A model folder (or its warmup data's) that reads as a version to Triton's std::stoll or to Python's int()
+    but is not exactly that version's name: one problem naming it, even empty and unlisted; and as a lock file's
+    key, the lock itself is refused at that key. Before, the empty folders passed, and so did a lock whose keys
+    named "1\n" (the folder a publish then uploaded nothing from)."""
+    lock = write_repo(dest, "v1")
+    (dest / "alpha" / name).mkdir()
+    (dest / "beta" / "warmup" / name).mkdir(parents=True)
+    problems = {p.file: p.message for p in verify_repository(dest)}
+    assert problems.keys() == {str(dest / "alpha" / name), str(dest / "beta" / "warmup" / name)}, problems
+    assert f"folder {name!a} " in problems[str(dest / "alpha" / name)]
+
+    (dest / "alpha" / name).rmdir()
+    shutil.rmtree(dest / "beta" / "warmup")
+    (dest / "alpha" / "1").rename(dest / "alpha" / name)
+    lock["artifacts"] = {k.replace("alpha/1/", f"alpha/{name}/"): v for k, v in lock["artifacts"].items()}
+    (dest / LOCK_FILE_NAME).write_text(json.dumps(lock))
+    problems = {p.pointer: p.message for p in verify_repository(dest)}
+    assert problems.keys() == {json_pointer(["artifacts", f"alpha/{name}/part{i}.bin"]) for i in range(3)}, problems
+    assert all(f"folder {name!a} " in message for message in problems.values())
 
 
 # -- crash recovery (states built by hand) -----------------------------------------------------------------------

@@ -219,9 +219,13 @@ def perf_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_perf_against_a_real_server(perf_repository: Path, triton_server_factory, tmp_path: Path) -> None:
     server = triton_server_factory(perf_repository)
     report = tmp_path / "perf.json"
+    precious = tmp_path / "precious"
+    precious.write_text("precious")
+    report.symlink_to(precious)  # planted: --json replaces the link, never writes through it
     code, output = _run("perf", "--url", server.grpc_url, "--repo", str(perf_repository), "--duration", "1.5",
                         "--concurrency", "1", "--concurrency", "4", "--engine", "loop", "--json", str(report))
     assert code == 0, output
+    assert not report.is_symlink() and precious.read_text() == "precious"
     results = json.loads(report.read_text())["results"]
     assert {r["model"] for r in results} == {"mlp", "text"}
     for result in results:
@@ -269,3 +273,79 @@ def test_perf_config_covers_a_manifest_ensemble_inside_its_range(tmp_path: Path)
         (request,) = json.load(handle)["data"]
     assert request["x"]["shape"] == [16] and len(request["x"]["content"]) == 16  # one item; -b sets the batch
     assert "perf_analyzer -m pipe -x 1 -b 8 --input-data pipe/input_data.max.json" in script  # the ensemble's max
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# perf-config --repo: every path it writes is a folder name of the repository, inside -o
+# --------------------------------------------------------------------------------------------------------------------
+def _tree(root: Path, *skip: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` (not under ``skip``), with a file's bytes (None for a folder or link)."""
+    out: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        if any(path == s or s in path.parents for s in skip):
+            continue
+        out[str(path)] = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+    return out
+
+
+@pytest.mark.parametrize("named", ["{outside}/abs", "../../escaped", "mlp/../../../escaped", "nested/mlp", "text",
+                                   ".", ""],
+                         ids=["absolute", "dotdot", "dotdot-inside", "slash", "another-model", "dot", "empty"])
+def test_perf_config_refuses_a_contract_naming_another_model_or_path(example_repository: Path, tmp_path: Path,
+                                                                     named: str) -> None:
+    """The contract's `model` decides the files' folder under -o: one that is not its own folder's name is a
+    located error (exit 2), and nothing is written anywhere (neither outside -o nor in it)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(example_repository, repo)
+    contract = repo / "mlp" / "1" / "gen_repo" / "contract.json"
+    doc = json.loads(contract.read_text())
+    doc["model"] = named.format(outside=tmp_path / "outside")
+    contract.write_text(json.dumps(doc))
+    out = tmp_path / "work" / "out"
+    out.parent.mkdir()
+    before = _tree(tmp_path, repo)
+    code, output = _run("perf-config", "--repo", str(repo), "-o", str(out))
+    assert code == 2, output
+    assert f"{contract}: /model: names the model {doc['model']!r}, but the contract lies in the model folder " \
+           "'mlp'" in " ".join(output.split())
+    assert _tree(tmp_path, repo) == before  # nothing written: not -o, not outside it
+
+
+def test_perf_config_refuses_a_model_folder_linked_out_of_the_repository(example_repository: Path,
+                                                                         tmp_path: Path) -> None:
+    """A model folder that is a symlink to a folder outside the repository is not read (its contract neither)."""
+    repo, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    shutil.copytree(example_repository, repo)
+    shutil.move(repo / "mlp", elsewhere)
+    (repo / "mlp").symlink_to(elsewhere, target_is_directory=True)
+    code, output = _run("perf-config", "--repo", str(repo), "-o", str(tmp_path / "out"))
+    assert code == 2, output
+    assert "leads outside" in output and str(repo / "mlp") in output
+    assert not (tmp_path / "out").exists()
+
+
+def test_perf_config_never_writes_through_a_link_planted_in_the_output(example_repository: Path,
+                                                                       tmp_path: Path) -> None:
+    """-o/<model> planted as a symlink to a folder outside -o: refused before anything is written; the folder it
+    points at is unchanged. A symlink at a file's own name is replaced, its target unchanged."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "input_data.min.json").write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mlp").symlink_to(outside, target_is_directory=True)
+    code, output = _run("perf-config", "--repo", str(example_repository), "-o", str(out))
+    assert code == 2, output
+    assert f"{out / 'mlp' / 'input_data.min.json'}: /: refused: " in output and "leads outside" in output
+    assert sorted(p.name for p in outside.iterdir()) == ["input_data.min.json"]
+    assert (outside / "input_data.min.json").read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == ["mlp"]  # nothing else written either
+
+    (out / "mlp").unlink()
+    (out / "perf_analyzer.json").symlink_to(outside / "input_data.min.json")
+    code, output = _run("perf-config", "--repo", str(example_repository), "-o", str(out))
+    assert code == 0, output
+    assert not (out / "perf_analyzer.json").is_symlink()
+    assert json.loads((out / "perf_analyzer.json").read_text())["format"] == "gen-repo-perf/1"
+    assert (outside / "input_data.min.json").read_text() == "precious"
+    assert (out / "perf_analyzer.sh").stat().st_mode & 0o777 == 0o755

@@ -19,7 +19,7 @@ from tritonclient.grpc import model_config_pb2
 from generator.planning.model_files import config_text
 from generator.planning.options import BuildOptions
 from generator.planning.targets import plan_build
-from generator.reports.junit import json_report, junit_xml, write_junit_xml
+from generator.reports.junit import json_report, junit_xml, write_json, write_junit_xml
 from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
 from generator.serving.smoke import (
     CHECKS,
@@ -244,6 +244,22 @@ def test_report_exit_codes() -> None:
     assert SmokeReport([passed, CheckResult("m", "burst", "failed")], "u", "grpc").exit_code == 1
     assert SmokeReport([passed, CheckResult("m", "burst", "error")], "u", "grpc").exit_code == 1
     assert SmokeReport([CheckResult("m", "ready", "error")], "u", "grpc", reachable=False).exit_code == 3
+
+
+def test_report_files_replace_a_symlink_at_their_name_never_its_target(tmp_path: Path) -> None:
+    """--json and --junit-xml planted as symlinks (to a file of someone else's): each is replaced by the report,
+    the link's target keeps its bytes, and no temporary file is left beside them."""
+    report = SmokeReport([CheckResult("m", "ready", "passed")], "u", "grpc")
+    target = tmp_path / "precious"
+    target.write_text("precious")
+    for name, write, render in (("smoke.json", write_json, json_report), ("smoke.xml", write_junit_xml, junit_xml)):
+        path = tmp_path / "out" / name
+        path.parent.mkdir(exist_ok=True)
+        path.symlink_to(target)
+        assert write(report, path) == path
+        assert not path.is_symlink() and path.read_text(encoding="utf-8") == render(report)
+    assert target.read_text() == "precious"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["smoke.json", "smoke.xml"]
 
 
 def test_repository_models(example_repository: Path) -> None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from generator.atomic_write import replacing
 from generator.bounded import read_bytes
 from generator.building.export.flat_module import flat_module_for
 from generator.building.export.onnx_checks import onnx_io_problems
@@ -487,14 +488,8 @@ def copy_onnx_self_contained(source: Path | str, target: Path | str) -> Path:
     """Copy an ONNX file to ``target`` as one self-contained file (external data inlined); return ``target``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        _save_self_contained(Path(source), Path(tmp))
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    with replacing(target) as temporary:
+        _save_self_contained(Path(source), temporary)
     return target
 
 

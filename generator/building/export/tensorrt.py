@@ -14,8 +14,6 @@ Plan file names for several GPUs (Triton's ``cc_model_filenames``) are the confi
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,6 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from generator.atomic_write import write_atomically
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
 from generator.gpu import GpuInfo, compute_capability_key, current_gpu, detect_gpus
 
@@ -424,19 +423,6 @@ def _load_timing_cache(config: Any, path: Path, rec: _Recorder, notes: list[str]
     return cache, False
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the cache folder may be shared by users of one machine
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def build_engine(
     trt: Any,
     onnx_path: Path | str,
@@ -529,7 +515,12 @@ def build_engine(
 
             written = False
             if cache is not None and cache_path is not None:
-                _write_atomically(Path(cache_path), bytes(memoryview(config.get_timing_cache().serialize())))
+                # Other builds may read or save it at the same time; the cache folder may be shared by the users
+                # of one machine, so it is readable by them (0o644), whatever the umask.
+                path = Path(cache_path)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(path, bytes(memoryview(config.get_timing_cache().serialize())), mode=0o644,
+                                 durable=True)
                 written = True
         for warning in caught:
             text = f"{warning.category.__name__}: {warning.message}"
