@@ -35,7 +35,7 @@ from generator.contracts.array_files import ArrayHeader, open_array_file
 from generator.dtypes import DTYPES
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
-from generator.planning.contract import contract_model_problem
+from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
 from generator.planning.values import ValueDomain, draw
 from generator.triton.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 
@@ -57,7 +57,6 @@ __all__ = [
     "wire_datatype",
 ]
 
-CONTRACT_FORMAT = "gen-repo-contract/1"
 
 #: Config data type -> (Triton wire datatype, numpy dtype name), from :mod:`generator.dtypes`. TYPE_STRING travels as
 #: BYTES in numpy object arrays; BF16 has no numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in

@@ -26,7 +26,7 @@ from generator.manifest.loading import load_manifest
 from generator.naming import MAX_MODEL_NAME_LENGTH, RESERVED_NAMES, model_name_problems
 from generator.planning.model_files import CONTRACT_FILE, config_files
 from generator.planning.plan import plan_repository
-from generator.repository.publish import LOCK_OBJECT
+from generator.repository.publish_lock import LOCK_OBJECT
 from generator.repository.staging import LOCK_FILE_NAME, STAGING_MARKER
 from tests.manifest_helpers import batch_graph
 

@@ -459,7 +459,7 @@ def _write_warmup_data(model: ModelPlan, cases: Sequence[Any], workdir: Path) ->
     """
     import numpy as np
 
-    from generator.planning.config import WARMUP_FOLDER
+    from generator.naming import WARMUP_FOLDER
 
     named = [(name, entry) for warmup in model.config.model_warmup for name, entry in sorted(warmup.inputs.items())
              if entry.input_data_file]

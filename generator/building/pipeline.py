@@ -36,7 +36,7 @@ from generator.building.results import BuildEvent, BuildFailed, BuildReport, Mod
 from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.errors import GenRepoError, Problem
 from generator.manifest.entries import ModelSource, SampleSource
-from generator.planning.config import WARMUP_FOLDER
+from generator.naming import WARMUP_FOLDER
 from generator.planning.ensemble_plan import EnsemblePlan
 from generator.planning.model_files import CONFIG_FILE, config_text, contract_text
 from generator.planning.options import BuildOptions

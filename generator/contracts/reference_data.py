@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from generator.bounded import read_text
-from generator.contracts.array_files import open_array_file, read_arrays
+from generator.contracts.array_files import read_arrays
 from generator.errors import GenRepoError, Problem
 from generator.planning.compare import CompareSettings
 
@@ -34,7 +34,6 @@ __all__ = [
     "REFERENCE_FORMAT",
     "ReferenceCase",
     "ReferenceDataError",
-    "load_requests",
     "read_compare_settings",
     "read_npz",
     "read_reference",
@@ -208,10 +207,3 @@ def request_members(names: Sequence[str], case: str | None, file: str) -> dict[s
     if case is not None:
         raise GenRepoError([Problem(file, "", "--case needs arrays named <case>/input/<tensor>")])
     return {"request": {name: name for name in names}}
-
-
-def load_requests(path: Path, case: str | None) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
-    """Read an .npz's requests (see :func:`request_members`) within :mod:`generator.contracts.array_files`' limits."""
-    with open_array_file(path, "npz") as arrays:
-        return {name: {tensor: arrays.read(member) for tensor, member in members.items()}
-                for name, members in request_members(list(arrays.headers), case, str(path)).items()}

@@ -48,7 +48,6 @@ __all__ = [
     "ConfigBuild",
     "ConfigRequest",
     "PicklesModelConfig",
-    "WARMUP_FOLDER",
     "base_config",
     "build_model_config",
     "config_problems",
