@@ -13,7 +13,7 @@ folder each is resolved against and the Triton source that reads it. Values are 
 will read them wherever the repository is served: an absolute path is refused (it depends on where the repository
 is served, so no check made here can tell where it leads), except that the Python backend's
 ``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are refused by
-:func:`generator.repository.staging.verify_repository` and reported by lint (rule ``symlink``).
+:func:`generator.repository.verify.verify_repository` and reported by lint (rule ``symlink``).
 
 Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``),
 :func:`confined_file` (a file under a root whose folders are confined, for writers that rename into place) and

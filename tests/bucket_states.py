@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import published_config
-from generator.repository.staging import LOCK_FILE_NAME
 from tests.object_stores import ObjectStore
 
 #: How a bucket's lock file can be: as publish writes it, missing, without ``version``, or without one model.

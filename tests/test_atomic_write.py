@@ -109,7 +109,7 @@ _DIRECT_WRITES = {
     ("generator/contracts/reference_data.py", "write_text"): 1,  # gen_repo/reference.json in the build's work folder
     ("generator/repository/staging.py", "write_text"): 2,  # markers in the staging folder (os.mkdir of a random name)
     ("generator/repository/staging.py", "open"): 1,  # the lock file in the staging folder, fsynced before the swap
-    ("generator/repository/staging.py", "os.open"): 1,  # write_files: into a staging folder from mkdtemp
+    ("generator/repository/files.py", "os.open"): 1,  # write_files: into a staging folder from mkdtemp
     ("generator/repository/cache.py", "open"): 3,  # "x" modes: entries staged in the cache's own .tmp- folders
     ("generator/serving/server.py", "write_text"): 1,  # .complete in a mkdtemp staging folder
     ("generator/serving/server.py", "open"): 1,  # appends to the log file mkstemp created

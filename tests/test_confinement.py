@@ -33,7 +33,8 @@ from generator.errors import GenRepoError
 from generator.lint import lint_repository
 from generator.manifest.loading import load_manifest
 from generator.planning.plan import plan_repository
-from generator.repository.staging import LOCK_FILE_NAME, OUTPUT_MARKER, RepositoryWriter, build_lock
+from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, build_lock
+from generator.repository.staging import RepositoryWriter
 from generator.triton.proto import model_config_pb2
 
 REPO = Path(__file__).resolve().parent.parent

@@ -29,7 +29,8 @@ from generator.manifest.loading import load_manifest
 from generator.naming import MAX_MODEL_NAME_LENGTH
 from generator.planning.model_files import config_files
 from generator.planning.plan import plan_repository
-from generator.repository.staging import LOCK_FILE_NAME, OUTPUT_MARKER, RepositoryWriter, build_lock
+from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, build_lock
+from generator.repository.staging import RepositoryWriter
 from generator.specs.documents import MAX_DOCUMENT_BYTES, MAX_NESTING, MAX_YAML_ALIASES, load_document
 from generator.specs.schema import load_graphspecs
 from tests.strategies import alias_bomb

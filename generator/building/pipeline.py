@@ -224,7 +224,8 @@ def build_repository(
     previous repository stays untouched; with it, failed models keep their previous build (if any) and the rest is
     swapped in.
     """
-    from generator.repository.staging import RepositoryWriter, build_lock
+    from generator.repository.lock import build_lock
+    from generator.repository.staging import RepositoryWriter
 
     options = options or BuildOptions()
     progress = progress or (lambda event: None)

@@ -17,8 +17,9 @@ from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 from generator.reports.markdown import append_summary
 from generator.reports.summaries import verify_summary
-from generator.repository.staging import LOCK_FILE_NAME, read_lock, verify_repository
+from generator.repository.lock import LOCK_FILE_NAME, read_lock
 from generator.repository.storage import Verification, is_storage_url, verify_published
+from generator.repository.verify import verify_repository
 
 
 @click.command("verify")

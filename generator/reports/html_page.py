@@ -33,7 +33,8 @@ from generator.confinement import confined_path
 from generator.errors import GenRepoError, Problem
 from generator.reports.charts import PerfPoint, ShapeRange, perf_chart, shape_range_chart
 from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
-from generator.repository.staging import LOCK_FILE_NAME, read_lock, verify_repository
+from generator.repository.lock import LOCK_FILE_NAME, read_lock
+from generator.repository.verify import verify_repository
 from generator.resources import resource_dir
 from generator.serving.smoke import repository_models
 from generator.specs.documents import load_document

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from generator.errors import EXIT_UNREACHABLE, EXIT_USAGE, GenRepoError, Problem
 from generator.reports.markdown import SummaryRow, SummarySection, markdown_cell
-from generator.repository.staging import LOCK_FILE_NAME
+from generator.repository.lock import LOCK_FILE_NAME
 
 if TYPE_CHECKING:
     from generator.building.results import BuildReport

@@ -1,7 +1,10 @@
 """Repository folders and buckets: staging, the lock file, verify, the build cache, object storage, publish.
 
-- :mod:`~generator.repository.staging`: a repository written atomically, its lock file (``lock_problems``, the one
-  definition of a valid lock that verify and publish share, is this package's documented name), verify;
+- :mod:`~generator.repository.staging`: a repository written atomically (staging, one swap, dead writers' leftovers);
+- :mod:`~generator.repository.files`: the durable file operations under it (renameat2, fsync, flock, deferred signals);
+- :mod:`~generator.repository.lock`: the lock file (``lock_problems``, the one definition of a valid lock that verify
+  and publish share, is this package's documented name);
+- :mod:`~generator.repository.verify`: a repository checked against its lock file;
 - :mod:`~generator.repository.bytecode`: ``__pycache__`` checked against its locked source;
 - :mod:`~generator.repository.cache`: the content-addressed build cache (the same durable file operations);
 - :mod:`~generator.repository.storage`: S3/GCS URLs and filesystems, a bucket read back;
@@ -12,6 +15,6 @@
 - :mod:`~generator.repository.configs`: ``gen-repo config``'s configs-only repository, planned in forked workers.
 """
 
-from generator.repository.staging import lock_problems
+from generator.repository.lock import lock_problems
 
 __all__ = ["lock_problems"]

@@ -23,7 +23,7 @@ from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, plan_ensembles, plan_model
 from generator.planning.targets import make_target_resolver, refusal_error
 from generator.planning.workers import fork_pool, usable_cpus
-from generator.repository.staging import write_files
+from generator.repository.files import write_files
 
 __all__ = ["PARALLEL_MIN_MODELS", "PlannedFiles", "plan_config_files"]
 

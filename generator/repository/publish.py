@@ -60,6 +60,7 @@ from generator.contracts.diff import diff_models
 from generator.errors import GenRepoError, Problem
 from generator.naming import WARMUP_FOLDER, triton_version, version_folder, version_folder_problem, versioned_folder
 from generator.repository.contract_sources import BucketReader, FolderReader, load_model_contract, served_version
+from generator.repository.lock import LOCK_FILE_NAME, LOCK_FORMAT, lock_problems, read_lock, render_lock
 from generator.repository.publish_files import (
     CONTRACT_KEY,
     VERSIONED_AREAS,
@@ -81,14 +82,6 @@ from generator.repository.publish_lock import (
     reserve_versions,
     reserved_versions,
 )
-from generator.repository.staging import (
-    LOCK_FILE_NAME,
-    LOCK_FORMAT,
-    lock_problems,
-    read_lock,
-    render_lock,
-    verify_repository,
-)
 from generator.repository.storage import (
     StorageURL,
     list_objects,
@@ -99,6 +92,7 @@ from generator.repository.storage import (
     repository_objects,
     storage_errors,
 )
+from generator.repository.verify import verify_repository
 
 #: Versions kept per model after a publish: the new one and the one before (a server may still be on it).
 DEFAULT_KEEP_VERSIONS = 2

@@ -33,7 +33,8 @@ from typing import Any
 
 from generator.bounded import limit, size_problem
 from generator.errors import EXIT_FAILED, EXIT_UNREACHABLE, GenRepoError, Problem
-from generator.repository.staging import LOCK_FILE_NAME, read_lock, verify_repository
+from generator.repository.lock import LOCK_FILE_NAME, read_lock
+from generator.repository.verify import verify_repository
 
 __all__ = [
     "GCS_EMULATOR_ENV",

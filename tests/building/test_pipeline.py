@@ -23,7 +23,8 @@ from generator.errors import GenRepoError
 from generator.lint import lint_repository
 from generator.planning.targets import preflight, tensorrt_available
 from generator.repository.cache import BuildCache
-from generator.repository.staging import read_lock, verify_repository
+from generator.repository.lock import read_lock
+from generator.repository.verify import verify_repository
 from tests.build_helpers import (
     factory_calls,
     load_module,

@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.repository.staging import LOCK_FILE_NAME, RepositoryWriter, build_lock
+from generator.repository.lock import LOCK_FILE_NAME, build_lock
+from generator.repository.staging import RepositoryWriter
 from tests.requirements import missing
 
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from markdown_it import MarkdownIt
 
 from generator.cli import main
-from generator.repository.staging import LOCK_FILE_NAME
+from generator.repository.lock import LOCK_FILE_NAME
 from generator.serving.server import free_port
 from generator.serving.smoke import CHECKS
 from tests.process_helpers import gen_repo_script

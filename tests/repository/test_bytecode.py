@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from generator.repository.bytecode import bytecode_problem, bytecode_source
-from generator.repository.staging import MAX_BYTECODE_BYTES, RepositoryWriter, build_lock, verify_repository
+from generator.repository.lock import build_lock
+from generator.repository.staging import RepositoryWriter
+from generator.repository.verify import MAX_BYTECODE_BYTES, verify_repository
 from tests.object_stores import ObjectStore
 
 TAG = sys.implementation.cache_tag

@@ -15,6 +15,7 @@ import pytest
 
 from generator.errors import GenRepoError
 from generator.repository.contract_sources import diff_locations
+from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import (
     LOCK_OBJECT,
     PublishError,
@@ -24,7 +25,6 @@ from generator.repository.publish import (
     publish,
     published_config,
 )
-from generator.repository.staging import LOCK_FILE_NAME
 from generator.repository.storage import download_repository, parse_url, verify_url
 from tests.bucket_states import sync, with_version_folder
 from tests.object_stores import ObjectStore

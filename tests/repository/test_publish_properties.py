@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 from generator.errors import GenRepoError
 from generator.naming import version_folder, versioned_folder
 from generator.repository.contract_sources import diff_locations
+from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import ReleaseRefused, publish
-from generator.repository.staging import LOCK_FILE_NAME
 from tests.bucket_states import LOCK_STATES, read_lock_file, sync, with_version_folder
 from tests.object_stores import ObjectStore
 

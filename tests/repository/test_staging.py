@@ -1,4 +1,4 @@
-"""RepositoryWriter (staging, atomic swap, crash recovery), the lock file and verify_repository.
+"""RepositoryWriter (generator/repository/staging.py): staging, atomic swap, crash recovery, a full disk.
 
 The interruption tests kill a real writer process (SIGKILL and SIGINT) at chosen and at random points and check the
 destination afterwards; nothing about the swap is mocked except, where named, making renameat2 "unavailable" to
@@ -11,9 +11,7 @@ import errno
 import hashlib
 import json
 import os
-import py_compile
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,20 +21,20 @@ from pathlib import Path
 
 import pytest
 
-from generator.errors import GenRepoError, json_pointer
+from generator.errors import GenRepoError
 from generator.repository import staging as repository
-from generator.repository.staging import (
+from generator.repository.lock import (
     LOCK_FILE_NAME,
     OUTPUT_MARKER,
-    RepositoryWriter,
+    STAGING_MARKER,
     build_lock,
     read_lock,
     render_lock,
-    verify_repository,
 )
+from generator.repository.staging import RepositoryWriter
+from generator.repository.verify import verify_repository
 from tests.requirements import missing
-
-TOOLS = {"gen-repo": "0.1.0", "onnx": "1.17.0"}
+from tests.small_repository import TOOLS, write_repo
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -55,21 +53,6 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def write_repo(dest: Path, tag: str, models: tuple[str, ...] = ("alpha", "beta"), files: int = 3) -> dict:
-    """Commit a small repository whose every file carries ``tag``; return its lock."""
-    with RepositoryWriter(dest) as writer:
-        entries = {}
-        for name in models:
-            folder = writer.model_dir(name, 1)
-            (folder.parent / "config.pbtxt").write_text(f'name: "{name}"  # {tag}\n')
-            for i in range(files):
-                (folder / f"part{i}.bin").write_bytes(f"{tag}:{name}:{i}\n".encode() * 50)
-            entries[name] = {"spec_sha256": "0" * 64, "cache_key": tag, "target": "python"}
-        lock = build_lock(writer.root, TOOLS, entries)
-        writer.commit(lock)
-    return lock
-
-
 def leftovers(dest: Path) -> list[str]:
     """Entries beside ``dest`` that belong to a writer for it (staging, old, trash)."""
     return sorted(p.name for p in dest.parent.iterdir() if p.name.startswith(f".{dest.name}."))
@@ -79,11 +62,6 @@ def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
-
-
-@pytest.fixture
-def dest(tmp_path: Path) -> Path:
-    return tmp_path / "out" / "model_repository"
 
 
 # -- basic behaviour ---------------------------------------------------------------------------------------------
@@ -97,7 +75,7 @@ def test_commit_creates_repository_with_lock(dest: Path) -> None:
     }
     assert verify_repository(dest) == []
     assert leftovers(dest) == []
-    assert not (dest / repository.STAGING_MARKER).exists()
+    assert not (dest / STAGING_MARKER).exists()
 
 
 def test_second_commit_swaps(dest: Path) -> None:
@@ -251,141 +229,12 @@ def test_adopt_previous_copies_only_what_the_previous_lock_vouches_for(dest: Pat
         assert not (writer.root / "alpha").exists()
 
 
-# -- lock file ---------------------------------------------------------------------------------------------------
-
-
-def test_lock_is_deterministic_across_destinations(tmp_path: Path) -> None:
-    first = tmp_path / "a" / "repo"
-    second = tmp_path / "somewhere" / "else" / "other_name"
-    write_repo(first, "same")
-    write_repo(second, "same")
-    text = (first / LOCK_FILE_NAME).read_bytes()
-    assert text == (second / LOCK_FILE_NAME).read_bytes()
-    assert str(tmp_path).encode() not in text
-    assert text.endswith(b"}\n")
-    lock = json.loads(text)
-    assert list(lock["artifacts"]) == sorted(lock["artifacts"])
-    assert render_lock(lock).encode() == text
-
-
-def test_lock_refuses_absolute_paths_and_unlisted_folders(dest: Path) -> None:
-    with RepositoryWriter(dest) as writer:
-        writer.model_dir("alpha", 1)
-        with pytest.raises(GenRepoError, match="absolute path"):
-            build_lock(writer.root, TOOLS, {"alpha": {"source": str(dest.parent / "model.pt2")}})
-        with pytest.raises(GenRepoError, match="not a model listed"):
-            build_lock(writer.root, TOOLS, {})
-        with pytest.raises(GenRepoError, match="has no folder"):
-            build_lock(writer.root, TOOLS, {"alpha": {}, "ghost": {}})
-        (writer.root / "alpha" / "link").symlink_to("/etc/hostname")
-        with pytest.raises(GenRepoError, match="not a regular file"):
-            build_lock(writer.root, TOOLS, {"alpha": {}})
-
-
-# -- verify ------------------------------------------------------------------------------------------------------
-
-
-def test_verify_catches_modified_missing_and_extra(dest: Path) -> None:
-    write_repo(dest, "v1")
-    (dest / "alpha/1/part0.bin").write_bytes(b"tampered")  # size changes
-    original = (dest / "alpha/1/part1.bin").read_bytes()
-    (dest / "alpha/1/part1.bin").write_bytes(original[:-1] + b"X")  # same size, different content
-    (dest / "beta/1/part2.bin").unlink()
-    (dest / "beta/1/extra.bin").write_bytes(b"extra")
-    (dest / "beta/1/link.bin").symlink_to(dest / "alpha/1/part2.bin")
-    problems = {Path(p.file).relative_to(dest).as_posix(): p.message for p in verify_repository(dest)}
-    assert problems.keys() == {
-        "alpha/1/part0.bin",
-        "alpha/1/part1.bin",
-        "beta/1/part2.bin",
-        "beta/1/extra.bin",
-        "beta/1/link.bin",
-    }
-    assert problems["alpha/1/part0.bin"].startswith("modified")
-    assert problems["alpha/1/part1.bin"].startswith("modified: sha256")
-    assert problems["beta/1/part2.bin"].startswith("missing")
-    assert problems["beta/1/extra.bin"].startswith("unexpected")
-
-
-def test_verify_reports_missing_and_corrupt_lock(dest: Path) -> None:
-    write_repo(dest, "v1")
-    lock_path = dest / LOCK_FILE_NAME
-    good = lock_path.read_text()
-    lock_path.write_text(good[:-20])
-    [problem] = verify_repository(dest)
-    assert problem.file == str(lock_path) and "corrupt" in problem.message
-    lock = json.loads(good)
-    lock["artifacts"]["../../etc/passwd"] = {"sha256": "0" * 64, "size": 1}
-    lock_path.write_text(json.dumps(lock))
-    assert any("relative path" in p.message for p in verify_repository(dest))
-    lock_path.unlink()
-    [problem] = verify_repository(dest)
-    assert problem.file == str(lock_path) and "missing" in problem.message
-
-
-@pytest.mark.parametrize("key", ["alpha/1/x\ny.bin", "alpha/1/a\\b", "C:x", "alpha/./1/x", "alpha//x"],
-                         ids=["newline", "backslash", "drive-letter", "dot", "empty"])
-def test_verify_refuses_lock_keys_that_are_not_plain_paths_in_the_repository(dest: Path, key: str) -> None:
-    """The lock's keys are paths the repository names: confinement's rule applies to them (control characters, a
-    Windows separator or drive, and non-canonical names refused), located at the key's pointer."""
-    write_repo(dest, "v1")
-    lock_path = dest / LOCK_FILE_NAME
-    lock = json.loads(lock_path.read_text())
-    lock["artifacts"][key] = {"sha256": "0" * 64, "size": 1}
-    lock_path.write_text(json.dumps(lock))
-    [problem] = verify_repository(dest)
-    assert problem.file == str(lock_path)
-    assert problem.pointer == "/artifacts/" + key.replace("~", "~0").replace("/", "~1")
-    assert problem.message.startswith("artifact path is not a plain relative path: it ")
-
-
-def test_verify_reads_no_locked_file_through_a_folder_linked_out_of_the_repository(dest: Path,
-                                                                                  tmp_path: Path) -> None:
-    """A version folder swapped for a symlink to an identical copy elsewhere: its files are refused by name, not
-    hashed where the link leads (and the link itself is refused)."""
-    write_repo(dest, "v1")
-    elsewhere = tmp_path / "elsewhere"
-    (dest / "alpha" / "1").rename(elsewhere)
-    (dest / "alpha" / "1").symlink_to(elsewhere, target_is_directory=True)
-    problems = {Path(p.file).relative_to(dest).as_posix(): p.message for p in verify_repository(dest)}
-    assert problems["alpha/1"].startswith("refused: a symlink")
-    locked = [rel for rel in json.loads((dest / LOCK_FILE_NAME).read_text())["artifacts"] if rel.startswith("alpha/1/")]
-    assert locked and all(problems[rel].startswith("refused: ") and "leads outside" in problems[rel]
-                          for rel in locked)
-
-
-NOT_EXACTLY_A_VERSION = ["1\n", " 1", "1 ", "+1", "-1", "1abc", "01", "\u0661", "\uff11", "9" * 20]
-
-
-@pytest.mark.parametrize("name", NOT_EXACTLY_A_VERSION)
-def test_verify_reports_a_folder_that_is_not_exactly_a_version(dest: Path, name: str) -> None:
-    """A model folder (or its warmup data's) that reads as a version to Triton's std::stoll or to Python's int()
-    but is not exactly that version's name: one problem naming it, even empty and unlisted; and as a lock file's
-    key, the lock itself is refused at that key. Before, the empty folders passed, and so did a lock whose keys
-    named "1\n" (the folder a publish then uploaded nothing from)."""
-    lock = write_repo(dest, "v1")
-    (dest / "alpha" / name).mkdir()
-    (dest / "beta" / "warmup" / name).mkdir(parents=True)
-    problems = {p.file: p.message for p in verify_repository(dest)}
-    assert problems.keys() == {str(dest / "alpha" / name), str(dest / "beta" / "warmup" / name)}, problems
-    assert f"folder {name!a} " in problems[str(dest / "alpha" / name)]
-
-    (dest / "alpha" / name).rmdir()
-    shutil.rmtree(dest / "beta" / "warmup")
-    (dest / "alpha" / "1").rename(dest / "alpha" / name)
-    lock["artifacts"] = {k.replace("alpha/1/", f"alpha/{name}/"): v for k, v in lock["artifacts"].items()}
-    (dest / LOCK_FILE_NAME).write_text(json.dumps(lock))
-    problems = {p.pointer: p.message for p in verify_repository(dest)}
-    assert problems.keys() == {json_pointer(["artifacts", f"alpha/{name}/part{i}.bin"]) for i in range(3)}, problems
-    assert all(f"folder {name!a} " in message for message in problems.values())
-
-
 # -- crash recovery (states built by hand) -----------------------------------------------------------------------
 
 
 def test_fallback_swap_without_renameat2(dest: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Simulates a kernel/libc without renameat2; every rename is real.
-    monkeypatch.setattr(repository, "_renameat2", lambda source, target, flags: False)
+    monkeypatch.setattr(repository, "renameat2", lambda source, target, flags: False)
     write_repo(dest, "v1")
     write_repo(dest, "v2")
     assert b"v2" in (dest / "alpha/1/part0.bin").read_bytes()
@@ -419,11 +268,11 @@ def test_recovery_keeps_live_writers_staging_and_removes_dead(dest: Path) -> Non
         dead.mkdir()
         other_host = dest.parent / f".{dest.name}.staging-{sleeper.pid}-cccccc"
         other_host.mkdir()
-        (other_host / repository.STAGING_MARKER).write_text(json.dumps({"pid": sleeper.pid, "host": "elsewhere"}))
+        (other_host / STAGING_MARKER).write_text(json.dumps({"pid": sleeper.pid, "host": "elsewhere"}))
         old = time.time() - repository.STALE_AGE_SECONDS - 60
         reused = dest.parent / f".{dest.name}.staging-{sleeper.pid}-dddddd"
         reused.mkdir()  # the pid is alive, but it is not the process that made the folder
-        (reused / repository.STAGING_MARKER).write_text(
+        (reused / STAGING_MARKER).write_text(
             json.dumps({"pid": sleeper.pid, "host": __import__("socket").gethostname(), "start_time": "1"})
         )
         write_repo(dest, "v2")
@@ -444,7 +293,8 @@ HELPER = r"""
 import os, sys, time
 from pathlib import Path
 from generator.repository import staging as repository
-from generator.repository.staging import RepositoryWriter, build_lock
+from generator.repository.lock import build_lock
+from generator.repository.staging import RepositoryWriter
 
 dest, mode, pause_at, pause_s = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 files, size = int(sys.argv[5]), int(sys.argv[6])
@@ -458,14 +308,14 @@ def pause(label):
         time.sleep(pause_s)
 
 if os.environ.get("GEN_REPO_TEST_NO_RENAMEAT2") == "1":
-    repository._renameat2 = lambda source, target, flags: False  # a kernel without renameat2
-real_renameat2 = repository._renameat2
+    repository.renameat2 = lambda source, target, flags: False  # a kernel without renameat2
+real_renameat2 = repository.renameat2
 def renameat2(source, target, flags):
     done = real_renameat2(source, target, flags)
     if done and flags == 2:
         pause("exchanged")
     return done
-repository._renameat2 = renameat2
+repository.renameat2 = renameat2
 real_rename = os.rename
 def rename(source, target, *args, **kwargs):
     real_rename(source, target, *args, **kwargs)
@@ -697,55 +547,3 @@ def test_destination_that_is_a_mount_point_gives_clear_error(small_tmpfs: Path) 
         write_repo(small_tmpfs, "v1")
     assert snapshot(small_tmpfs) == before
     assert leftovers(small_tmpfs) == []
-
-
-def test_verify_passes_only_the_bytecode_a_locked_source_compiles_to(tmp_path: Path) -> None:
-    """Triton's Python backend compiles model.py into __pycache__ when it loads the model: that passes; other bytes
-    in __pycache__ do not (tests/repository/test_bytecode.py has the planted cases)."""
-    dest = tmp_path / "repo"
-    with RepositoryWriter(dest) as writer:
-        (writer.model_dir("m", 1) / "model.py").write_text("x = 1\n")
-        writer.commit(build_lock(writer.root, TOOLS, {"m": {"target": "python"}}))
-    compiled = dest / "m" / "1" / "__pycache__" / f"model.{sys.implementation.cache_tag}.pyc"
-    py_compile.compile(str(dest / "m" / "1" / "model.py"), cfile=str(compiled), doraise=True)
-    assert verify_repository(dest) == []
-    (dest / "m" / "1" / "__pycache__" / "notes.txt").write_text("not bytecode")
-    assert [p.message for p in verify_repository(dest)] == ["unexpected: not listed in the lock file"]
-    (dest / "m" / "1" / "__pycache__" / "notes.txt").unlink()
-    compiled.write_bytes(b"\x00")
-    assert [p.message for p in verify_repository(dest)] == [
-        f"refused: not {sys.implementation.cache_tag} bytecode (wrong magic number) (source 'm/1/model.py')"]
-
-
-# ---- write_files -------------------------------------------------------------------------------------------------
-def test_write_files_creates_folders_once_and_writes_text_and_bytes(tmp_path):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "old.txt").write_text("x" * 100)
-    files = {
-        "a/config.pbtxt": 'name: "a"\n',
-        "a/1/gen_repo/contract.json": "{}\n",
-        "b/config.pbtxt": "caf\u00e9\n",
-        "b/1/model.bin": bytes(range(256)) * 300,
-        "a/old.txt": "short",  # replaced, not appended to or left longer
-        "top.txt": "",
-        "deep/er/est/file.txt": "three new folders at once",
-    }
-    repository.write_files(tmp_path, files)
-    for relative, content in files.items():
-        expected = content.encode("utf-8") if isinstance(content, str) else content
-        assert (tmp_path / relative).read_bytes() == expected
-
-
-def test_write_files_modes_follow_the_umask(tmp_path):
-    old = os.umask(0o027)
-    try:
-        repository.write_files(tmp_path, {"m/config.pbtxt": "x"})
-    finally:
-        os.umask(old)
-    assert (tmp_path / "m").stat().st_mode & 0o777 == 0o750
-    assert (tmp_path / "m" / "config.pbtxt").stat().st_mode & 0o777 == 0o640
-
-
-def test_write_files_into_a_missing_root_raises(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        repository.write_files(tmp_path / "missing", {"m/config.pbtxt": "x"})
