@@ -26,7 +26,8 @@ from generator.building.export.onnx_checks import compare_with_onnxruntime
 from generator.client import ModelContract
 from generator.contracts.reference_data import read_reference
 from generator.planning.contract import to_model
-from generator.serving.smoke import CHECKS, SmokeOptions, run_smoke
+from generator.serving.smoke import run_smoke
+from generator.serving.smoke_results import CHECKS, SmokeOptions
 from tests.manifest_helpers import REPO
 from tests.repository_checks import outputs_outside_contract, recording_problems
 

@@ -17,7 +17,7 @@ import click
 
 from generator.cli._common import report_errors, summary_md_option
 from generator.errors import GenRepoError, Problem
-from generator.serving.smoke import CheckResult, SmokeOptions, SmokeReport
+from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
 from generator.serving.smoke_session import smoke_session
 
 #: How each status is shown.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.atomic_write import write_atomically
-from generator.serving.smoke import CheckResult, SmokeReport
+from generator.serving.smoke_results import CheckResult, SmokeReport
 
 __all__ = ["json_report", "junit_xml", "write_json", "write_junit_xml", "xml_safe"]
 

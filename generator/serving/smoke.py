@@ -28,16 +28,16 @@ Every check is a named :class:`CheckResult` with its duration; :func:`run_smoke`
 Nothing hangs: every call carries a timeout (gRPC ``client_timeout``, HTTP connection/network timeouts), and once
 the server stops answering (a transport error and a failed liveness probe) every remaining check is reported as an
 ``error`` naming where the server was lost, without waiting on it again.
+
+The results as data: :mod:`generator.serving.smoke_results`; the ``config`` check's comparisons:
+:mod:`generator.serving.config_drift`; one request and its answer: :mod:`generator.serving.requests`; the burst:
+:mod:`generator.serving.burst`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import itertools
-import math
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,40 +45,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf import json_format, text_format
+from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from generator.bounded import read_text
-from generator.client import ModelContract, config_to_contract, to_infer_inputs, wire_datatype
+from generator.client import ModelContract, config_to_contract
 from generator.confinement import confined_path
-from generator.errors import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, GenRepoError
+from generator.errors import GenRepoError
 from generator.naming import version_folder
 from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
+from generator.serving.burst import burst, burst_figures, quiet_statistics, settled_statistics
+from generator.serving.config_drift import config_differences, contract_differences, metadata_differences
+from generator.serving.requests import exception_text, infer, out_of_range_inputs, output_problems
+from generator.serving.smoke_results import CHECKS, SERVER, CheckResult, SmokeOptions, SmokeReport
 from generator.triton.connection import Connection, is_transport_error
 
 __all__ = [
-    "CHECKS",
+    "BURST_ATTEMPTS",
     "DEFAULT_TOLERANCES",
-    "STATUSES",
-    "CheckResult",
-    "SmokeOptions",
-    "SmokeReport",
-    "config_differences",
+    "ServerLostError",
+    "missing_backend",
     "repository_models",
     "run_smoke",
     "tolerance_for",
     "unreachable_report",
 ]
 
-#: Checks in the order they run for each model.
-CHECKS = ("ready", "config", "inference", "reference", "reject_batch", "reject_shape", "burst")
-STATUSES = ("passed", "failed", "skipped", "error")
-#: Pseudo model name for results about the server itself (unreachable, nothing to check).
-SERVER = "(server)"
-
-#: Triton prefixes request errors with the request id; ours are anonymous, so the prefix is noise.
-_REQUEST_ID = re.compile(r"^\[request id: [^\]]*\]\s*")
 #: Added to refusals of random inputs built from a config alone.
 _RANGE_HINT = (
     " (inputs were random with size 1 for every -1 dim: a config alone gives no ranges; pass --repo with the "
@@ -91,257 +84,10 @@ BURST_ATTEMPTS = 3
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class SmokeOptions:
-    """How hard to check.
-
-    ``timeout_s`` bounds every network call; ``load_timeout_s`` a model load through the repository API. ``rtol`` /
-    ``atol`` (when set) replace the dtype-aware defaults for every output. ``perf`` adds throughput and latency
-    figures to the burst's details.
-    """
-
-    timeout_s: float = 10.0
-    load_timeout_s: float = 120.0
-    burst: int = 64
-    concurrency: int = 16
-    rtol: float | None = None
-    atol: float | None = None
-    perf: bool = False
-    seed: int = 0
-
-
-@dataclass(slots=True)
-class CheckResult:
-    """One check of one model: ``status`` is ``passed``, ``failed``, ``skipped`` or ``error`` (could not run)."""
-
-    model: str
-    check: str
-    status: str
-    duration_s: float = 0.0
-    message: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (plain types only)."""
-        return {
-            "model": self.model,
-            "check": self.check,
-            "status": self.status,
-            "duration_s": round(self.duration_s, 4),
-            "message": self.message,
-            "details": _jsonable(self.details),
-        }
-
-
-@dataclass(slots=True)
-class SmokeReport:
-    """Every result of a smoke run, and where it ran."""
-
-    results: list[CheckResult]
-    server_url: str
-    protocol: str
-    reachable: bool = True
-    #: Non-empty when the server stopped answering during the run: where and why.
-    server_lost: str = ""
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every check passed or was skipped, 1 when one failed or errored, 3 when the server was unreachable."""
-        if not self.reachable:
-            return EXIT_UNREACHABLE
-        if any(r.status in ("failed", "error") for r in self.results):
-            return EXIT_FAILED
-        return EXIT_OK
-
-    @property
-    def models(self) -> list[str]:
-        """Model names in the order they were checked."""
-        return list(dict.fromkeys(r.model for r in self.results))
-
-    def counts(self) -> dict[str, int]:
-        """Count the results per status (every status present, zero when none)."""
-        return {status: sum(r.status == status for r in self.results) for status in STATUSES}
-
-    def for_model(self, model: str) -> dict[str, CheckResult]:
-        """Return the results of one model, by check name."""
-        return {r.check: r for r in self.results if r.model == model}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``--json``)."""
-        return {
-            "format": "gen-repo-smoke/1",
-            "server_url": self.server_url,
-            "protocol": self.protocol,
-            "reachable": self.reachable,
-            "server_lost": self.server_lost,
-            "exit_code": self.exit_code,
-            "counts": self.counts(),
-            "results": [r.to_dict() for r in self.results],
-        }
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return _jsonable(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Talking to the server
+# The server lost, a model that does not load
 # --------------------------------------------------------------------------------------------------------------------
 class ServerLostError(Exception):
     """The server stopped answering (transport error and a failed liveness probe)."""
-
-
-def _infer(
-    connection: Connection,
-    model: str,
-    inputs: Mapping[str, np.ndarray],
-    outputs: Sequence[str],
-    datatypes: Mapping[str, str] | None = None,
-) -> dict[str, np.ndarray]:
-    """Run one request of numpy arrays; return every requested output by name (raises when refused)."""
-    infer_inputs = to_infer_inputs(inputs, protocol=connection.protocol, datatypes=datatypes)
-    return connection.infer(model, infer_inputs, outputs)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Comparing configs
-# --------------------------------------------------------------------------------------------------------------------
-def _io_differences(kind: str, expected: Sequence[Any], served: Sequence[Any]) -> list[str]:
-    problems = []
-    want = {io.name: io for io in expected}
-    have = {io.name: io for io in served}
-    missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
-    if missing:
-        problems.append(f"{kind}s missing on the server: {missing}")
-    if extra:
-        problems.append(f"{kind}s the generated config does not have: {extra}")
-    for name in [n for n in want if n in have]:
-        a, b = want[name], have[name]
-        if a.data_type != b.data_type:
-            problems.append(
-                f"{kind} '{name}' data_type: generated {model_config_pb2.DataType.Name(a.data_type)}, "
-                f"server {model_config_pb2.DataType.Name(b.data_type)}"
-            )
-        if list(a.dims) != list(b.dims):
-            problems.append(f"{kind} '{name}' dims: generated {list(a.dims)}, server {list(b.dims)}")
-        if a.HasField("reshape") != b.HasField("reshape") or list(a.reshape.shape) != list(b.reshape.shape):
-            shown = [list(m.reshape.shape) if m.HasField("reshape") else None for m in (a, b)]
-            problems.append(f"{kind} '{name}' reshape: generated {shown[0]}, server {shown[1]}")
-    return problems
-
-
-def _message_dict(message: Any) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
-
-
-def config_differences(expected: model_config_pb2.ModelConfig, served: model_config_pb2.ModelConfig) -> list[str]:
-    """List what differs between a generated config and the server's view of it; empty when they agree.
-
-    Compared: max_batch_size, platform/backend (where the generated config sets them), inputs and outputs (names,
-    data types, dims, reshape), dynamic batching (every field; ``preferred_batch_size`` only when the generated
-    config sets it, because Triton fills it in otherwise) and instance groups (count, kind unless ``KIND_AUTO``,
-    gpus where set; names and server defaults for a config without groups are not compared).
-    """
-    problems: list[str] = []
-    if expected.max_batch_size != served.max_batch_size:
-        problems.append(f"max_batch_size: generated {expected.max_batch_size}, server {served.max_batch_size}")
-    for attribute in ("platform", "backend"):
-        want, have = getattr(expected, attribute), getattr(served, attribute)
-        if want and want != have:
-            problems.append(f"{attribute}: generated {want!r}, server {have!r}")
-    problems += _io_differences("input", expected.input, served.input)
-    problems += _io_differences("output", expected.output, served.output)
-
-    if expected.HasField("dynamic_batching") != served.HasField("dynamic_batching"):
-        state = {True: "on", False: "off"}
-        problems.append(
-            f"dynamic_batching: generated {state[expected.HasField('dynamic_batching')]}, "
-            f"server {state[served.HasField('dynamic_batching')]}"
-        )
-    elif expected.HasField("dynamic_batching"):
-        want_db, have_db = _message_dict(expected.dynamic_batching), _message_dict(served.dynamic_batching)
-        if "preferred_batch_size" not in want_db:
-            have_db.pop("preferred_batch_size", None)
-        for key in sorted(set(want_db) | set(have_db)):
-            if want_db.get(key) != have_db.get(key):
-                problems.append(f"dynamic_batching.{key}: generated {want_db.get(key)}, server {have_db.get(key)}")
-
-    if expected.instance_group:
-        if len(expected.instance_group) != len(served.instance_group):
-            problems.append(
-                f"instance_group: generated {len(expected.instance_group)} group(s), "
-                f"server {len(served.instance_group)}"
-            )
-        for i, (want_ig, have_ig) in enumerate(zip(expected.instance_group, served.instance_group, strict=False)):
-            kind = model_config_pb2.ModelInstanceGroup.Kind.Name
-            if max(want_ig.count, 1) != have_ig.count:
-                problems.append(f"instance_group[{i}].count: generated {want_ig.count}, server {have_ig.count}")
-            if want_ig.kind != model_config_pb2.ModelInstanceGroup.KIND_AUTO and want_ig.kind != have_ig.kind:
-                problems.append(
-                    f"instance_group[{i}].kind: generated {kind(want_ig.kind)}, server {kind(have_ig.kind)}"
-                )
-            if list(want_ig.gpus) and list(want_ig.gpus) != list(have_ig.gpus):
-                problems.append(
-                    f"instance_group[{i}].gpus: generated {list(want_ig.gpus)}, server {list(have_ig.gpus)}"
-                )
-    return problems
-
-
-def _metadata_differences(expected: model_config_pb2.ModelConfig, metadata: Mapping[str, Any]) -> list[str]:
-    """Whether ``get_model_metadata`` describes the generated config's tensors (shape = [-1] + dims when batching)."""
-    problems = []
-    batch = [-1] if expected.max_batch_size > 0 else []
-    for kind, ios, key in (("input", expected.input, "inputs"), ("output", expected.output, "outputs")):
-        served = {t["name"]: t for t in metadata.get(key, [])}
-        for io in ios:
-            entry = served.get(io.name)
-            if entry is None:
-                problems.append(f"metadata: {kind} '{io.name}' missing")
-                continue
-            want_type = wire_datatype(model_config_pb2.DataType.Name(io.data_type))
-            if entry["datatype"] != want_type:
-                problems.append(f"metadata: {kind} '{io.name}' datatype {entry['datatype']}, expected {want_type}")
-            want_shape = batch + list(io.dims)
-            if entry["shape"] != want_shape:
-                problems.append(f"metadata: {kind} '{io.name}' shape {entry['shape']}, expected {want_shape}")
-        extra = sorted(set(served) - {io.name for io in ios})
-        if extra:
-            problems.append(f"metadata: unexpected {kind}s {extra}")
-    return problems
-
-
-def _contract_differences(contract: ModelContract, served: model_config_pb2.ModelConfig) -> list[str]:
-    """Whether ``gen_repo/contract.json`` (what requests are built from) matches the server's config."""
-    problems = []
-    view = config_to_contract(served, name=contract.name)
-    if contract.max_batch_size != view.max_batch_size:
-        problems.append(f"contract.json max_batch_size {contract.max_batch_size}, server {view.max_batch_size}")
-    for kind, want, have in (("input", contract.inputs, view.inputs), ("output", contract.outputs, view.outputs)):
-        served_tensors = {t.name: t for t in have}
-        for tensor in want:
-            other = served_tensors.get(tensor.name)
-            if other is None:
-                problems.append(f"contract.json {kind} '{tensor.name}' is not on the server")
-            elif (tensor.data_type, tensor.dims) != (other.data_type, other.dims):
-                problems.append(
-                    f"contract.json {kind} '{tensor.name}' is {tensor.data_type} {list(tensor.dims)}, "
-                    f"server {other.data_type} {list(other.dims)}"
-                )
-    return problems
 
 
 #: How Triton says that a model's backend is not installed (core ``backend_manager.cc``).
@@ -511,9 +257,9 @@ class _Run:
         except ServerLostError as exc:
             status, message, details = "error", str(exc), {}
         except Exception as exc:
-            status, message, details = "error", f"{type(exc).__name__}: {_exception_text(exc)}", {}
+            status, message, details = "error", f"{type(exc).__name__}: {exception_text(exc)}", {}
             if is_transport_error(exc) and not self.alive():
-                self.lost = f"the server stopped answering during {model}/{name} ({_exception_text(exc)})"
+                self.lost = f"the server stopped answering during {model}/{name} ({exception_text(exc)})"
                 message = f"server lost: {self.lost}"
         duration = time.monotonic() - started
         return self.add(CheckResult(model, name, status, duration, message, details))
@@ -528,7 +274,7 @@ class _Run:
     def transport(self, exc: BaseException, where: str) -> None:
         """Raise ServerLostError when ``exc`` is a transport error and the server no longer answers."""
         if is_transport_error(exc) and not self.alive():
-            self.lost = f"the server stopped answering during {where} ({_exception_text(exc)})"
+            self.lost = f"the server stopped answering during {where} ({exception_text(exc)})"
             raise ServerLostError(f"server lost: {self.lost}") from exc
 
     # -- one model --------------------------------------------------------------------------------------------------
@@ -548,8 +294,8 @@ class _Run:
             state["served_config"] = self.conn.config(model)
         except Exception as exc:
             if is_transport_error(exc) and not self.alive():
-                self.lost = f"the server stopped answering during {model} ({_exception_text(exc)})"
-            problem = self.lost or f"cannot get the server's config of '{model}': {_exception_text(exc)}"
+                self.lost = f"the server stopped answering during {model} ({exception_text(exc)})"
+            problem = self.lost or f"cannot get the server's config of '{model}': {exception_text(exc)}"
             if side.contract is None:  # nothing to build requests from
                 for name in CHECKS[1:]:
                     self.add(CheckResult(model, name, "error", 0.0, f"not run: {problem}"))
@@ -586,7 +332,7 @@ class _Run:
             self.conn.load(model, self.options.load_timeout_s)
         except InferenceServerException as exc:
             self.transport(exc, f"{model}/ready")
-            text = _exception_text(exc)
+            text = exception_text(exc)
             details["load_error"] = text
             entry = self._index_entry(model)
             details.update({"state": entry.get("state", ""), "reason": entry.get("reason", "")})
@@ -622,9 +368,9 @@ class _Run:
         served = self.conn.config(model)
         state["served_config"] = served
         problems = config_differences(side.config, served)
-        problems += _metadata_differences(side.config, self.conn.metadata(model))
+        problems += metadata_differences(side.config, self.conn.metadata(model))
         if side.contract is not None:
-            problems += _contract_differences(side.contract, served)
+            problems += contract_differences(side.contract, served)
         details: dict[str, Any] = {"generated": side.config_path, "differences": problems}
         if side.contract_path:
             details["contract"] = side.contract_path
@@ -663,17 +409,17 @@ class _Run:
             started = time.monotonic()
             entry: dict[str, Any] = {"case": case.name, "inputs": {n: list(a.shape) for n, a in case.inputs.items()}}
             try:
-                result = _infer(self.conn, model, case.inputs, outputs, datatypes)
+                result = infer(self.conn, model, case.inputs, outputs, datatypes)
             except Exception as exc:
                 self.transport(exc, f"{model}/inference")
-                problems.append(f"case {case.name}: request refused: {_exception_text(exc)}")
-                entry["error"] = _exception_text(exc)
+                problems.append(f"case {case.name}: request refused: {exception_text(exc)}")
+                entry["error"] = exception_text(exc)
                 per_case.append(entry)
                 continue
             entry["latency_ms"] = round((time.monotonic() - started) * 1000, 3)
             entry["outputs"] = {n: list(a.shape) for n, a in result.items()}
             responses[case.name] = result
-            problems += [f"case {case.name}: {p}" for p in _output_problems(contract, case.inputs, result)]
+            problems += [f"case {case.name}: {p}" for p in output_problems(contract, case.inputs, result)]
             per_case.append(entry)
         state["responses"] = responses
         details: dict[str, Any] = {"cases": per_case}
@@ -717,17 +463,17 @@ class _Run:
         details: dict[str, Any] = {"request": {n: list(a.shape) for n, a in inputs.items()}}
         datatypes = {t.name: t.datatype for t in contract.inputs}
         try:
-            result = _infer(self.conn, model, inputs, [t.name for t in contract.outputs], datatypes)
+            result = infer(self.conn, model, inputs, [t.name for t in contract.outputs], datatypes)
         except Exception as exc:
             self.transport(exc, f"{model}/{check}")
             if is_transport_error(exc):
                 raise
-            details["server_error"] = _exception_text(exc)
+            details["server_error"] = exception_text(exc)
             if not self.alive():  # a "rejection" by a server that died answering is not a rejection
                 self.lost = f"the server stopped answering after the {model}/{check} request"
                 raise ServerLostError(f"server lost: {self.lost}") from exc
             # Triton appends a long NOTE on max_batch_size to shape errors; the details keep the whole text.
-            reason = _exception_text(exc).split(" NOTE: ")[0]
+            reason = exception_text(exc).split(" NOTE: ")[0]
             return "passed", f"rejected {what}: {_short(reason)}", details
         details["served_outputs"] = {n: list(a.shape) for n, a in result.items()}
         return "failed", f"the server SERVED {what} instead of rejecting it", details
@@ -745,7 +491,7 @@ class _Run:
 
     def check_reject_shape(self, model: str, side: _ModelSide, state: dict[str, Any]) -> Outcome:
         contract: ModelContract = state["contract"]
-        inputs, changes = _out_of_range_inputs(contract)
+        inputs, changes = out_of_range_inputs(contract)
         if not changes:
             return "skipped", "every non-batch axis is unbounded (-1 dims without a profile): no size is out of " \
                 "range", {}
@@ -768,7 +514,7 @@ class _Run:
             attempts += 1
             read = functools.partial(self.conn.statistics, model)
             before = quiet_statistics(read, options.timeout_s)
-            outcome = _burst(self.url, self.protocol, model, contract, inputs, options)
+            outcome = burst(self.url, self.protocol, model, contract, inputs, options)
             try:
                 after = settled_statistics(read, before, outcome.succeeded, options.timeout_s)
             except Exception as exc:
@@ -791,7 +537,7 @@ class _Run:
         if outcome.failures:
             details["failures"] = outcome.failures[:_QUOTED_FAILURES]
         if options.perf and outcome.latencies:
-            details["perf"] = _perf(outcome)
+            details["perf"] = burst_figures(outcome)
         if outcome.transport_error:
             self.transport(outcome.transport_error, f"{model}/burst")
         if outcome.failures:
@@ -817,214 +563,8 @@ class _Run:
         return "passed", summary, details
 
 
-def _exception_text(exc: BaseException) -> str:
-    text = str(exc.message() or exc) if isinstance(exc, InferenceServerException) else str(exc)
-    text = _REQUEST_ID.sub("", " ".join((text or type(exc).__name__).split()))
-    return text
-
-
 def _short(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
-def _output_problems(
-    contract: ModelContract, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]
-) -> list[str]:
-    """Missing outputs, wrong dtypes, shapes that do not fit the config dims or the request's batch size."""
-    problems = []
-    batch = next(iter(inputs.values())).shape[0] if contract.batching and inputs else None
-    for tensor in contract.outputs:
-        array = outputs.get(tensor.name)
-        if array is None:
-            problems.append(f"output '{tensor.name}' missing")
-            continue
-        if tensor.data_type != "TYPE_STRING" and array.dtype != tensor.dtype:
-            problems.append(f"output '{tensor.name}' has dtype {array.dtype}, expected {tensor.dtype}")
-        shape = list(array.shape)
-        want = ([batch] if batch is not None else []) + list(tensor.dims)
-        if len(shape) != len(want) or any(w >= 0 and s != w for s, w in zip(shape, want, strict=False)):
-            shown = ["-1" if w < 0 else str(w) for w in want]
-            problems.append(f"output '{tensor.name}' has shape {shape}, expected [{', '.join(shown)}]")
-    return problems
-
-
-def _out_of_range_inputs(contract: ModelContract) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Return opt-shape inputs with each input's first bounded non-batch axis just outside its range.
-
-    One above the maximum, or one below the minimum when unbounded above; with a description of each change. No
-    changes when no axis is bounded.
-    """
-    base = contract.example_inputs("opt", batch_size=1 if contract.batching else None)
-    first_axis = 1 if contract.batching else 0
-    changed: dict[str, np.ndarray] = {}
-    changes = []
-    for tensor in contract.inputs:
-        array = base[tensor.name]
-        for axis in range(first_axis, tensor.rank):
-            low, high = tensor.min_shape[axis], tensor.max_shape[axis]
-            if high is not None:
-                size = high + 1
-            elif low > 1:
-                size = low - 1
-            else:
-                continue
-            shape = list(array.shape)
-            shape[axis] = size
-            changed[tensor.name] = _fill(array, tuple(shape))
-            allowed = f"{low}..{'' if high is None else high}" if low != high else f"exactly {low}"
-            changes.append(f"input '{tensor.name}' axis {axis} = {size}, allowed {allowed}")
-            break
-    return {**base, **changed}, changes
-
-
-def _fill(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Return an array of ``shape`` with ``array``'s dtype and values (repeated), so ids and masks stay valid."""
-    if array.size == 0:
-        return np.zeros(shape, dtype=array.dtype)
-    return np.resize(array, shape).astype(array.dtype, copy=False)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The burst
-# --------------------------------------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class _BurstOutcome:
-    succeeded: int = 0
-    failures: list[str] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    wall_s: float = 0.0
-    transport_error: BaseException | None = None
-
-
-Counts = tuple[int, int]
-
-
-def quiet_statistics(read: Callable[[], Counts], timeout_s: float) -> Counts:
-    """A model's (inference_count, execution_count) from ``read`` once two readings 20 ms apart agree.
-
-    Triton counts a request after it has sent the response (see :func:`settled_statistics`), so earlier requests
-    may still be being counted; counted into a burst's, they would inflate it. Polled for at most ``timeout_s``.
-    """
-    deadline = time.monotonic() + timeout_s
-    last = read()
-    while time.monotonic() < deadline:
-        time.sleep(0.02)
-        now = read()
-        if now == last:
-            break
-        last = now
-    return last
-
-
-def settled_statistics(read: Callable[[], Counts], before: Counts, succeeded: int, timeout_s: float) -> Counts:
-    """The counts from ``read`` once they include the ``succeeded`` requests sent since ``before``.
-
-    A client that has every response can still read counts without the last requests; a burst's counts read then
-    would be short, and the next burst's would include the rest. Polled for at most ``timeout_s``; the last reading
-    is returned either way.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        after = read()
-        if after[0] - before[0] >= succeeded or time.monotonic() >= deadline:
-            return after
-        time.sleep(0.01)
-
-
-def _open_connection(url: str, protocol: str, timeout_s: float) -> Connection:
-    """A connection whose channel is open (a liveness call made), closed again when that fails."""
-    connection = Connection(url, protocol, timeout_s)
-    try:
-        connection.live()  # gRPC opens its channel lazily: a burst's first requests would pay for it
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
-def _burst(
-    url: str, protocol: str, model: str, contract: ModelContract, inputs: dict[str, np.ndarray], options: SmokeOptions
-) -> _BurstOutcome:
-    """Send ``options.burst`` requests from ``options.concurrency`` threads (one connection each).
-
-    Stops handing out requests after the first transport error. Worker threads are daemons and every request has
-    the timeout, so the join below is bounded even when the server hangs.
-    """
-    outcome = _BurstOutcome()
-    lock = threading.Lock()
-    counter = itertools.count()
-    abort = threading.Event()
-    datatypes = {t.name: t.datatype for t in contract.inputs}
-    outputs = [t.name for t in contract.outputs]
-    thread_count = max(1, min(options.concurrency, options.burst))
-    # Every thread connects first and then all send at once: requests that trickle in while threads still connect
-    # (slow on a loaded machine) are each executed alone, and dynamic batching would look broken when it is not.
-    start_line = threading.Barrier(thread_count)
-
-    def worker() -> None:
-        try:
-            connection = _open_connection(url, protocol, options.timeout_s)
-        except Exception as exc:
-            with lock:
-                outcome.failures.append(f"cannot connect: {_exception_text(exc)}")
-                outcome.transport_error = outcome.transport_error or exc
-            abort.set()
-            start_line.abort()
-            return
-        with contextlib.suppress(threading.BrokenBarrierError):
-            start_line.wait(options.timeout_s)
-        with connection:
-            while not abort.is_set():
-                with lock:
-                    index = next(counter)
-                if index >= options.burst:
-                    return
-                started = time.monotonic()
-                try:
-                    result = _infer(connection, model, inputs, outputs, datatypes)
-                except Exception as exc:
-                    with lock:
-                        outcome.failures.append(f"request {index}: {_exception_text(exc)}")
-                        if is_transport_error(exc):
-                            outcome.transport_error = outcome.transport_error or exc
-                            abort.set()
-                    continue
-                elapsed = time.monotonic() - started
-                problems = _output_problems(contract, inputs, result)
-                with lock:
-                    if problems:
-                        outcome.failures.append(f"request {index}: {'; '.join(problems)}")
-                    else:
-                        outcome.succeeded += 1
-                        outcome.latencies.append(elapsed)
-
-    workers = [threading.Thread(target=worker, daemon=True, name=f"smoke-burst-{i}") for i in range(thread_count)]
-    started = time.monotonic()
-    for thread in workers:
-        thread.start()
-    # Each request is bounded by the timeout; a whole burst by (requests / threads + 2) timeouts.
-    deadline = started + options.timeout_s * (math.ceil(options.burst / len(workers)) + 2)
-    try:
-        for thread in workers:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        abort.set()
-    outcome.wall_s = time.monotonic() - started
-    if any(thread.is_alive() for thread in workers):
-        with lock:
-            outcome.failures.append("requests still running after the burst's deadline")
-    return outcome
-
-
-def _perf(outcome: _BurstOutcome) -> dict[str, float]:
-    latencies_ms = np.array(outcome.latencies) * 1000.0
-    return {
-        "throughput_infer_per_s": round(outcome.succeeded / outcome.wall_s, 3) if outcome.wall_s > 0 else 0.0,
-        "latency_p50_ms": round(float(np.percentile(latencies_ms, 50)), 3),
-        "latency_p99_ms": round(float(np.percentile(latencies_ms, 99)), 3),
-        "latency_mean_ms": round(float(latencies_ms.mean()), 3),
-        "wall_s": round(outcome.wall_s, 4),
-    }
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1061,7 +601,7 @@ def run_smoke(
     try:
         run = _Run(url, protocol, repo, options, progress)
     except Exception as exc:  # a malformed URL
-        return _emit(unreachable_report(url, protocol, names, f"cannot connect to {url}: {_exception_text(exc)}"),
+        return _emit(unreachable_report(url, protocol, names, f"cannot connect to {url}: {exception_text(exc)}"),
                      progress)
     try:
         try:
@@ -1070,7 +610,7 @@ def run_smoke(
             return _emit(unreachable_report(
                 url, protocol, names,
                 f"server not reachable at {url} over {protocol} (timeout {options.timeout_s:g} s): "
-                f"{_exception_text(exc)}",
+                f"{exception_text(exc)}",
             ), progress)
         if not live:
             return _emit(unreachable_report(url, protocol, names, f"server at {url} answers but is not live"),
@@ -1080,7 +620,7 @@ def run_smoke(
                 names = sorted({entry["name"] for entry in run.conn.index()})
             except Exception as exc:
                 run.add(CheckResult(SERVER, "ready", "error", 0.0,
-                                    f"cannot list the server's models: {_exception_text(exc)}"))
+                                    f"cannot list the server's models: {exception_text(exc)}"))
         if not names and not run.results:
             run.add(CheckResult(SERVER, "ready", "failed", 0.0, "no models to check (empty repository index)"))
         for name in names:

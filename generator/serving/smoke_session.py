@@ -14,14 +14,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from generator.serving.smoke import (
-    CheckResult,
-    SmokeOptions,
-    SmokeReport,
-    repository_models,
-    run_smoke,
-    unreachable_report,
-)
+from generator.serving.smoke import repository_models, run_smoke, unreachable_report
+from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
 
 __all__ = ["smoke_session"]
 

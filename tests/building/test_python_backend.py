@@ -17,8 +17,8 @@ from examples.models import make_mlp, make_text
 from generator.building.export.onnx import export_onnx
 from generator.building.export.plans import TensorIO, io_from_graph
 from generator.resources import resource_dir
+from generator.serving.burst import quiet_statistics, settled_statistics
 from generator.serving.server import TritonNotFoundError, find_tritonserver, launch
-from generator.serving.smoke import quiet_statistics, settled_statistics
 from generator.specs.graphspec import GraphSpec
 from tests.requirements import missing
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from generator.cli import main
 from generator.serving.server import free_port
-from generator.serving.smoke import CHECKS
+from generator.serving.smoke_results import CHECKS
 
 GEN_REPO = str(Path(sys.executable).parent / "gen-repo")
 

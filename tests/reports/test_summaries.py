@@ -23,7 +23,7 @@ from markdown_it import MarkdownIt
 from generator.cli import main
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.serving.server import free_port
-from generator.serving.smoke import CHECKS
+from generator.serving.smoke_results import CHECKS
 from tests.process_helpers import gen_repo_script
 
 EARLIER = "### an earlier step\n\nits text, | with a pipe |\n\n"

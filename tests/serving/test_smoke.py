@@ -13,24 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from generator.planning.model_files import config_text
 from generator.planning.options import BuildOptions
 from generator.planning.targets import plan_build
 from generator.reports.junit import json_report, junit_xml, write_json, write_junit_xml
 from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
-from generator.serving.smoke import (
-    CHECKS,
-    CheckResult,
-    SmokeOptions,
-    SmokeReport,
-    config_differences,
-    repository_models,
-    run_smoke,
-    tolerance_for,
-)
+from generator.serving.smoke import repository_models, run_smoke, tolerance_for
+from generator.serving.smoke_results import CHECKS, CheckResult, SmokeOptions, SmokeReport
 from tests.requirements import missing
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -189,48 +179,6 @@ def faulty_report(faulty_server: TritonServer, example_repository: Path) -> Smok
 # ---------------------------------------------------------------------------------------------------------------------
 # Without a server
 # ---------------------------------------------------------------------------------------------------------------------
-def _config(text: str) -> model_config_pb2.ModelConfig:
-    return text_format.Parse(text, model_config_pb2.ModelConfig())
-
-
-GENERATED = """
-name: "m" backend: "python" max_batch_size: 8
-input { name: "x" data_type: TYPE_FP32 dims: [ 16 ] }
-output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }
-instance_group { count: 1 kind: KIND_CPU }
-dynamic_batching { max_queue_delay_microseconds: 100 }
-"""
-
-
-def test_config_differences_ignores_what_the_server_fills_in() -> None:
-    served = _config(GENERATED)
-    served.instance_group[0].name = "m_0"
-    served.dynamic_batching.preferred_batch_size.append(8)  # Triton's auto-complete for an empty list
-    served.default_model_filename = "model.py"
-    assert config_differences(_config(GENERATED), served) == []
-
-
-def test_config_differences_names_each_difference() -> None:
-    served = _config(GENERATED)
-    served.max_batch_size = 4
-    served.input[0].dims[0] = 17
-    served.input[0].data_type = model_config_pb2.TYPE_FP16
-    served.output[0].name = "z"
-    served.instance_group[0].count = 2
-    served.dynamic_batching.max_queue_delay_microseconds = 5000
-    problems = config_differences(_config(GENERATED), served)
-    text = "\n".join(problems)
-    assert "max_batch_size: generated 8, server 4" in text
-    assert "input 'x' dims: generated [16], server [17]" in text
-    assert "input 'x' data_type: generated TYPE_FP32, server TYPE_FP16" in text
-    assert "outputs missing on the server: ['y']" in text and "['z']" in text
-    assert "instance_group[0].count: generated 1, server 2" in text
-    assert "dynamic_batching.max_queue_delay_microseconds" in text
-    served = _config(GENERATED)
-    served.ClearField("dynamic_batching")
-    assert config_differences(_config(GENERATED), served) == ["dynamic_batching: generated on, server off"]
-
-
 def test_tolerances_are_dtype_aware_and_overridable() -> None:
     assert tolerance_for(np.dtype(np.float32)) == (1e-4, 1e-5)
     assert tolerance_for(np.dtype(np.float16))[0] > tolerance_for(np.dtype(np.float32))[0]
