@@ -6,7 +6,7 @@ One local tritonserver serves each example model twice: ``<model>`` with the gen
 ``<model>_nobatch``, a copy whose config has ``dynamic_batching`` removed (same max_batch_size, same instances).
 Requests carry one item at the opt shape (the dynamic batcher is what forms batches). Windows alternate between the two
 configs in one run (A B A B ...) so that machine noise hits both alike; each cell is the median of ``--windows``
-windows with its spread (min..max). The load comes from ``generator.serving.perf.run_load`` (the loop of ``gen-repo
+windows with its spread (min..max). The load comes from ``generator.serving.load.run_load`` (the loop of ``gen-repo
 perf``; perf_analyzer does not run here). Prints a table, then the ratio lines last.
 """
 
@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from generator.client import ModelContract  # noqa: E402
 from generator.planning.config import parse_config, render_config  # noqa: E402
-from generator.serving.perf import run_load  # noqa: E402
+from generator.serving.load import run_load  # noqa: E402
 
 
 def example_repository(target: Path) -> Path:

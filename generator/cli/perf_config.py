@@ -38,13 +38,8 @@ def command(
     Every shape and batch size stays inside the model's optimization profile (from gen_repo/contract.json with
     --repo, or from the plan of MANIFEST).
     """
-    from generator.serving.perf import (
-        models_from_plan,
-        models_from_repository,
-        perf_config_files,
-        relative_path,
-        write_perf_config_files,
-    )
+    from generator.serving.perf_config import perf_config_files, relative_path, write_perf_config_files
+    from generator.serving.perf_models import models_from_plan, models_from_repository
 
     if (manifest is None) == (repo is None):
         click.echo("error: give either MANIFEST or --repo DIR", err=True)

@@ -6,7 +6,10 @@
   :mod:`~generator.serving.smoke_results` (the results as data), :mod:`~generator.serving.config_drift` (the config
   check), :mod:`~generator.serving.requests` (one request and its answer), :mod:`~generator.serving.burst` (many at
   once);
-- :mod:`~generator.serving.perf`: perf_analyzer / Model Analyzer configs bounded by the profiles, a load loop.
+- :mod:`~generator.serving.perf`: ``gen-repo perf``, with :mod:`~generator.serving.perf_models` (each model's
+  profile and the search space inside it), :mod:`~generator.serving.perf_config` (``gen-repo perf-config``'s
+  perf_analyzer and Model Analyzer files), :mod:`~generator.serving.perf_analyzer` (a real binary found and run)
+  and :mod:`~generator.serving.load` (the built-in load loop).
 
 The package's ``__init__`` imports nothing: importing one module never imports its siblings.
 """

@@ -13,15 +13,15 @@ from click.testing import CliRunner
 from generator.cli import main
 from generator.manifest.loading import load_manifest
 from generator.planning.plan import plan_repository
-from generator.serving.perf import (
+from generator.serving.load import check_loopback
+from generator.serving.perf_analyzer import find_perf_analyzer
+from generator.serving.perf_config import perf_config_files
+from generator.serving.perf_models import (
     PerfModel,
     PerfTensor,
     batch_size_candidates,
-    check_loopback,
     concurrency_values,
-    find_perf_analyzer,
     models_from_plan,
-    perf_config_files,
 )
 from generator.specs.graphspec import GraphSpec
 from tests.manifest_helpers import AITUNE, EXAMPLES_MANIFEST, fixture_models, write_manifest
