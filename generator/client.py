@@ -32,7 +32,7 @@ from tritonclient.grpc import model_config_pb2
 from generator.bounded import read_text
 from generator.confinement import confined_path
 from generator.contracts.array_files import ArrayHeader, open_array_file
-from generator.dtypes import DTYPES
+from generator.dtypes import DATA_TYPES, config_data_type, numpy_dtype, wire_datatype
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
 from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
@@ -56,41 +56,6 @@ __all__ = [
     "to_infer_inputs",
     "wire_datatype",
 ]
-
-
-#: Config data type -> (Triton wire datatype, numpy dtype name), from :mod:`generator.dtypes`. TYPE_STRING travels as
-#: BYTES in numpy object arrays; BF16 has no numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in
-#: :func:`numpy_dtype`).
-DATA_TYPES: dict[str, tuple[str, str]] = {d.triton: (d.wire, d.numpy) for d in DTYPES}
-_WIRE_TO_CONFIG = {wire: config for config, (wire, _) in DATA_TYPES.items()}
-
-
-def wire_datatype(data_type: str) -> str:
-    """Triton's protocol datatype (``"FP32"``) for a config data type (``"TYPE_FP32"``); wire names pass through."""
-    if data_type in DATA_TYPES:
-        return DATA_TYPES[data_type][0]
-    if data_type in _WIRE_TO_CONFIG:
-        return data_type
-    raise ValueError(f"unknown Triton data type {data_type!r}; expected one of {', '.join(DATA_TYPES)}")
-
-
-def config_data_type(datatype: str) -> str:
-    """Config data type (``"TYPE_FP32"``) for a wire datatype (``"FP32"``); config names pass through."""
-    if datatype in DATA_TYPES:
-        return datatype
-    if datatype in _WIRE_TO_CONFIG:
-        return _WIRE_TO_CONFIG[datatype]
-    raise ValueError(f"unknown Triton datatype {datatype!r}; expected one of {', '.join(_WIRE_TO_CONFIG)}")
-
-
-def numpy_dtype(data_type: str) -> np.dtype[Any]:
-    """Return the numpy dtype a request uses for a config (``TYPE_FP32``) or wire (``FP32``) data type."""
-    name = DATA_TYPES[config_data_type(data_type)][1]
-    if name == "bfloat16":
-        import ml_dtypes  # tritonclient's own BF16 representation; imported only when a model uses BF16
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 class RequestProblemKind(str, enum.Enum):

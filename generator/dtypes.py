@@ -12,11 +12,15 @@ torch dtype, so no target serves it. :func:`unservable_reason` says why a target
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.errors import GenRepoError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
+    "DATA_TYPES",
     "DTYPES",
     "DType",
     "TORCH_DTYPES",
@@ -25,13 +29,16 @@ __all__ = [
     "by_onnx",
     "by_torch",
     "by_triton",
+    "config_data_type",
     "normalize_dtype",
+    "numpy_dtype",
     "servable_torch_dtypes",
     "RUNTIME_GAPS",
     "SAFETENSORS_TO_NUMPY",
     "TARGET_RUNTIMES",
     "UNSERVED_ADVICE",
     "unservable_reason",
+    "wire_datatype",
 ]
 
 #: The runtimes a model of each target runs in, to be built and to be served. Every build checks the exported ONNX
@@ -133,6 +140,43 @@ _BY_TRITON = {d.triton: d for d in DTYPES}
 _BY_TORCH = {d.torch: d for d in DTYPES if d.torch is not None}
 _BY_ONNX = {d.onnx: d for d in DTYPES}
 _BY_NUMPY = {d.numpy: d for d in DTYPES}
+
+#: Config data type -> (Triton wire datatype, numpy dtype name): the table as requests see it (the client library,
+#: :mod:`generator.client`, exports these lookups). TYPE_STRING travels as BYTES in numpy object arrays; BF16 has no
+#: numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in :func:`numpy_dtype`).
+DATA_TYPES: dict[str, tuple[str, str]] = {d.triton: (d.wire, d.numpy) for d in DTYPES}
+_WIRE_TO_CONFIG = {wire: config for config, (wire, _) in DATA_TYPES.items()}
+
+
+def wire_datatype(data_type: str) -> str:
+    """Triton's protocol datatype (``"FP32"``) for a config data type (``"TYPE_FP32"``); wire names pass through."""
+    if data_type in DATA_TYPES:
+        return DATA_TYPES[data_type][0]
+    if data_type in _WIRE_TO_CONFIG:
+        return data_type
+    raise ValueError(f"unknown Triton data type {data_type!r}; expected one of {', '.join(DATA_TYPES)}")
+
+
+def config_data_type(datatype: str) -> str:
+    """Config data type (``"TYPE_FP32"``) for a wire datatype (``"FP32"``); config names pass through."""
+    if datatype in DATA_TYPES:
+        return datatype
+    if datatype in _WIRE_TO_CONFIG:
+        return _WIRE_TO_CONFIG[datatype]
+    raise ValueError(f"unknown Triton datatype {datatype!r}; expected one of {', '.join(_WIRE_TO_CONFIG)}")
+
+
+def numpy_dtype(data_type: str) -> np.dtype[Any]:
+    """Return the numpy dtype a request uses for a config (``TYPE_FP32``) or wire (``FP32``) data type."""
+    import numpy as np  # here: validate, plan and lint use the tables above and must not pay for numpy's import
+
+    name = DATA_TYPES[config_data_type(data_type)][1]
+    if name == "bfloat16":
+        import ml_dtypes  # tritonclient's own BF16 representation; imported only when a model uses BF16
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
 
 #: safetensors dtype -> numpy dtype, for the arrays numpy holds (not BF16 or FP8): the table's column, and C64
 #: (complex64), which numpy and safetensors have and Triton has no data type for (read as an .npz would read it).
