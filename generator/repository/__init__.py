@@ -8,8 +8,9 @@
 - :mod:`~generator.repository.bytecode`: ``__pycache__`` checked against its locked source;
 - :mod:`~generator.repository.cache`: the content-addressed build cache (the same durable file operations);
 - :mod:`~generator.repository.storage`: S3/GCS URLs and filesystems, a bucket read back;
-- :mod:`~generator.repository.publish` (with :mod:`~generator.repository.publish_files`, what it uploads, and
-  :mod:`~generator.repository.publish_lock`, the publishers' lock): rolling versions to a bucket;
+- :mod:`~generator.repository.publish`: rolling versions to a bucket, with :mod:`~generator.repository.bucket_state`
+  (what the bucket serves, read first), :mod:`~generator.repository.publish_files` (what it uploads) and
+  :mod:`~generator.repository.publish_lock` (the publishers' lock);
 - :mod:`~generator.repository.contract_sources`: the contracts a folder, bucket or version folder serves (diff and
   publish read them);
 - :mod:`~generator.repository.configs`: ``gen-repo config``'s configs-only repository, planned in forked workers.

@@ -47,20 +47,26 @@ URLs, filesystems and storage failures: :mod:`generator.repository.storage`; the
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from generator.contracts.diff import diff_models
 from generator.errors import GenRepoError, Problem
-from generator.naming import WARMUP_FOLDER, triton_version, version_folder, version_folder_problem, versioned_folder
-from generator.repository.contract_sources import BucketReader, FolderReader, load_model_contract, served_version
-from generator.repository.lock import LOCK_FILE_NAME, LOCK_FORMAT, lock_problems, read_lock, render_lock
+from generator.naming import triton_version
+from generator.repository.bucket_state import (
+    BucketState,
+    VersionIndex,
+    fingerprint_objects,
+    object_problems,
+    read_bucket,
+)
+from generator.repository.contract_sources import BucketReader, FolderReader, load_model_contract
+from generator.repository.lock import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock
 from generator.repository.publish_files import (
     CONTRACT_KEY,
     VERSIONED_AREAS,
@@ -85,10 +91,8 @@ from generator.repository.publish_lock import (
 from generator.repository.storage import (
     StorageURL,
     list_objects,
-    object_sha256,
     open_filesystem,
     parse_url,
-    read_object,
     repository_objects,
     storage_errors,
 )
@@ -96,8 +100,6 @@ from generator.repository.verify import verify_repository
 
 #: Versions kept per model after a publish: the new one and the one before (a server may still be on it).
 DEFAULT_KEEP_VERSIONS = 2
-#: What an object should be: repository-relative key -> (sha256, size).
-Expected = Mapping[str, tuple[str, int]]
 
 
 class ReleaseRefused(PublishError):  # noqa: N818 (a decision, not an error type name)
@@ -148,153 +150,6 @@ class PublishReport:
 #: (tests use it to damage an object, to hold a publish open, or to run another publisher meanwhile).
 UploadHook = Callable[[Any, list[str]], None]
 Say = Callable[[str, str], None]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# The bucket side
-# --------------------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Index:
-    """Keys (of a listing, or of a lock file's artifacts) by model and version folder, each found once.
-
-    ``versions``: model -> exact version -> its keys (version folder and warmup data); ``direct``: model -> the exact
-    versions directly under it (the folders Triton reads); ``folders``: model -> every folder name in its version
-    areas that reads as a number (``warmup/<name>`` for warmup data) -> its exact version, or None.
-    """
-
-    versions: dict[str, dict[int, list[str]]]
-    direct: dict[str, set[int]]
-    folders: dict[str, dict[str, int | None]]
-
-    @classmethod
-    def of(cls, keys: Iterable[str]) -> _Index:
-        """Index ``keys`` (repository-relative)."""
-        index = cls({}, {}, {})
-        for key in keys:
-            held = versioned_folder(key)
-            if held is None:
-                continue
-            model, name = held
-            version = version_folder(name)
-            warmup = key.split("/")[1] == WARMUP_FOLDER
-            if version is not None and not key.endswith("/"):  # a folder marker is no file of the version
-                index.versions.setdefault(model, {}).setdefault(version, []).append(key)
-            if version is not None and not warmup:
-                index.direct.setdefault(model, set()).add(version)
-            if version is not None or version_folder_problem(name) is not None:
-                index.folders.setdefault(model, {})[f"{WARMUP_FOLDER}/{name}" if warmup else name] = version
-        return index
-
-    def keys(self, model: str, version: int) -> list[str]:
-        """The keys in ``version`` of ``model``."""
-        return self.versions.get(model, {}).get(version, [])
-
-    def present(self, model: str) -> set[int]:
-        """The exact versions ``model`` has keys in."""
-        return set(self.versions.get(model, {}))
-
-
-@dataclass(slots=True)
-class _Bucket:
-    """What a publish read from the bucket before changing anything (step 2)."""
-
-    objects: dict[str, int]
-    listing: _Index
-    fingerprints: dict[str, tuple[int, str] | None]
-    lock: dict[str, Any]
-    locked: _Index  #: the lock file's artifacts
-    lock_problems: list[Problem]
-    configs: dict[str, Any] = field(default_factory=dict)  #: model -> parsed config (missing: none or unreadable)
-
-    @property
-    def artifacts(self) -> Mapping[str, Any]:
-        return self.lock.get("artifacts") or {}
-
-    @property
-    def models(self) -> Mapping[str, Any]:
-        return self.lock.get("models") or {}
-
-    def served(self, model: str) -> int | None:
-        """The version Triton serves (contract_sources.served_version: the config's policy, else the highest)."""
-        return served_version(self.configs.get(model), self.listing.direct.get(model, set()))
-
-    def named(self, model: str) -> set[int]:
-        """Versions the model's config names (``specific``)."""
-        config = self.configs.get(model)
-        return {int(v) for v in config.version_policy.specific.versions} if config is not None else set()
-
-    def recorded(self, model: str, version: int) -> dict[str, tuple[str, int]]:
-        """What the bucket's lock file says the objects of ``version`` hold."""
-        return {key: (self.artifacts[key]["sha256"], self.artifacts[key]["size"])
-                for key in self.locked.keys(model, version)}
-
-
-def _fingerprints(fs: Any, target: StorageURL, keys: list[str]) -> dict[str, tuple[int, str] | None]:
-    """(size, sha256) of each object in ``keys`` (None where there is none), hashed in ranges."""
-    fs.invalidate_cache()
-    out: dict[str, tuple[int, str] | None] = {}
-    for key in keys:
-        try:
-            info = fs.info(target.join(key))
-        except FileNotFoundError:
-            info = {}
-        if info.get("type") != "file":
-            out[key] = None
-            continue
-        size = int(info.get("size") or 0)
-        out[key] = (size, object_sha256(fs, target, key, size))
-    return out
-
-
-def _read_bucket(fs: Any, target: StorageURL, models: list[str]) -> _Bucket:
-    """Step 2: fingerprint the served state, then list the bucket and read its lock file and the models' configs."""
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    fingerprints = _fingerprints(fs, target, [LOCK_FILE_NAME, *(f"{m}/config.pbtxt" for m in models)])
-    objects = repository_objects(list_objects(fs, target))
-    lock: dict[str, Any] = {}
-    problems: list[Problem] = []
-    where = target.object_url(LOCK_FILE_NAME)
-    if LOCK_FILE_NAME in objects:
-        try:
-            parsed = json.loads(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"))
-            problems = lock_problems(parsed, where)
-            lock = {} if problems else parsed
-        except FileNotFoundError:
-            pass
-        except GenRepoError as error:  # over lock_bytes: refused, not parsed
-            problems = error.problems
-        except ValueError as error:
-            problems = [Problem(where, "", f"corrupt: not valid JSON ({error})")]
-    bucket = _Bucket(objects, _Index.of(objects), fingerprints, lock, _Index.of(lock.get("artifacts") or {}), problems)
-    for model in models:
-        key = f"{model}/config.pbtxt"
-        with contextlib.suppress(FileNotFoundError, GenRepoError, UnicodeDecodeError, text_format.ParseError):
-            if key in objects:
-                data = read_object(fs, target, key, objects[key], "config_bytes")
-                bucket.configs[model] = text_format.Parse(data.decode("utf-8"), model_config_pb2.ModelConfig())
-    return bucket
-
-
-def _object_problems(fs: Any, target: StorageURL, objects: Mapping[str, int], present: Iterable[str],
-                     expected: Expected, version: str) -> list[Problem]:
-    """How the bucket's objects differ from ``expected``: changed, missing, and unexpected ones.
-
-    ``present``: the keys in the version's folders; ``version``: how messages name it.
-    """
-    problems = [Problem(target.object_url(k), "", f"unexpected: in {version} but not in the lock file")
-                for k in sorted(set(present) - set(expected))]
-    for key, (sha256, size) in sorted(expected.items()):
-        if key not in objects:
-            problems.append(Problem(target.object_url(key), "", "missing: listed in the lock file but not present"))
-        elif objects[key] != size:
-            problems.append(Problem(target.object_url(key), "", f"modified: {objects[key]} bytes, the lock file says "
-                                                                f"{size}"))
-        elif (actual := object_sha256(fs, target, key, size)) != sha256:
-            problems.append(Problem(target.object_url(key), "", f"modified: sha256 {actual}, the lock file says "
-                                                                f"{sha256}"))
-    return problems
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -366,7 +221,7 @@ def publish(
 
 def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalModel], target: StorageURL, fs: Any,
              options: _Options) -> PublishReport:
-    bucket = _read_bucket(fs, target, sorted(models))
+    bucket = read_bucket(fs, target, sorted(models))
     if bucket.lock_problems and not options.force:
         note = (f"the published lock file is not valid, so no published version can be checked: run `gen-repo verify "
                 f"{target.url}`; `gen-repo publish --force` publishes every model anew")
@@ -392,7 +247,7 @@ def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalMod
     with PublishLock(fs, target, options.owner, options.lock_ttl_s):  # step 5, briefly
         listing = list_objects(fs, target)
         reserved = reserved_versions(fs, target, listing)
-        now = _Index.of(repository_objects(listing))
+        now = VersionIndex.of(repository_objects(listing))
         new = {m: 1 + max(_taken(now, bucket, m) | reserved.get(m, set()) | {0}) for m in changed}
         reservation = reserve_versions(fs, target, options.owner, options.lock_ttl_s, new)
     switched = False
@@ -427,14 +282,14 @@ def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalMod
     return _report(target, bucket, models, results)
 
 
-def _report(target: StorageURL, bucket: _Bucket, models: Mapping[str, LocalModel],
+def _report(target: StorageURL, bucket: BucketState, models: Mapping[str, LocalModel],
             results: dict[str, ModelPublish]) -> PublishReport:
     for model in set(bucket.models) - set(models):  # a valid lock's model entries are objects
         results[model] = ModelPublish(model, "kept", bucket.models[model].get("version"))
     return PublishReport(target.url, target.triton_url, tuple(results[m] for m in sorted(results)))
 
 
-def _unchanged_problems(fs: Any, target: StorageURL, bucket: _Bucket, model: LocalModel, options: _Options,
+def _unchanged_problems(fs: Any, target: StorageURL, bucket: BucketState, model: LocalModel, options: _Options,
                         results: dict[str, ModelPublish]) -> list[Problem] | None:
     """Step 3: None when ``model`` changed; else how the served version's objects differ from the lock file.
 
@@ -451,7 +306,7 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: _Bucket, model: Loc
             bucket.artifacts.get(config_key, {}).get("sha256") != sha256_of(config):
         return None
     expected[config_key] = (sha256_of(config), len(config))
-    problems = _object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected,
+    problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected,
                                 f"version {current} of {model.name}")
     if not problems:
         results[model.name] = ModelPublish(model.name, "unchanged", current, current,
@@ -460,7 +315,7 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: _Bucket, model: Loc
     return problems
 
 
-def _taken(now: _Index, bucket: _Bucket, model: str) -> set[int]:
+def _taken(now: VersionIndex, bucket: BucketState, model: str) -> set[int]:
     """Version numbers a new version of ``model`` must not take.
 
     Every version folder present (``now``; also as Triton reads a name that is not exactly one), and every version the
@@ -474,14 +329,14 @@ def _taken(now: _Index, bucket: _Bucket, model: str) -> set[int]:
     return taken
 
 
-def _foreign(bucket: _Bucket, model: str) -> tuple[str, ...]:
+def _foreign(bucket: BucketState, model: str) -> tuple[str, ...]:
     """Folders of ``model`` that read as a version but no gen-repo lock file of the prefix lists."""
     listed = bucket.locked.present(model)
     return tuple(sorted(name for name, version in bucket.listing.folders.get(model, {}).items()
                         if version not in listed))
 
 
-def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: _Bucket, models: Mapping[str, LocalModel],
+def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState, models: Mapping[str, LocalModel],
                   changed: list[str], gate: _Gate, say: Say) -> dict[str, dict[str, Any]]:
     """Step 4: each changed model's contract against the served one, as ``gen-repo diff`` compares them.
 
@@ -539,7 +394,7 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: _Bucket, mod
 _Retention = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, ...]]
 
 
-def _retention(fs: Any, target: StorageURL, bucket: _Bucket, model: str, options: _Options) -> _Retention:
+def _retention(fs: Any, target: StorageURL, bucket: BucketState, model: str, options: _Options) -> _Retention:
     """Step 8, decided before anything changes: the versions kept, removed (damaged among them) and left alone.
 
     Only versions the bucket's lock file lists are candidates: newest first, up to ``keep_versions - 1`` whose
@@ -551,7 +406,7 @@ def _retention(fs: Any, target: StorageURL, bucket: _Bucket, model: str, options
     for old in sorted(candidates, reverse=True):
         if len(kept) >= options.keep_versions - 1:
             break
-        problems = _object_problems(fs, target, bucket.objects, bucket.listing.keys(model, old),
+        problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model, old),
                                     bucket.recorded(model, old), f"version {old} of {model}")
         if problems:
             damaged.append(old)
@@ -587,10 +442,10 @@ def _upload_and_check(fs: Any, target: StorageURL, local: Path, plans: Mapping[s
     if options.after_upload is not None:
         options.after_upload(fs, sorted(target.join(key) for key in expected))
     objects = repository_objects(list_objects(fs, target))
-    now = _Index.of(objects)
+    now = VersionIndex.of(objects)
     bad: list[Problem] = []
     for model, (built, version) in plans.items():
-        bad += _object_problems(fs, target, objects, now.keys(model, version), built.expected(version),
+        bad += object_problems(fs, target, objects, now.keys(model, version), built.expected(version),
                                 f"version {version} of {model}")
     if bad:
         note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
@@ -599,7 +454,7 @@ def _upload_and_check(fs: Any, target: StorageURL, local: Path, plans: Mapping[s
     return counts
 
 
-def _new_lock(lock: Mapping[str, Any], bucket: _Bucket, models: Mapping[str, LocalModel], new: Mapping[str, int],
+def _new_lock(lock: Mapping[str, Any], bucket: BucketState, models: Mapping[str, LocalModel], new: Mapping[str, int],
               configs: Mapping[str, bytes], releases: Mapping[str, Any],
               retention: Mapping[str, _Retention]) -> dict[str, Any]:
     """The bucket's lock file after the switch, derived from the local and the bucket's lock files.
@@ -624,9 +479,9 @@ def _new_lock(lock: Mapping[str, Any], bucket: _Bucket, models: Mapping[str, Loc
             "artifacts": dict(sorted(artifacts.items()))}
 
 
-def _check_served_state(fs: Any, target: StorageURL, bucket: _Bucket) -> None:
+def _check_served_state(fs: Any, target: StorageURL, bucket: BucketState) -> None:
     """Step 7's first act, under the lock: refuse when the lock file or a config changed since step 2."""
-    now = _fingerprints(fs, target, sorted(bucket.fingerprints))
+    now = fingerprint_objects(fs, target, sorted(bucket.fingerprints))
     moved = [key for key in sorted(now) if now[key] != bucket.fingerprints[key]]
     if moved:
         raise PublishError([*(Problem(target.object_url(key), "", "changed while this publish uploaded (another "
