@@ -1,4 +1,4 @@
-"""Durable file operations for repository folders: atomic renames, fsyncs, whole-tree copies and walks.
+"""Durable file operations for repository folders: atomic renames, fsyncs, bulk writes, walks and removals.
 
 What :class:`~generator.repository.staging.RepositoryWriter` and ``gen-repo config`` build on: ``renameat2`` (an
 atomic exchange or a no-clobber rename, where the kernel and C library have it), a ``flock`` on a parent folder,
@@ -29,7 +29,6 @@ __all__ = [
     "RENAME_EXCHANGE",
     "RENAME_NOREPLACE",
     "boot_id",
-    "copy_tree",
     "deferred_signals",
     "fsync_tree",
     "host",
@@ -164,21 +163,6 @@ def no_space_error(destination: Path, error: OSError, what: str | None = None) -
             )
         ]
     )
-
-
-def copy_tree(source: Path, target: Path) -> None:
-    """Copy a folder's files (sorted, regular files only), raising the first OSError as is.
-
-    Not ``shutil.copytree``: it gathers failures into one ``shutil.Error`` without an errno, so a full disk would
-    not be recognised as ENOSPC (tests/test_faults.py::test_full_disk_*).
-    """
-    for path in sorted(source.rglob("*")):
-        destination = target / path.relative_to(source)
-        if path.is_dir():
-            destination.mkdir(parents=True, exist_ok=True)
-        else:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
 
 
 def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:

@@ -1,4 +1,5 @@
-"""Load-test configuration bounded by the profiles, and `gen-repo perf` on a real server (generator/serving/perf.py)."""
+"""Load-test configuration bounded by the profiles (generator/serving/perf_config.py, perf_models.py), and
+`gen-repo perf` on a real server (generator/serving/perf.py, load.py, perf_analyzer.py)."""
 
 from __future__ import annotations
 
