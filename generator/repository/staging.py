@@ -309,8 +309,8 @@ class RepositoryWriter:
     def commit(self, lock: Mapping[str, Any]) -> None:
         """Write ``lock`` as the lock file, fsync everything and swap staging into the destination atomically.
 
-        ``lock`` comes from :func:`build_lock` over :attr:`root`; the staged files must still be the ones it lists
-        (same paths and sizes), else GenRepoError and nothing is swapped.
+        ``lock`` comes from :func:`~generator.repository.lock.build_lock` over :attr:`root`; the staged files must
+        still be the ones it lists (same paths and sizes), else GenRepoError and nothing is swapped.
         """
         staging = self.root
         if self._committed:
