@@ -1,9 +1,9 @@
 """Cold (empty cache) vs warm (unchanged, cached) ``gen-repo build`` of the example manifest.
 
-Both in-process (``generator.build.build_repository``) and through the CLI (``gen-repo build`` in a subprocess, so
-interpreter start-up and imports count). Every cold run gets a fresh cache folder and output folder; every warm run
-rebuilds the same output from the cache a cold run filled. Prints per-mode medians and spread (min..max) over the
-repetitions, and the cold/warm ratio last.
+Both in-process (``generator.building.pipeline.build_repository``) and through the CLI (``gen-repo build`` in a
+subprocess, so interpreter start-up and imports count). Every cold run gets a fresh cache folder and output folder;
+every warm run rebuilds the same output from the cache a cold run filled. Prints per-mode medians and spread (min..max)
+over the repetitions, and the cold/warm ratio last.
 
     python bench/bench_build.py [--repeat 3] [--target python]
 """
@@ -24,7 +24,7 @@ MANIFEST = ROOT / "examples" / "gen-repo.yaml"
 
 
 def _in_process(output: Path, cache: Path, target: str) -> float:
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     started = time.perf_counter()
     report = build_repository(MANIFEST, BuildOptions(allow_code=True, target=target, cache_dir=cache), output)

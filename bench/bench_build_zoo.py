@@ -5,7 +5,8 @@ For each model of ``tests/zoo/gen-repo.yaml`` (a one-model manifest, python targ
 - **bare**: what a user writes to get the same ONNX file without gen-repo: the factory's module, the same flat
   wrapper and example inputs, and one ``torch.onnx.export`` call with the same exporter (dynamo, or the TorchScript
   exporter where the build fell back to it), the same dynamic axes and their ranges, weights inline;
-- **cold**: ``generator.build.build_repository`` with an empty cache and a new output folder (plan, factory, export,
+- **cold**: ``generator.building.pipeline.build_repository`` with an empty cache and a new output folder (plan, factory,
+export,
   reference cases in torch, onnxruntime against torch, contract, reference data, warmup data, staging, lock file),
   with the time of each stage from its progress events;
 - **warm**: the same build again, nothing changed (every model from the cache), in this process and through the
@@ -59,7 +60,7 @@ def _manifest(folder: Path, entry: dict[str, Any]) -> Path:
 
 
 def _options(cache: Path) -> Any:
-    from generator.build import BuildOptions
+    from generator.building.pipeline import BuildOptions
 
     return BuildOptions(allow_code=True, target="python", cache_dir=cache, allow_outside=True,
                         code_path=(str(ZOO),))
@@ -93,7 +94,7 @@ def _time_torch_onnx_export() -> None:
 
 def _cold(manifest: Path, output: Path, cache: Path) -> tuple[float, dict[str, float], str]:
     """One cold build: seconds, seconds per stage (and "in export": its torch.onnx.export calls), the exporter."""
-    from generator.build import build_repository
+    from generator.building.pipeline import build_repository
 
     events: list[tuple[float, str]] = []
     _reset_torch()
@@ -111,7 +112,7 @@ def _cold(manifest: Path, output: Path, cache: Path) -> tuple[float, dict[str, f
         bucket = stage if stage in ("source", "export", "reference", "check") else ("stage" if seen_work else "plan")
         stages[bucket] += t1 - t0
     stages["in export"] = sum(_EXPORT_CALLS)
-    from generator.export.onnx import EXPORTER_NAMES
+    from generator.building.export.onnx import EXPORTER_NAMES
 
     # The build's note "exported with <exporter> in N s" says which exporter the file came from.
     used = [e for e, words in EXPORTER_NAMES.items()
@@ -124,10 +125,12 @@ def _bare(manifest: Path, folder: Path, exporter: str) -> float:
     import torch
     from torch.export import Dim
 
-    from generator.artifacts import import_factory
+    from generator.building.export.flat_module import flat_module_for
+    from generator.building.export.onnx import example_inputs
+    from generator.building.export.plans import constants_from_graph, dynamic_axes_of
+    from generator.building.factories import import_factory
     from generator.errors import Problem
-    from generator.export.onnx import constants_from_graph, dynamic_axes_of, example_inputs, flat_module_for
-    from generator.planning import plan_build
+    from generator.planning.targets import plan_build
 
     options = _options(folder / "unused-cache")
     (model,) = plan_build(manifest, options)[0].models
@@ -155,7 +158,7 @@ def _bare(manifest: Path, folder: Path, exporter: str) -> float:
 
 
 def _warm_in_process(manifest: Path, output: Path, cache: Path) -> float:
-    from generator.build import build_repository
+    from generator.building.pipeline import build_repository
 
     started = time.perf_counter()
     report = build_repository(manifest, _options(cache), output)

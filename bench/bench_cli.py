@@ -47,7 +47,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 #: jsonschema alone, in its own process: read, parse, every error of the GraphSpec schema.
 JSONSCHEMA_ALONE = """
 import json, sys
-from generator.documents import schema_validator  # jsonschema's Draft202012Validator with schemas/ registered
+from generator.specs.documents import schema_validator  # jsonschema's Draft202012Validator with schemas/ registered
 validator = schema_validator("graphspec.schema.json")
 errors = 0
 for path in sys.argv[1:]:
@@ -168,7 +168,7 @@ def same_files_run(files: list[tuple[str, bytes]], out: Path) -> float:
 def bench_config(count: int, repeats: int, folder: Path) -> None:
     from google.protobuf import text_format
 
-    from generator.triton_proto import model_config_pb2
+    from generator.triton.proto import model_config_pb2
 
     manifest = write_manifest(count, folder)
     counter = iter(range(10**6))
@@ -187,9 +187,9 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         text_format.Parse((first / model / "config.pbtxt").read_text(encoding="utf-8"), message)
         messages.append((model, message))
     written = sorted((p.relative_to(first).as_posix(), p.read_bytes()) for p in first.rglob("*") if p.is_file())
-    from generator.build_types import BuildOptions
-    from generator.manifest import read_manifest
-    from generator.parallel_plan import plan_config_files
+    from generator.manifest.loading import read_manifest
+    from generator.planning.options import BuildOptions
+    from generator.repository.configs import plan_config_files
 
     one_model = folder / "one-model.yaml"
     one_model.write_text("\n".join(manifest.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")

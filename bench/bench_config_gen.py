@@ -3,8 +3,8 @@
     python bench/bench_config_gen.py [--counts 1000 10000] [--repeats 3]
 
 gen-repo's path is timed from a loaded GraphSpec: plan (batching decision, names, shapes) -> ModelConfig message ->
-text -> mkdir + write (``generator.repository.write_files``, what ``gen-repo config`` writes with). Navigator gets the
-decisions for free (its ModelConfig dataclass is filled from our plan outside the clock) and is timed for
+text -> mkdir + write (``generator.repository.files.write_files``, what ``gen-repo config`` writes with). Navigator
+gets the decisions for free (its ModelConfig dataclass is filled from our plan outside the clock) and is timed for
 ``ModelConfig(...)`` + ``ModelConfigGenerator(...).to_file(path)`` (which does the mkdir and write itself). Same
 names, dims, data types, max_batch_size, dynamic batching, instance groups and warmup; the mix is a third each
 tensorrt, onnx and python targets. Navigator is optional: pip install triton-model-navigator==0.14.0 --no-deps plus
@@ -32,11 +32,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from generator.config import ConfigRequest, build_model_config, render_config  # noqa: E402
-from generator.manifest import ManifestModel  # noqa: E402
-from generator.plan import ModelPlan, plan_model  # noqa: E402
-from generator.repository import write_files  # noqa: E402
-from generator.spec import GraphSpec, infer_batch_multipliers  # noqa: E402
+from generator.manifest.entries import ManifestModel  # noqa: E402
+from generator.planning.config import ConfigRequest, build_model_config, render_config  # noqa: E402
+from generator.planning.plan import ModelPlan, plan_model  # noqa: E402
+from generator.repository.files import write_files  # noqa: E402
+from generator.specs.graphspec import GraphSpec, infer_batch_multipliers  # noqa: E402
 
 TARGETS = ("tensorrt", "onnx", "python")
 DTYPES = ("torch.float32", "torch.float16", "torch.int64", "torch.int32")

@@ -6,8 +6,8 @@ One local tritonserver serves each example model twice: ``<model>`` with the gen
 ``<model>_nobatch``, a copy whose config has ``dynamic_batching`` removed (same max_batch_size, same instances).
 Requests carry one item at the opt shape (the dynamic batcher is what forms batches). Windows alternate between the two
 configs in one run (A B A B ...) so that machine noise hits both alike; each cell is the median of ``--windows``
-windows with its spread (min..max). The load comes from ``generator.perf.run_load`` (the loop of ``gen-repo perf``;
-perf_analyzer does not run here). Prints a table, then the ratio lines last.
+windows with its spread (min..max). The load comes from ``generator.serving.load.run_load`` (the loop of ``gen-repo
+perf``; perf_analyzer does not run here). Prints a table, then the ratio lines last.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from generator.client import ModelContract  # noqa: E402
-from generator.config import parse_config, render_config  # noqa: E402
-from generator.perf import run_load  # noqa: E402
+from generator.planning.config import parse_config, render_config  # noqa: E402
+from generator.serving.load import run_load  # noqa: E402
 
 
 def example_repository(target: Path) -> Path:
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     if not (target / "gen-repo.lock.json").is_file():
         options = BuildOptions(allow_code=True, target="python", cache_dir=REPO / "bench" / "out" / "cache")
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     args = parser.parse_args()
 
-    from generator.server import launch
+    from generator.serving.server import launch
 
     source = args.repo or example_repository(REPO / "bench" / "out" / "example_repository")
     with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:

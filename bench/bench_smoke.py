@@ -3,8 +3,9 @@
     python bench/bench_smoke.py [--repo DIR] [--repeats 3]
 
 Builds the example repository (python target, cached under bench/out/cache) unless --repo is given, starts one local
-tritonserver (its start-to-ready time is reported separately), then runs ``generator.smoke`` per model several times.
-Skips with a message when ``generator.smoke`` does not exist yet. Prints a table, then the ratio lines last.
+tritonserver (its start-to-ready time is reported separately), then runs ``generator.serving.smoke`` per model several
+times. Skips with a message when ``generator.serving.smoke`` does not exist yet. Prints a table, then the ratio lines
+last.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 
 def example_repository(target: Path) -> Path:
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     if not (target / "gen-repo.lock.json").is_file():
         options = BuildOptions(allow_code=True, target="python", cache_dir=REPO / "bench" / "out" / "cache")
@@ -35,19 +36,19 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    if importlib.util.find_spec("generator.smoke") is None:
-        print("generator.smoke does not exist yet: smoke-test cost not measured (skipped)")
+    if importlib.util.find_spec("generator.serving.smoke") is None:
+        print("generator.serving.smoke does not exist yet: smoke-test cost not measured (skipped)")
         print()
-        print("ratio: n/a (no generator.smoke)")
+        print("ratio: n/a (no generator.serving.smoke)")
         return
-    smoke = importlib.import_module("generator.smoke")
+    smoke = importlib.import_module("generator.serving.smoke")
     runner = getattr(smoke, "run_smoke", None)
     if runner is None:
-        print("generator.smoke has no run_smoke: smoke-test cost not measured (skipped)")
+        print("generator.serving.smoke has no run_smoke: smoke-test cost not measured (skipped)")
         print()
-        print("ratio: n/a (unknown generator.smoke API)")
+        print("ratio: n/a (unknown generator.serving.smoke API)")
         return
-    from generator.server import TritonServer
+    from generator.serving.server import TritonServer
 
     repo = args.repo or example_repository(REPO / "bench" / "out" / "example_repository")
     models = sorted(p.name for p in repo.iterdir() if (p / "config.pbtxt").is_file())

@@ -5,9 +5,9 @@
 Documents are synthesised from the real AITune fixtures (tests/data/aitune or /work/shared/fixtures/aitune): names
 varied, a fraction broken on purpose (a non-string dtype, min > max, a missing field, a bad dim). Timed:
 
-- ``generator.schema.validate_document`` as shipped (fast path: jsonschema-rs says valid, else jsonschema reports;
+- ``generator.specs.schema.validate_document`` as shipped (fast path: jsonschema-rs says valid, else jsonschema reports;
   fast semantic verdict, else the full reporter; GraphSpec build), and the same with the fast path switched off
-  (``generator.documents.FAST_VALIDATOR_MODULE = None``: jsonschema + full semantic reporter, the path before);
+  (``generator.specs.json_schema.FAST_VALIDATOR_MODULE = None``: jsonschema + full semantic reporter, the path before);
 - the same shipped path with the GraphSpec build stubbed out (schema + semantic checks only);
 - the schema pass alone: shipped (``schema_problems``) and with the reference ``jsonschema`` alone (``iter_errors``,
   every error with its path);
@@ -33,11 +33,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import generator.documents as documents_mod  # noqa: E402
-import generator.schema as schema_mod  # noqa: E402
-from generator.documents import reference_schema_problems, schema_problems  # noqa: E402
+import generator.specs.json_schema as json_schema_mod  # noqa: E402
+import generator.specs.schema as schema_mod  # noqa: E402
 from generator.errors import GenRepoError, json_pointer  # noqa: E402
 from generator.resources import resource_dir  # noqa: E402
+from generator.specs import fast_path  # noqa: E402
+from generator.specs.json_schema import reference_schema_problems, schema_problems  # noqa: E402
 
 
 def fixture_dir() -> Path:
@@ -90,12 +91,12 @@ def time_full(docs: list[dict[str, Any]]) -> tuple[float, int, int]:
 
 def time_reference_only(docs: list[dict[str, Any]]) -> tuple[float, int, int]:
     """validate_document with the fast path switched off: jsonschema + full semantic reporter + GraphSpec."""
-    module = documents_mod.FAST_VALIDATOR_MODULE
-    documents_mod.FAST_VALIDATOR_MODULE = None
+    module = json_schema_mod.FAST_VALIDATOR_MODULE
+    json_schema_mod.FAST_VALIDATOR_MODULE = None
     try:
         return time_full(docs)
     finally:
-        documents_mod.FAST_VALIDATOR_MODULE = module
+        json_schema_mod.FAST_VALIDATOR_MODULE = module
 
 
 class _NoBuild:
@@ -120,7 +121,7 @@ def time_checks_only(docs: list[dict[str, Any]]) -> tuple[float, int, int]:
 def time_schema_shipped(docs: list[dict[str, Any]]) -> float:
     start = time.perf_counter()
     for k, doc in enumerate(docs):
-        schema_problems(doc, schema_mod.GRAPHSPEC_SCHEMA, f"spec{k}.json", has_tuple=schema_mod._fixture_has_tuple)
+        schema_problems(doc, schema_mod.GRAPHSPEC_SCHEMA, f"spec{k}.json", has_tuple=fast_path.fixture_has_tuple)
     return time.perf_counter() - start
 
 

@@ -46,7 +46,7 @@ SHARES = {"validate": 0.3, "validate_document": 0.1, "plan_manifest": 0.2, "plan
 def properties(root: Path) -> dict[str, Callable[..., None]]:
     """The properties, as plain functions of one example (given hypothesis strategies below)."""
     from generator.errors import GenRepoError
-    from generator.schema import validate_document
+    from generator.specs.schema import validate_document
 
     def validate(case: Case, fmt: str) -> None:
         check_validate(write_case(root, "spec", case, fmt), case)

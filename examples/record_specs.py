@@ -11,7 +11,9 @@ from pathlib import Path
 import torch
 
 from examples.models import make_mlp, make_text
-from generator.spec import BatchDim, DynamicDim, ForwardParameter, ForwardSignature, GraphSpec, SampleMetadata
+from generator.specs.graphspec import GraphSpec
+from generator.specs.sample_metadata import ForwardParameter, ForwardSignature, SampleMetadata
+from generator.specs.tensor_spec import BatchDim, DynamicDim
 
 OUT = Path(__file__).parent / "specs"
 

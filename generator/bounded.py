@@ -2,7 +2,8 @@
 
 Every file gen-repo reads whole (specs, manifests, tune reports, ``config.pbtxt``, ``contract.json``, lock files,
 reference indexes, ONNX models) comes through :func:`read_bytes` / :func:`read_text`; ``.npz`` and ``.safetensors``
-arrays through :mod:`generator.array_files`, which takes its limits from the same table. Two rules hold for all:
+arrays through :mod:`generator.contracts.array_files`, which takes its limits from the same table. Two rules hold for
+all:
 
 - **Only regular files.** A FIFO, a device (``/dev/zero``), a socket or a folder is refused before it is opened
   (``os.stat``), and the open itself uses ``O_NONBLOCK`` and checks again (``fstat``), so a FIFO swapped in between

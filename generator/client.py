@@ -29,18 +29,18 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.array_files import ArrayHeader, open_array_file
 from generator.bounded import read_text
 from generator.confinement import confined_path
-from generator.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
-from generator.contract import contract_model_problem
-from generator.dtypes import DTYPES
+from generator.contracts.array_files import ArrayHeader, open_array_file
+from generator.dtypes import DATA_TYPES, config_data_type, numpy_dtype, wire_datatype
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
-from generator.values import ValueDomain, draw
+from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
+from generator.planning.values import ValueDomain, draw
+from generator.triton.connection import Connection, ServerUnreachableError, is_transport_error, unreachable_error
 
 if TYPE_CHECKING:
-    from generator.contract_diff import ModelComparison
+    from generator.contracts.diff import ModelComparison
 
 __all__ = [
     "CONTRACT_FORMAT",
@@ -56,42 +56,6 @@ __all__ = [
     "to_infer_inputs",
     "wire_datatype",
 ]
-
-CONTRACT_FORMAT = "gen-repo-contract/1"
-
-#: Config data type -> (Triton wire datatype, numpy dtype name), from :mod:`generator.dtypes`. TYPE_STRING travels as
-#: BYTES in numpy object arrays; BF16 has no numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in
-#: :func:`numpy_dtype`).
-DATA_TYPES: dict[str, tuple[str, str]] = {d.triton: (d.wire, d.numpy) for d in DTYPES}
-_WIRE_TO_CONFIG = {wire: config for config, (wire, _) in DATA_TYPES.items()}
-
-
-def wire_datatype(data_type: str) -> str:
-    """Triton's protocol datatype (``"FP32"``) for a config data type (``"TYPE_FP32"``); wire names pass through."""
-    if data_type in DATA_TYPES:
-        return DATA_TYPES[data_type][0]
-    if data_type in _WIRE_TO_CONFIG:
-        return data_type
-    raise ValueError(f"unknown Triton data type {data_type!r}; expected one of {', '.join(DATA_TYPES)}")
-
-
-def config_data_type(datatype: str) -> str:
-    """Config data type (``"TYPE_FP32"``) for a wire datatype (``"FP32"``); config names pass through."""
-    if datatype in DATA_TYPES:
-        return datatype
-    if datatype in _WIRE_TO_CONFIG:
-        return _WIRE_TO_CONFIG[datatype]
-    raise ValueError(f"unknown Triton datatype {datatype!r}; expected one of {', '.join(_WIRE_TO_CONFIG)}")
-
-
-def numpy_dtype(data_type: str) -> np.dtype[Any]:
-    """Return the numpy dtype a request uses for a config (``TYPE_FP32``) or wire (``FP32``) data type."""
-    name = DATA_TYPES[config_data_type(data_type)][1]
-    if name == "bfloat16":
-        import ml_dtypes  # tritonclient's own BF16 representation; imported only when a model uses BF16
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 class RequestProblemKind(str, enum.Enum):
@@ -225,7 +189,7 @@ class ModelContract:
         """Load gen-repo's ``gen_repo/contract.json``; ``config`` (when given) adds each input's ``optional`` flag.
 
         ``model``: the name of the model folder it was read from; a contract naming another model is a ValueError
-        (:func:`generator.contract.contract_model_problem`).
+        (:func:`generator.planning.contract.contract_model_problem`).
         """
         doc = json.loads(read_text(path, "document_bytes"))
         if model is not None and isinstance(doc, Mapping) and (why := contract_model_problem(doc, model)) is not None:
@@ -327,7 +291,7 @@ class ModelContract:
     ) -> ModelContract:
         """Ask a live server (``get_model_config``) over ``"grpc"`` or ``"http"``; ``url`` is ``host:port``.
 
-        Raises :class:`~generator.connection.ServerUnreachableError` when the server does not answer within
+        Raises :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within
         ``timeout`` seconds (or refuses the connection), and tritonclient's ``InferenceServerException`` when it
         answers no (an unknown model or version).
         """
@@ -376,9 +340,9 @@ class ModelContract:
 
         Every client-visible change, each breaking or compatible, and the facts that could not be compared (a side
         derived from a config knows no value domains); ``.compatible`` is True when nothing breaks this client.
-        The same classification as ``gen-repo diff`` (:func:`generator.contract_diff.diff_models`).
+        The same classification as ``gen-repo diff`` (:func:`generator.contracts.diff.diff_models`).
         """
-        from generator.contract_diff import diff_models
+        from generator.contracts.diff import diff_models
 
         return diff_models(self, other)
 
@@ -389,8 +353,8 @@ class ModelContract:
         Checks names (missing required, unknown), dtype, rank, the batch axis (``1..max_batch_size``, one batch size
         for all inputs), each axis against its range and, where the contract gives an input's values (an index into
         a table, or the manifest's ``inputs:``), the values. ``raise_on_error`` raises
-        :class:`RequestValidationError`. An :class:`~generator.array_files.ArrayHeader` may stand for an array that
-        was not read (see :meth:`refuses_header`): its dtype and shape are checked, its values cannot be.
+        :class:`RequestValidationError`. An :class:`~generator.contracts.array_files.ArrayHeader` may stand for an array
+        that was not read (see :meth:`refuses_header`): its dtype and shape are checked, its values cannot be.
         """
         problems: list[RequestProblem] = []
         known = {t.name for t in self.inputs}
@@ -520,7 +484,7 @@ class ModelContract:
         Unbounded axes (``-1`` known only from a config) use their minimum, at least 1; ``"opt"`` falls back to the
         same when the contract has no opt shape. ``batch_size`` overrides the batch axis (ValueError when out of
         range or the model does not batch). Values come from each input's domain where the contract gives one
-        (:func:`generator.values.draw`); otherwise integers are small non-negative values and masks all ones.
+        (:func:`generator.planning.values.draw`); otherwise integers are small non-negative values and masks all ones.
         """
         if shape not in ("min", "opt", "max"):
             raise ValueError(f"shape must be 'min', 'opt' or 'max', not {shape!r}")
@@ -671,12 +635,12 @@ def check_request_file(
     """Check the requests in ``npz_file`` against ``model``'s contract from ``repo`` or a live server at ``url``.
 
     Returns ``{"ok", "model", "source", "cases": [{"case", "ok", "problems"}]}``: a gen-repo reference.npz is
-    checked case by case (see :func:`generator.reference.request_members`). Raises GenRepoError when the contract
-    cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
-    :class:`~generator.connection.ServerUnreachableError` when the server does not answer within ``timeout``
+    checked case by case (see :func:`generator.contracts.reference_data.request_members`). Raises GenRepoError when the
+    contract cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
+    :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within ``timeout``
     (exit 3). Arrays are read only when their headers fit the contract (:meth:`ModelContract.refuses_header`).
     """
-    from generator.reference import request_members
+    from generator.contracts.reference_data import request_members
 
     if repo is not None:
         try:

@@ -5,7 +5,7 @@ model (``<model>/<version>/`` for ``default_model_filename``, ``<model>/warmup/`
 libraries by names built from ``backend``/``runtime``. None of them refuses ``..`` in every field (Triton 2.51
 imports a ``model.py`` outside the repository through ``default_model_filename: "../../../elsewhere/model.py"``), so
 gen-repo checks them: ``plan``/``config``/``build`` refuse such a value where the manifest gives it
-(:func:`generator.config.build_model_config`), and ``gen-repo lint`` reports it in any repository (rule
+(:func:`generator.planning.config.build_model_config`), and ``gen-repo lint`` reports it in any repository (rule
 ``path-escape``).
 
 :data:`CONFIG_PATH_FIELDS` is the one table of the config fields that name a file, a folder or a library, with the
@@ -13,7 +13,7 @@ folder each is resolved against and the Triton source that reads it. Values are 
 will read them wherever the repository is served: an absolute path is refused (it depends on where the repository
 is served, so no check made here can tell where it leads), except that the Python backend's
 ``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are refused by
-:func:`generator.repository.verify_repository` and reported by lint (rule ``symlink``).
+:func:`generator.repository.verify.verify_repository` and reported by lint (rule ``symlink``).
 
 Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``),
 :func:`confined_file` (a file under a root whose folders are confined, for writers that rename into place) and
@@ -325,7 +325,7 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
 
     ``reads``: (what, path) pairs (the manifest's folder, each spec, source and sample file, the code path, the
     cache). Paths are compared resolved (symlinks followed), so a link cannot hide an input inside the output;
-    ``resolved``: the reads' paths are resolved already (:func:`generator.manifest.read_paths`).
+    ``resolved``: the reads' paths are resolved already (:func:`generator.manifest.loading.read_paths`).
     Each problem is located at ``file``/``pointer`` (the manifest's ``/output``, or ``-o``); a read inside one
     already reported (a spec in the manifest's folder) is not reported again.
     """

@@ -1,4 +1,4 @@
-"""Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> byte size.
+"""Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> safetensors <-> size.
 
 Pure data (no torch, no tritonclient; numpy only to read a numpy dtype), so the client library, lint and validate
 can use it. One :class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when
@@ -12,11 +12,15 @@ torch dtype, so no target serves it. :func:`unservable_reason` says why a target
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generator.errors import GenRepoError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
+    "DATA_TYPES",
     "DTYPES",
     "DType",
     "TORCH_DTYPES",
@@ -25,12 +29,16 @@ __all__ = [
     "by_onnx",
     "by_torch",
     "by_triton",
+    "config_data_type",
     "normalize_dtype",
+    "numpy_dtype",
     "servable_torch_dtypes",
     "RUNTIME_GAPS",
+    "SAFETENSORS_TO_NUMPY",
     "TARGET_RUNTIMES",
     "UNSERVED_ADVICE",
     "unservable_reason",
+    "wire_datatype",
 ]
 
 #: The runtimes a model of each target runs in, to be built and to be served. Every build checks the exported ONNX
@@ -80,8 +88,9 @@ class DType:
     """One data type as each layer spells it.
 
     ``numpy`` is the numpy dtype name (``"bfloat16"`` is ml_dtypes', which tritonclient uses; ``"object"`` holds
-    Triton's BYTES). ``byte_size`` is None where the size varies (strings). ``targets`` are the gen-repo targets that
-    serve a torch tensor of this type (empty without a torch dtype).
+    Triton's BYTES). ``safetensors`` is the safetensors format's spelling (None: it has no such type). ``byte_size``
+    is None where the size varies (strings). ``targets`` are the gen-repo targets that serve a torch tensor of this
+    type (empty without a torch dtype).
     """
 
     triton: str
@@ -89,6 +98,7 @@ class DType:
     torch: str | None
     numpy: str
     onnx: int
+    safetensors: str | None
     byte_size: int | None
     targets: frozenset[str]
 
@@ -110,26 +120,70 @@ class DType:
 
 #: Every Triton data type gen-repo handles, in Triton's DataType enum order (messages list them in this order).
 DTYPES: tuple[DType, ...] = (
-    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, 1, _targets("torch.bool")),
-    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, 1, _targets("torch.uint8")),
-    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, 2, _targets("torch.uint16")),
-    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, 4, _targets("torch.uint32")),
-    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, 8, _targets("torch.uint64")),
-    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, 1, _targets("torch.int8")),
-    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, 2, _targets("torch.int16")),
-    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, 4, _targets("torch.int32")),
-    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, 8, _targets("torch.int64")),
-    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, 2, _targets("torch.float16")),
-    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, 4, _targets("torch.float32")),
-    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, 8, _targets("torch.float64")),
-    DType("TYPE_STRING", "BYTES", None, "object", 8, None, _targets(None)),
-    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, 2, _targets("torch.bfloat16")),
+    DType("TYPE_BOOL", "BOOL", "torch.bool", "bool", 9, "BOOL", 1, _targets("torch.bool")),
+    DType("TYPE_UINT8", "UINT8", "torch.uint8", "uint8", 2, "U8", 1, _targets("torch.uint8")),
+    DType("TYPE_UINT16", "UINT16", "torch.uint16", "uint16", 4, "U16", 2, _targets("torch.uint16")),
+    DType("TYPE_UINT32", "UINT32", "torch.uint32", "uint32", 12, "U32", 4, _targets("torch.uint32")),
+    DType("TYPE_UINT64", "UINT64", "torch.uint64", "uint64", 13, "U64", 8, _targets("torch.uint64")),
+    DType("TYPE_INT8", "INT8", "torch.int8", "int8", 3, "I8", 1, _targets("torch.int8")),
+    DType("TYPE_INT16", "INT16", "torch.int16", "int16", 5, "I16", 2, _targets("torch.int16")),
+    DType("TYPE_INT32", "INT32", "torch.int32", "int32", 6, "I32", 4, _targets("torch.int32")),
+    DType("TYPE_INT64", "INT64", "torch.int64", "int64", 7, "I64", 8, _targets("torch.int64")),
+    DType("TYPE_FP16", "FP16", "torch.float16", "float16", 10, "F16", 2, _targets("torch.float16")),
+    DType("TYPE_FP32", "FP32", "torch.float32", "float32", 1, "F32", 4, _targets("torch.float32")),
+    DType("TYPE_FP64", "FP64", "torch.float64", "float64", 11, "F64", 8, _targets("torch.float64")),
+    DType("TYPE_STRING", "BYTES", None, "object", 8, None, None, _targets(None)),
+    DType("TYPE_BF16", "BF16", "torch.bfloat16", "bfloat16", 16, "BF16", 2, _targets("torch.bfloat16")),
 )
 
 _BY_TRITON = {d.triton: d for d in DTYPES}
 _BY_TORCH = {d.torch: d for d in DTYPES if d.torch is not None}
 _BY_ONNX = {d.onnx: d for d in DTYPES}
 _BY_NUMPY = {d.numpy: d for d in DTYPES}
+
+#: Config data type -> (Triton wire datatype, numpy dtype name): the table as requests see it (the client library,
+#: :mod:`generator.client`, exports these lookups). TYPE_STRING travels as BYTES in numpy object arrays; BF16 has no
+#: numpy dtype, tritonclient uses ml_dtypes.bfloat16 (resolved lazily in :func:`numpy_dtype`).
+DATA_TYPES: dict[str, tuple[str, str]] = {d.triton: (d.wire, d.numpy) for d in DTYPES}
+_WIRE_TO_CONFIG = {wire: config for config, (wire, _) in DATA_TYPES.items()}
+
+
+def wire_datatype(data_type: str) -> str:
+    """Triton's protocol datatype (``"FP32"``) for a config data type (``"TYPE_FP32"``); wire names pass through."""
+    if data_type in DATA_TYPES:
+        return DATA_TYPES[data_type][0]
+    if data_type in _WIRE_TO_CONFIG:
+        return data_type
+    raise ValueError(f"unknown Triton data type {data_type!r}; expected one of {', '.join(DATA_TYPES)}")
+
+
+def config_data_type(datatype: str) -> str:
+    """Config data type (``"TYPE_FP32"``) for a wire datatype (``"FP32"``); config names pass through."""
+    if datatype in DATA_TYPES:
+        return datatype
+    if datatype in _WIRE_TO_CONFIG:
+        return _WIRE_TO_CONFIG[datatype]
+    raise ValueError(f"unknown Triton datatype {datatype!r}; expected one of {', '.join(_WIRE_TO_CONFIG)}")
+
+
+def numpy_dtype(data_type: str) -> np.dtype[Any]:
+    """Return the numpy dtype a request uses for a config (``TYPE_FP32``) or wire (``FP32``) data type."""
+    import numpy as np  # here: validate, plan and lint use the tables above and must not pay for numpy's import
+
+    name = DATA_TYPES[config_data_type(data_type)][1]
+    if name == "bfloat16":
+        import ml_dtypes  # tritonclient's own BF16 representation; imported only when a model uses BF16
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+#: safetensors dtype -> numpy dtype, for the arrays numpy holds (not BF16 or FP8): the table's column, and C64
+#: (complex64), which numpy and safetensors have and Triton has no data type for (read as an .npz would read it).
+SAFETENSORS_TO_NUMPY: dict[str, str] = {
+    **{d.safetensors: d.numpy for d in DTYPES if d.safetensors is not None and d.native_numpy is not None},
+    "C64": "complex64",
+}
 
 #: Servable torch dtype (AITune's string form) -> Triton data type; anything else is refused with a clear message.
 TORCH_TO_TRITON: dict[str, str] = {d.torch: d.triton for d in DTYPES if d.torch is not None and d.targets}

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["GpuInfo", "current_gpu", "detect_gpus", "import_tensorrt", "parse_nvidia_smi", "tensorrt_module"]
+__all__ = [
+    "GpuInfo", "compute_capability_key", "current_gpu", "detect_gpus", "import_tensorrt", "parse_nvidia_smi",
+    "tensorrt_module",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -29,7 +32,16 @@ NVIDIA_SMI_FIELDS = ("index", "name", "compute_cap", "uuid")
 NVIDIA_SMI_FIELDS_OLD = ("index", "name", "uuid")
 
 _DEVICE_NODE = re.compile(r"^nvidia(\d+)$")
-_COMPUTE_CAP = re.compile(r"^\d+\.\d+$")
+_COMPUTE_CAPABILITY = re.compile(r"^(\d+)\.(\d+)$")
+
+
+
+def compute_capability_key(compute_capability: str) -> tuple[int, int]:
+    """``"8.9"`` as ``(8, 9)``; raises ValueError on anything else."""
+    match = _COMPUTE_CAPABILITY.match(compute_capability)
+    if not match:
+        raise ValueError(f"compute capability must look like '8.9', got {compute_capability!r}")
+    return int(match.group(1)), int(match.group(2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +79,7 @@ def parse_nvidia_smi(text: str, fields: Sequence[str] = NVIDIA_SMI_FIELDS) -> li
             GpuInfo(
                 index=index,
                 name=row.get("name", "NVIDIA GPU"),
-                compute_capability=cap if cap and _COMPUTE_CAP.match(cap) else None,
+                compute_capability=cap if cap and _COMPUTE_CAPABILITY.match(cap) else None,
                 uuid=uuid if uuid and uuid != "[N/A]" else None,
             )
         )

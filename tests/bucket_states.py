@@ -1,5 +1,6 @@
-"""Repositories and bucket states a publish meets in the wild, built from a built repository (tests/test_publish.py,
-tests/test_publish_properties.py, tests/test_repository.py, tests/test_cli_verify.py).
+"""Repositories and bucket states a publish meets in the wild, built from a built repository
+(tests/repository/test_publish.py, tests/repository/test_publish_properties.py, tests/repository/test_staging.py,
+tests/cli/test_verify.py).
 
 A bucket state is written object by object, as a sync tool (``aws s3 sync``, ``gsutil rsync``) or a half-finished
 publish leaves it: the files of a build, its configs as built or pinned to version 1 as ``publish`` pins them, a lock
@@ -15,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from generator.publish import published_config
-from generator.repository import LOCK_FILE_NAME
+from generator.repository.lock import LOCK_FILE_NAME
+from generator.repository.publish import published_config
 from tests.object_stores import ObjectStore
 
 #: How a bucket's lock file can be: as publish writes it, missing, without ``version``, or without one model.

@@ -138,7 +138,8 @@ def record(name: str, model: Any, params: list[str], calls: list[tuple[int | Non
     """Record a GraphSpec document from real calls, as examples/record_specs.py (and AITune) does."""
     import torch
 
-    from generator.spec import ForwardParameter, ForwardSignature, GraphSpec, SampleMetadata
+    from generator.specs.graphspec import GraphSpec
+    from generator.specs.sample_metadata import ForwardParameter, ForwardSignature, SampleMetadata
 
     graph = None
     with torch.no_grad():
@@ -272,3 +273,12 @@ def leftovers(parent: Path) -> list[str]:
     """Staging/aside/trash folders a writer left beside its destination."""
     return sorted(p.name for p in parent.iterdir() if p.name.startswith(".") and (
         "staging" in p.name or ".old-" in p.name or "trash" in p.name))
+
+
+def example_io(name: str):  # type: ignore[no-untyped-def]
+    """The tensor I/O plans (:func:`generator.building.export.plans.io_from_graph`) of ``examples/specs/<name>``."""
+    from generator.building.export.plans import io_from_graph
+    from generator.specs.graphspec import GraphSpec
+
+    spec = Path(__file__).resolve().parents[1] / "examples" / "specs" / f"{name}.graphspec.json"
+    return io_from_graph(GraphSpec.from_dict(json.loads(spec.read_text())["graph"]))

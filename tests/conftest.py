@@ -1,6 +1,6 @@
 """Shared pytest fixtures and hooks."""
 
-# ---- triton_server_factory (generator/server.py) ---------------------------------
+# ---- triton_server_factory (generator/serving/server.py) ---------------------------------
 import pytest
 
 
@@ -11,7 +11,7 @@ def triton_server_factory():
     Every server started through the factory is stopped at teardown (also when the test failed). Skips the test
     when no tritonserver can be found (no explicit path, none on PATH, nvidia-pytriton not installed).
     """
-    from generator.server import TritonNotFoundError, TritonServer, find_tritonserver
+    from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver
 
     try:
         binary = find_tritonserver()
@@ -34,7 +34,7 @@ def triton_server_factory():
             server.stop()
 
 
-# ---- aitune_fixture_dir, examples_dir (generator/spec.py, generator/schema.py) --------
+# ---- aitune_fixture_dir, examples_dir (generator/specs/graphspec.py, generator/specs/schema.py) --------
 import os as _os  # noqa: E402 - one section per fixture family
 from pathlib import Path as _Path  # noqa: E402
 
@@ -66,7 +66,7 @@ def examples_dir() -> _Path:
     return _REPO_ROOT / "examples"
 
 
-# ---- example_repository (generator/smoke.py) --------------------------------------------------
+# ---- example_repository (generator/serving/smoke.py) --------------------------------------------------
 def _read_only(folder: _Path):  # type: ignore[no-untyped-def]
     """Yield ``folder`` made read-only for the session, then check that nothing in it changed.
 
@@ -97,11 +97,11 @@ def _read_only(folder: _Path):  # type: ignore[no-untyped-def]
 def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example manifest (``examples/gen-repo.yaml``: mlp and text) built for the python target, once per session.
 
-    Built with ``generator.build.build_repository`` into a session folder with its own build cache (no stale
+    Built with ``generator.building.pipeline.build_repository`` into a session folder with its own build cache (no stale
     artifacts from earlier sessions). Read-only (a read-only bind mount as root; checked unchanged at the end):
     copy it (``shutil.copytree``) to edit.
     """
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     base = tmp_path_factory.mktemp("example_repository")
     output = base / "model_repository"
@@ -114,13 +114,7 @@ def example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from _read_only(output)
 
 
-@pytest.fixture(scope="session")
-def example_build_cache(example_repository) -> _Path:  # type: ignore[no-untyped-def]
-    """The build cache ``example_repository`` filled: a CLI build of the example models with it is a cache hit."""
-    return example_repository.parent / "cache"
-
-
-# ---- warmup_example_repository (generator/config.py warmup, generator/publish.py) -----------------------------
+# ---- warmup_example_repository (generator/planning/config.py warmup, generator/repository/publish.py) ----------------
 @pytest.fixture(scope="session")
 def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example manifest with ``warmup: true`` for every model, built for the python target once per session.
@@ -130,7 +124,7 @@ def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """
     import shutil
 
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     base = tmp_path_factory.mktemp("warmup_example_repository")
     shutil.copytree(_REPO_ROOT / "examples" / "specs", base / "specs")
@@ -146,7 +140,7 @@ def warmup_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from _read_only(output)
 
 
-# ---- variant_example_repository (generator/contract_diff.py, generator/publish.py's release gate) ----------------
+# ---- variant_example_repository (generator/contracts/diff.py, generator/repository/publish.py's release gate) --------
 @pytest.fixture(scope="session")
 def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The example models rebuilt with known contract changes (tests/diff_helpers.py), once per session.
@@ -155,7 +149,7 @@ def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def
     input, changes a dtype, narrows its value domain and sequence range (and widens it) and lowers its max batch.
     Read-only: copy it to edit.
     """
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
     from tests.diff_helpers import make_variant_project
 
     base = tmp_path_factory.mktemp("variant_example_repository")
@@ -167,7 +161,7 @@ def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def
     yield from _read_only(output)
 
 
-# ---- store: S3 and GCS on loopback (generator/storage.py, generator/publish.py) -------------------------------------
+# ---- store: S3 and GCS on loopback (generator/repository/storage.py, generator/repository/publish.py) ----------------
 @pytest.fixture(scope="session")
 def s3_server():
     """moto_server on 127.0.0.1 with the test bucket, once per session (tests/object_stores.py)."""
@@ -195,24 +189,14 @@ def store(request, monkeypatch):
     return server
 
 
-# ---- built_example_repository (generator/build.py) ----------------------------------------
-@pytest.fixture(scope="session")
-def built_example_repository(example_repository) -> _Path:
-    """The example manifest built by ``gen-repo build``'s library call (``--target python``, own cache), once.
-
-    The same session build as ``example_repository`` (which already runs the real ``build_repository``); read-only.
-    """
-    return example_repository
-
-
-# ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/test_html_report.py) ------------------------------------
+# ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/reports/test_html_page.py) ----------------------------------
 @pytest.fixture(scope="session")
 def zoo_build(tmp_path_factory):  # type: ignore[no-untyped-def]
     """The zoo (tests/zoo) built once per session (python target, two processes, own cache): (folder, build report).
 
     Shared by every module that needs it, so a session builds the zoo once.
     """
-    from generator.build import BuildOptions, build_repository
+    from generator.building.pipeline import BuildOptions, build_repository
 
     base = tmp_path_factory.mktemp("zoo")
     report = build_repository(
@@ -319,8 +303,9 @@ def pytest_terminal_summary(terminalreporter, config):  # type: ignore[no-untype
         terminalreporter.write_line(f"{name}: {count} ({kind})")
 
 
-# ---- the build cache's signing secret (generator/cache.py) ---------------------------------------------------------
+# ---- the build cache's signing secret (generator/repository/cache.py) ------------------------------------------------
 #: Tests sign cache entries with one fixed secret, as the jobs of a CI pipeline share one, so that no test (nor a
-#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/test_cache.py covers that file.
+#: gen-repo subprocess it starts) creates a per-user secret under ~/.config; tests/repository/test_cache.py covers that
+#: file.
 TEST_CACHE_SECRET = "gen-repo-tests-cache-secret-0123456789"
 _os.environ.setdefault("GEN_REPO_CACHE_SECRET", TEST_CACHE_SECRET)

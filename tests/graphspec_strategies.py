@@ -1,6 +1,6 @@
 """Hypothesis strategies for GraphSpec documents in AITune's JSON form (valid ones, and valid ones made invalid).
 
-Shared by tests/test_spec.py and tests/test_schema.py (a helper module, not a test file).
+Shared by tests/specs/test_graphspec.py and tests/specs/test_schema.py (a helper module, not a test file).
 """
 
 from __future__ import annotations

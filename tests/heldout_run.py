@@ -57,9 +57,9 @@ def write_manifest(folder: Path, models: Sequence[str] | None = None) -> Path:
 
 def run_heldout(work: Path, models: Sequence[str] | None = None, *, jobs: int = 2) -> list[Row]:
     """Plan, build, smoke and range-check the held-out models in ``work`` (a fresh folder); one row per model."""
-    from generator.build import BuildOptions, build_repository
-    from generator.smoke import SmokeOptions
-    from generator.smoke_session import smoke_session
+    from generator.building.pipeline import BuildOptions, build_repository
+    from generator.serving.smoke_results import SmokeOptions
+    from generator.serving.smoke_session import smoke_session
 
     manifest = write_manifest(work, models)
     options = BuildOptions(allow_code=True, keep_going=True, target="python", cache_dir=work / "cache", jobs=jobs,

@@ -1,8 +1,9 @@
 """Every lint rule's cases: a repository lint flags (``bad``) and its accepted neighbour (``good``), as data.
 
 ``generator/lint/rules.py`` names each case where it lists a Triton check (Triton refuses ``bad`` with the check's
-words) or among a rule's ``cases`` (Triton loads ``bad``; lint warns). ``tests/test_lint.py`` lints them (the planted
-finding at its file:line:col, nothing on the neighbour); ``tests/test_lint_triton.py`` loads both into the real Triton.
+words) or among a rule's ``cases`` (Triton loads ``bad``; lint warns). ``tests/lint/test_run.py`` lints them (the
+planted finding at its file:line:col, nothing on the neighbour); ``tests/lint/test_triton.py`` loads both into the real
+Triton.
 
 A side is a set of models keyed by a short name; the first is the subject (the model loaded, the config where the
 finding is). Model folders are named ``<case>-<side>-<key>``; ``<<key>>`` in a config stands for another model's

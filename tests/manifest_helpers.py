@@ -73,8 +73,8 @@ def fixture_models(target: str = "python") -> list[dict[str, Any]]:
 
 def plan_for(folder: Path, document: dict[str, Any], **kwargs: Any) -> Any:
     """Write the manifest, load it (allow_outside) and plan it."""
-    from generator.manifest import load_manifest
-    from generator.plan import plan_repository
+    from generator.manifest.loading import load_manifest
+    from generator.planning.plan import plan_repository
 
     return plan_repository(load_manifest(write_manifest(folder, document), allow_outside=True), **kwargs)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.server import free_port
+from generator.serving.server import free_port
 from tests.requirements import require
 
 BIN = Path(sys.executable).parent

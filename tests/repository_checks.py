@@ -12,9 +12,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from generator.config import parse_config
-from generator.reference import read_reference
-from generator.spec import GraphSpec
+from generator.contracts.reference_data import read_reference
+from generator.planning.config import parse_config
+from generator.specs.graphspec import GraphSpec
 
 
 def recording_problems(path: Path) -> list[str]:

@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
-#: Debian's chromium (scripts/setup installs it as root): the browser tests/test_html_report.py views the report in.
+#: Debian's chromium (scripts/setup installs it as root): the browser tests/reports/test_html_page.py views the report
+#: in.
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -61,7 +62,7 @@ def _module(name: str) -> Callable[[], str | None]:
 
 
 def _tritonserver() -> str | None:
-    from generator.server import TritonNotFoundError, find_tritonserver
+    from generator.serving.server import TritonNotFoundError, find_tritonserver
 
     try:
         find_tritonserver()
@@ -92,7 +93,7 @@ def _user_namespaces() -> str | None:
 @cache
 def _model_navigator() -> str | None:
     # Imported in a child process only: importing it reroutes all of Python's logging to loguru and sets
-    # multiprocessing's start method (tests/test_peer_configs.py runs it the same way).
+    # multiprocessing's start method (tests/planning/test_peer_configs.py runs it the same way).
     import sys
 
     probe = subprocess.run([sys.executable, "-c", "import model_navigator.triton"], capture_output=True, text=True,
@@ -109,7 +110,7 @@ def _has_gpu() -> bool:
 
 
 def _tensorrt_gpu() -> str | None:
-    from generator.targets import tensorrt_available
+    from generator.planning.targets import tensorrt_available
 
     trt, why = tensorrt_available("tensorrt")
     return None if trt is not None else f"needs standard TensorRT and an NVIDIA GPU: {why}"

@@ -100,21 +100,23 @@ def test_replacing_keeps_the_previous_file_when_the_writer_fails(tmp_path: Path,
 #: created itself, exclusively (mkdtemp, os.mkdir of a fresh random name, TemporaryDirectory), which nobody else can
 #: plant a link in; or opens with O_EXCL. (module, call) -> count.
 _DIRECT_WRITES = {
-    ("generator/artifacts.py", "write_text"): 1,  # the build's private work folder
-    ("generator/artifacts.py", "write_bytes"): 2,  # the build's private work folder
-    ("generator/build.py", "write_text"): 1,  # <model>/config.pbtxt in the repository's staging folder
-    ("generator/distributed.py", "write_bytes"): 1,  # a TemporaryDirectory on a Ray worker
-    ("generator/ensemble_build.py", "write_text"): 1,  # the build's private work folder
-    ("generator/reference.py", "write_text"): 1,  # gen_repo/reference.json in the build's work folder
-    ("generator/repository.py", "write_text"): 2,  # markers in the staging folder (os.mkdir of a random name)
-    ("generator/repository.py", "open"): 1,  # the lock file in the staging folder, fsynced before the swap
-    ("generator/repository.py", "os.open"): 1,  # write_files: into a staging folder from mkdtemp
-    ("generator/cache.py", "open"): 3,  # "x" modes: entries staged in the cache's own .tmp- folders
-    ("generator/server.py", "write_text"): 1,  # .complete in a mkdtemp staging folder
-    ("generator/server.py", "open"): 1,  # appends to the log file mkstemp created
-    ("generator/ci_summary.py", "os.open"): 1,  # --summary-md: appended with O_NOFOLLOW (a shared log)
-    ("generator/perf.py", "write_text"): 1,  # perf_analyzer's input data in a TemporaryDirectory
-    ("generator/publish_files.py", "open"): 1,  # fs.open(..., "wb"): an object in the bucket (fsspec), not a file
+    ("generator/building/artifacts.py", "write_text"): 1,  # the build's private work folder
+    ("generator/building/artifacts.py", "write_bytes"): 1,  # the build's private work folder
+    ("generator/building/engines.py", "write_bytes"): 1,  # TensorRT plans in the build's private work folder
+    ("generator/building/pipeline.py", "write_text"): 1,  # <model>/config.pbtxt in the repository's staging folder
+    ("generator/building/distributed.py", "write_bytes"): 1,  # a TemporaryDirectory on a Ray worker
+    ("generator/building/ensembles.py", "write_text"): 1,  # the build's private work folder
+    ("generator/contracts/reference_data.py", "write_text"): 1,  # gen_repo/reference.json in the build's work folder
+    ("generator/repository/staging.py", "write_text"): 2,  # markers in the staging folder (os.mkdir of a random name)
+    ("generator/repository/staging.py", "open"): 1,  # the lock file in the staging folder, fsynced before the swap
+    ("generator/repository/files.py", "os.open"): 1,  # write_files: into a staging folder from mkdtemp
+    ("generator/repository/cache.py", "open"): 3,  # "x" modes: entries staged in the cache's own .tmp- folders
+    ("generator/serving/server.py", "write_text"): 1,  # .complete in a mkdtemp staging folder
+    ("generator/serving/server.py", "open"): 1,  # appends to the log file mkstemp created
+    ("generator/reports/markdown.py", "os.open"): 1,  # --summary-md: appended with O_NOFOLLOW (a shared log)
+    ("generator/serving/perf.py", "write_text"): 1,  # perf_analyzer's input data in a TemporaryDirectory
+    # fs.open(..., "wb"): an object in the bucket (fsspec), not a file
+    ("generator/repository/publish_files.py", "open"): 1,
     ("generator/atomic_write.py", "os.open"): 1,  # the helper itself
 }
 

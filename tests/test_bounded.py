@@ -120,17 +120,18 @@ def _human(value: int, unit: str) -> str:
 #: (``read_text``, ``read_bytes``, ``open`` for reading, ``json.load``, ``np.load``, ``onnx.load``) must go through
 #: the bounded reader; a new raw read fails this test until it does, or is listed here with its reason.
 RAW_READS = {
-    "generator/documents.py": (4, "gen-repo's own schemas/ (package data)"),
-    "generator/config.py": (1, "gen-repo's own templates/ (package data)"),
-    "generator/repository.py": (5, "/proc/<pid>/stat and /proc/sys/kernel/random/boot_id of this machine; verify's "
-                                   "bytecode check (a regular file under MAX_BYTECODE_BYTES, and its source, hashed "
-                                   "against the lock already); --keep-going's copy of the previous build (streamed, "
-                                   "hashed against its lock)"),
-    "generator/server.py": (3, "the server's own log, and the Python backend stub gen-repo installs"),
-    "generator/cache.py": (5, "the build cache: streamed hashes and copies, its own entry manifests (bounded) and "
-                              "/proc (its trust model: docs/security.md)"),
-    "generator/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
-    "generator/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
+    "generator/specs/json_schema.py": (4, "gen-repo's own schemas/ (package data)"),
+    "generator/planning/config.py": (1, "gen-repo's own templates/ (package data)"),
+    "generator/repository/files.py": (2, "/proc/<pid>/stat and /proc/sys/kernel/random/boot_id of this machine"),
+    "generator/repository/verify.py": (2, "the bytecode check (a regular file under MAX_BYTECODE_BYTES, and its "
+                                       "source, hashed against the lock already)"),
+    "generator/repository/staging.py": (1, "--keep-going's copy of the previous build (streamed, hashed against its "
+                                        "lock)"),
+    "generator/serving/server.py": (3, "the server's own log, and the Python backend stub gen-repo installs"),
+    "generator/repository/cache.py": (5, "the build cache: streamed hashes and copies, its own entry manifests "
+                                      "(bounded) and /proc (its trust model: docs/security.md)"),
+    "generator/building/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
+    "generator/building/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
 }
 
 

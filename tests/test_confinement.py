@@ -31,10 +31,11 @@ from generator.client import ModelContract
 from generator.confinement import CONFIG_PATH_FIELDS, config_path_escapes, relative_path_problem
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
-from generator.manifest import load_manifest
-from generator.plan import plan_repository
-from generator.repository import LOCK_FILE_NAME, OUTPUT_MARKER, RepositoryWriter, build_lock
-from generator.triton_proto import model_config_pb2
+from generator.manifest.loading import load_manifest
+from generator.planning.plan import plan_repository
+from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, build_lock
+from generator.repository.staging import RepositoryWriter
+from generator.triton.proto import model_config_pb2
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "examples" / "specs"

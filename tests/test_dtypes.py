@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import struct
+
 import numpy as np
 import onnx
 import pytest
+import safetensors.torch
 import torch
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import np_to_triton_dtype
 
-from generator.dtypes import DTYPES, TORCH_DTYPES, TORCH_TO_TRITON, by_onnx, by_torch, normalize_dtype
+from generator.dtypes import (
+    DTYPES,
+    SAFETENSORS_TO_NUMPY,
+    TORCH_DTYPES,
+    TORCH_TO_TRITON,
+    by_onnx,
+    by_torch,
+    normalize_dtype,
+)
 from generator.errors import GenRepoError
 
 
@@ -34,6 +46,20 @@ def test_each_layer_agrees_with_its_library(entry) -> None:
     if entry.native_numpy is not None:
         assert np.dtype(entry.native_numpy).itemsize == entry.byte_size
         assert np_to_triton_dtype(np.dtype(entry.native_numpy)) == entry.wire
+    # The safetensors column is what the safetensors library writes for a tensor of this torch dtype.
+    data = safetensors.torch.save({"x": torch.zeros(2, dtype=torch_dtype)})
+    header = json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])
+    assert header["x"]["dtype"] == entry.safetensors
+
+
+def test_safetensors_arrays_read_as_numpy_are_the_tables_and_complex64() -> None:
+    """What .safetensors files gen-repo reads (generator.contracts.array_files): every type numpy holds."""
+    assert SAFETENSORS_TO_NUMPY == {
+        "F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64", "U64": "uint64", "I32": "int32",
+        "U32": "uint32", "I16": "int16", "U16": "uint16", "I8": "int8", "U8": "uint8", "BOOL": "bool",
+        "C64": "complex64",
+    }
+    assert "BF16" not in SAFETENSORS_TO_NUMPY and by_torch("torch.bfloat16").safetensors == "BF16"
 
 
 def test_float64_and_the_unsigned_types_are_servable_string_is_not() -> None:

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from generator.repository import LOCK_FILE_NAME, OUTPUT_MARKER, verify_repository
+from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER
+from generator.repository.verify import verify_repository
 from tests.requirements import missing
 from tests.test_safety import copy_project, gen_repo, isolated_env, tree_state
 

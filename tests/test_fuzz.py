@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from generator.cli import main as cli
 from generator.errors import GenRepoError, Problem
-from generator.manifest import load_manifest
-from generator.plan import plan_repository
-from generator.schema import load_graphspecs, validate_document, validate_file
+from generator.manifest.loading import load_manifest
+from generator.planning.plan import plan_repository
+from generator.specs.schema import load_graphspecs, validate_document, validate_file
 from tests.strategies import (
     EXAMPLES,
     Case,
@@ -194,7 +194,7 @@ def _manifest_with_spec(spec: str) -> Case:
 @given(case=manifest_cases(), fmt=FORMATS)
 @example(case=Case({"models": "\x00gen-repo-fuzz-slot\x00"}, "deep", "deep nesting"), fmt="yaml")
 # Found by this test: a path too long for the OS (ENAMETOOLONG) and a NUL byte crashed load_manifest with
-# OSError/ValueError (fixed in generator/manifest.py::_resolve).
+# OSError/ValueError (fixed in generator/manifest/loading.py::_resolve).
 @example(case=_manifest_with_spec("specs/mlp.graphspec.json" * 1000), fmt="json")
 @example(case=_manifest_with_spec("specs/mlp.graphspec.json\x00"), fmt="json")
 @example(case=_manifest_with_spec("specs/" + "x" * 300), fmt="yaml")

@@ -36,8 +36,8 @@ def test_no_heldout_architecture_is_in_the_zoo():
 
 
 def test_every_heldout_model_plans():
-    from generator.manifest import load_manifest
-    from generator.plan import plan_repository
+    from generator.manifest.loading import load_manifest
+    from generator.planning.plan import plan_repository
 
     plan = plan_repository(load_manifest(HELDOUT / "gen-repo.yaml"))
     assert [m.name for m in plan.models] == list(MODELS) and not plan.refused

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.errors import GenRepoError, json_pointer
-from generator.manifest import load_manifest
-from generator.model_files import CONTRACT_FILE, config_files
+from generator.manifest.loading import load_manifest
 from generator.naming import MAX_MODEL_NAME_LENGTH, RESERVED_NAMES, model_name_problems
-from generator.plan import plan_repository
-from generator.publish import LOCK_OBJECT
-from generator.repository import LOCK_FILE_NAME, STAGING_MARKER
+from generator.planning.model_files import CONTRACT_FILE, config_files
+from generator.planning.plan import plan_repository
+from generator.repository.lock import LOCK_FILE_NAME, STAGING_MARKER
+from generator.repository.publish_lock import LOCK_OBJECT
 from tests.manifest_helpers import batch_graph
 
 #: What a planned name must be when a hostile one is accepted (gen-repo's own rules, stricter than Triton's).

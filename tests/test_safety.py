@@ -24,14 +24,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generator.cli import main as cli
-from generator.documents import MAX_DOCUMENT_BYTES, MAX_NESTING, MAX_YAML_ALIASES, load_document
 from generator.errors import GenRepoError
-from generator.manifest import load_manifest
-from generator.model_files import config_files
+from generator.manifest.loading import load_manifest
 from generator.naming import MAX_MODEL_NAME_LENGTH
-from generator.plan import plan_repository
-from generator.repository import LOCK_FILE_NAME, OUTPUT_MARKER, RepositoryWriter, build_lock
-from generator.schema import load_graphspecs
+from generator.planning.model_files import config_files
+from generator.planning.plan import plan_repository
+from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, build_lock
+from generator.repository.staging import RepositoryWriter
+from generator.specs.documents import MAX_DOCUMENT_BYTES, MAX_NESTING, MAX_YAML_ALIASES, load_document
+from generator.specs.schema import load_graphspecs
 from tests.strategies import alias_bomb
 
 REPO = Path(__file__).resolve().parent.parent
@@ -342,7 +343,7 @@ _NESTED_JSON = st.recursive(
 def test_the_cheap_json_nesting_test_never_misses_a_deep_value(value: object, limit: int) -> None:
     """The text test only decides when the value must be walked: every value nested too deep is walked (brackets
     inside strings must not fool it), and a text with few brackets never is."""
-    from generator.documents import _depth, _json_may_nest_deeper
+    from generator.specs.documents import _depth, _json_may_nest_deeper
 
     raw = json.dumps(value).encode()
     if _depth(json.loads(raw), limit):

@@ -119,7 +119,7 @@ def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path
     Triton) from the test environment through a path entry rather than installing them again; gen-repo itself comes
     from the wheel (checked below).
     """
-    from generator.server import TritonNotFoundError, find_tritonserver
+    from generator.serving.server import TritonNotFoundError, find_tritonserver
 
     try:
         find_tritonserver()

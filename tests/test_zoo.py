@@ -22,11 +22,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from generator.building.export.onnx_checks import compare_with_onnxruntime
 from generator.client import ModelContract
-from generator.contract import to_model
-from generator.export.onnx import compare_with_onnxruntime
-from generator.reference import read_reference
-from generator.smoke import CHECKS, SmokeOptions, run_smoke
+from generator.contracts.reference_data import read_reference
+from generator.planning.contract import to_model
+from generator.serving.smoke import run_smoke
+from generator.serving.smoke_results import CHECKS, SmokeOptions
 from tests.manifest_helpers import REPO
 from tests.repository_checks import outputs_outside_contract, recording_problems
 
@@ -40,8 +41,8 @@ ZOO_ENSEMBLES = ("bert_classifier",)
 
 
 def _plans():
-    from generator.manifest import load_manifest
-    from generator.plan import plan_repository
+    from generator.manifest.loading import load_manifest
+    from generator.planning.plan import plan_repository
 
     return {m.name: m for m in plan_repository(load_manifest(ZOO / "gen-repo.yaml")).models}
 
@@ -63,7 +64,7 @@ def test_every_zoo_model_builds(zoo_build):
     assert "reference case 'opt' uses sample 'a'" in notes["bert"]
     assert "3 of 3 sample calls fit the plan" in notes["unet_guided"]
     # Every multiplier of unet_guided is declared in the manifest: nothing assumed. (The AITune recording's own
-    # assumption is in tests/test_overrides.py.)
+    # assumption is in tests/manifest/test_overrides.py.)
     assert not any(n.startswith("assumed: ") for n in notes["unet_guided"])
     # wav2vec2 declares 400..8000 samples, recorded 2000..4000: its logits' frames follow the model, not the recording.
     assert "output 'output_logits': shapes [1, 39, 12]..[4, 799, 12] over the input range (the reference cases at " \
@@ -138,7 +139,7 @@ def test_model_side_reference_matches_what_the_model_sees(zoo_repository):
 
 def test_warmup_data_is_the_opt_cases_first_item(zoo_repository):
     """Triton warms every zoo model up with real data: one request item of the opt case, raw, in warmup/1/."""
-    from generator.config import parse_config
+    from generator.planning.config import parse_config
 
     for name in ZOO_MODELS:
         config = parse_config((zoo_repository / name / "config.pbtxt").read_text())
@@ -255,7 +256,7 @@ def _zoo_models_module():
 def test_what_each_unseen_architecture_needed_is_in_its_build_notes(zoo_build):
     notes = {m.name: m.notes for m in zoo_build[1].models}
     # torch.export specialises the LSTM's sequence axis (a constraint violation, or a graph whose output fixes it:
-    # tests/test_export_onnx.py::test_an_rnn_pinned_to_dynamo_still_loses_its_sequence_axis), so the build goes
+    # tests/building/export/test_onnx.py::test_an_rnn_pinned_to_dynamo_still_loses_its_sequence_axis), so the build goes
     # straight to the TorchScript-based exporter, which keeps it dynamic; the notes say why dynamo was not tried.
     for name in ("rnn_tagger", "rnn_tagger_state"):
         exports = [n for n in notes[name] if n.startswith(("torch.onnx.export(", "the TorchScript-based exporter",

@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from generator.ci_summary import SummaryPathError, append_summary, check_summary_path
 from generator.errors import EXIT_USAGE, GenRepoError
+from generator.reports.markdown import SummaryPathError, append_summary, check_summary_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -62,7 +62,7 @@ def report_errors(fn: F) -> F:
 
 def _append_error_summary(summary_md: Path, error: GenRepoError) -> None:
     """The section of a command stopped by ``error``; a summary file that fails now adds its own problem."""
-    from generator.summaries import error_summary
+    from generator.reports.summaries import error_summary
 
     try:
         append_summary(summary_md, error_summary(click.get_current_context().command.name or "", error))

@@ -17,9 +17,10 @@ from typing import Any
 
 import click
 
-from generator.build_types import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildOptions, BuildReport, Progress
+from generator.building.results import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildReport, Progress
 from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK
+from generator.planning.options import BuildOptions
 
 
 class _RichProgress:
@@ -81,8 +82,8 @@ def _table(report: BuildReport) -> None:
 
 def _append_summary(summary_md: Path | None, report: BuildReport) -> None:
     if summary_md is not None:
-        from generator.ci_summary import append_summary
-        from generator.summaries import build_summary
+        from generator.reports.markdown import append_summary
+        from generator.reports.summaries import build_summary
 
         append_summary(summary_md, build_summary(report))
 
@@ -121,7 +122,9 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
             workspace_mib: int | None, precision: tuple[str, ...], builder_optimization_level: int | None,
             plain: bool, json_output: bool, ray_address: str | None = None, summary_md: Path | None = None) -> None:
     """Build the Triton model repository described by MANIFEST."""
-    from generator.build import build_repository  # the work is in the library; imported when the command runs
+    from generator.building.pipeline import (
+        build_repository,  # the work is in the library; imported when the command runs
+    )
 
     tensorrt: dict[str, object] = {}
     if workspace_mib:

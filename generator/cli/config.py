@@ -10,8 +10,8 @@ import click
 from generator.cli._common import report_errors
 from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.errors import GenRepoError, Problem
-from generator.manifest import read_manifest, read_paths
-from generator.repository import config_staging, output_refusal
+from generator.manifest.loading import read_manifest, read_paths
+from generator.repository.staging import config_staging, output_refusal
 
 
 @click.command("config")
@@ -28,8 +28,8 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
 
     Nothing is written when any model has a problem (exit 2, every problem listed).
     """
-    from generator.parallel_plan import plan_config_files
-    from generator.planning import BuildOptions
+    from generator.planning.options import BuildOptions
+    from generator.repository.configs import plan_config_files
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
     # except warmup: without the build's data files it warms up with zeros and random bytes.

@@ -18,7 +18,7 @@ from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
 if TYPE_CHECKING:
-    from generator.contract_diff import ContractDiff
+    from generator.contracts.diff import ContractDiff
 
 
 @click.command("diff")
@@ -39,15 +39,14 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     Every change is breaking (a request valid before is refused now, or a response changes shape or type) or
     compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input, 3 storage unreachable.
     """
-    from generator.ci_summary import append_summary
-    from generator.contract_diff import render_markdown
-    from generator.contract_sources import diff_locations
-    from generator.summaries import diff_summary
+    from generator.reports.markdown import append_summary
+    from generator.reports.summaries import diff_markdown, diff_summary
+    from generator.repository.contract_sources import diff_locations
 
     diff = diff_locations(old, new)
     if markdown_file is not None:
         try:
-            write_atomically(markdown_file, render_markdown(diff))
+            write_atomically(markdown_file, diff_markdown(diff))
         except OSError as error:
             raise GenRepoError([Problem(str(markdown_file), "", f"cannot write: {error.strerror or error}")]) \
                 from error

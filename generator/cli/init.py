@@ -20,7 +20,7 @@ def command(specs: tuple[str, ...], output: str) -> None:
     model's `source:` (see the file's header). Exit 2 without writing anything when a spec is invalid or OUTPUT
     exists.
     """
-    from generator.init_manifest import write_starter_manifest
+    from generator.manifest.starter import write_starter_manifest
 
     path, count = write_starter_manifest(specs, output)
     click.echo(f"wrote {path}: {count} model(s); next: gen-repo plan {path}")

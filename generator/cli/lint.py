@@ -54,8 +54,8 @@ def command(repositories: tuple[Path, ...], external_models: tuple[str, ...], gp
     report = lint(repositories, external_models=external_models, environment=environment)
     errors, warnings = report.errors, report.warnings
     if summary_md is not None:
-        from generator.ci_summary import append_summary
-        from generator.summaries import lint_summary
+        from generator.reports.markdown import append_summary
+        from generator.reports.summaries import lint_summary
 
         append_summary(summary_md, lint_summary(report, repositories))
     shown = ", ".join(str(r) for r in repositories)

@@ -64,7 +64,7 @@ def command(
     concurrent loop of tritonclient requests (bounded by --duration and --max-requests). Exit 1 when a model
     answered no request, 3 when the server does not answer within --timeout.
     """
-    from generator.perf import PerfRun, run_perf
+    from generator.serving.perf import PerfRun, run_perf
 
     if launch == (url is not None) or (launch and repo is None):
         click.echo("error: give --url HOST:PORT, or --launch with --repo DIR", err=True)

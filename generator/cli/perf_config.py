@@ -38,13 +38,8 @@ def command(
     Every shape and batch size stays inside the model's optimization profile (from gen_repo/contract.json with
     --repo, or from the plan of MANIFEST).
     """
-    from generator.perf import (
-        models_from_plan,
-        models_from_repository,
-        perf_config_files,
-        relative_path,
-        write_perf_config_files,
-    )
+    from generator.serving.perf_config import perf_config_files, relative_path, write_perf_config_files
+    from generator.serving.perf_models import models_from_plan, models_from_repository
 
     if (manifest is None) == (repo is None):
         click.echo("error: give either MANIFEST or --repo DIR", err=True)
@@ -54,8 +49,8 @@ def command(
         perf_models = models_from_repository(repo, models)
         repository = Path(repo)
     else:
-        from generator.manifest import load_manifest
-        from generator.plan import plan_repository
+        from generator.manifest.loading import load_manifest
+        from generator.planning.plan import plan_repository
 
         assert manifest is not None
         plan = plan_repository(load_manifest(manifest, allow_outside=allow_outside))

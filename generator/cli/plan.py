@@ -79,8 +79,9 @@ def command(manifest: str, json_output: bool, allow_outside: bool, target: str |
     every reason. Exit 0 with the plan; exit 2 when a model is refused or the manifest itself is invalid (every
     problem as file: /pointer: message).
     """
-    from generator.plan import describe_plan
-    from generator.planning import BuildOptions, plan_build
+    from generator.planning.options import BuildOptions
+    from generator.planning.plan import describe_plan
+    from generator.planning.targets import plan_build
 
     # The same planning (and `target: auto` resolution) as `gen-repo build --keep-going`: every model is shown.
     plan, notes = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target,

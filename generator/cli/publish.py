@@ -47,7 +47,7 @@ def command(directory: Path, url: str, keep_versions: int, force: bool, owner: s
     breaking change refuses the publish (exit 1, every change listed, nothing uploaded) unless --allow-breaking.
     """
     from generator.errors import GenRepoError, Problem
-    from generator.publish import publish
+    from generator.repository.publish import publish
 
     if allowed_by is not None and not allow_breaking:
         raise GenRepoError([Problem("--allowed-by", "", "names who allowed breaking changes: it needs "

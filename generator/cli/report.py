@@ -38,7 +38,7 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be reached.
     """
     try:
-        from generator.html_report import build_report, load_inputs, plan_decisions
+        from generator.reports.html_page import build_report, load_inputs, plan_decisions
     except ImportError as error:  # the `report` extra (Jinja2, matplotlib) is not installed
         raise GenRepoError([Problem("gen-repo report", "", f"needs {error.name}: pip install 'gen-repo[report]'")]
                            ) from None

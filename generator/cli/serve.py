@@ -40,7 +40,7 @@ def command(
     ready_timeout: float,
 ) -> None:
     """Serve a repository on 127.0.0.1 until Ctrl-C (for development; release pipelines use smoke --launch)."""
-    from generator.server import launch
+    from generator.serving.server import launch
 
     if not repo.is_dir():
         raise GenRepoError([Problem(str(repo), "", "model repository folder does not exist")])

@@ -1,7 +1,7 @@
 """``gen-repo smoke``: check, model by model, that a Triton server serves what a repository promises.
 
 Against a running server (``--url HOST:PORT``) or a local one started for the run (``--launch``, always stopped
-afterwards, also on failure and Ctrl-C). The checks are :mod:`generator.smoke`'s.
+afterwards, also on failure and Ctrl-C). The checks are :mod:`generator.serving.smoke`'s.
 
 Exit codes: 0 every check passed (or was skipped), 1 a check failed, 2 bad usage, 3 the server could not be reached
 (or, with ``--launch``, did not start).
@@ -17,8 +17,8 @@ import click
 
 from generator.cli._common import report_errors, summary_md_option
 from generator.errors import GenRepoError, Problem
-from generator.smoke import CheckResult, SmokeOptions, SmokeReport
-from generator.smoke_session import smoke_session
+from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
+from generator.serving.smoke_session import smoke_session
 
 #: How each status is shown.
 _STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow", "error": "bold magenta"}
@@ -66,7 +66,7 @@ def _print_table(report: SmokeReport) -> None:
 
 def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path | None,
                    summary_md: Path | None) -> None:
-    from generator.report import write_json, write_junit_xml
+    from generator.reports.junit import write_json, write_junit_xml
 
     written: list[tuple[str, Path]] = []
     if json_file is not None:
@@ -74,8 +74,8 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
     if junit_file is not None:
         written.append(("JUnit XML", write_junit_xml(report, junit_file)))
     if summary_md is not None:
-        from generator.ci_summary import append_summary
-        from generator.summaries import smoke_summary
+        from generator.reports.markdown import append_summary
+        from generator.reports.summaries import smoke_summary
 
         append_summary(summary_md, smoke_summary(report, written))
 

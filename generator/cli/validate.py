@@ -12,7 +12,7 @@ from generator.cli._common import report_errors
 from generator.errors import EXIT_USAGE, GenRepoError
 
 if TYPE_CHECKING:
-    from generator.validation import Summaries, ValidatedFile
+    from generator.planning.validation import Summaries, ValidatedFile
 
 
 def _shape(values: list[int]) -> str:
@@ -109,7 +109,7 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
     every error of every file otherwise.
     """
     # The library is imported here so that `gen-repo --help` stays fast.
-    from generator.validation import validate_files
+    from generator.planning.validation import validate_files
 
     few = len(specs) <= FEW_FILES or verbose
     wanted: Summaries = "data" if few else "json" if json_output else "none"

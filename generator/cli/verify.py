@@ -13,12 +13,13 @@ from pathlib import Path
 
 import click
 
-from generator.ci_summary import append_summary
 from generator.cli._common import report_errors, summary_md_option
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
-from generator.repository import LOCK_FILE_NAME, read_lock, verify_repository
-from generator.storage import Verification, is_storage_url, verify_published
-from generator.summaries import verify_summary
+from generator.reports.markdown import append_summary
+from generator.reports.summaries import verify_summary
+from generator.repository.lock import LOCK_FILE_NAME, read_lock
+from generator.repository.storage import Verification, is_storage_url, verify_published
+from generator.repository.verify import verify_repository
 
 
 @click.command("verify")

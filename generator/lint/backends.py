@@ -23,8 +23,8 @@ from generator.lint.folders import ModelFolder, Resolved
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
-    from generator.triton_proto import model_config_pb2 as mc
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "BACKEND_PLATFORM",

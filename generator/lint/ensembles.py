@@ -4,8 +4,9 @@ Per config, core ``model_config_utils.cc``: ValidateModelConfig (platform/backen
 ValidateEnsembleSchedulingConfig and BuildEnsembleGraph (steps, maps, data flow). Across models, the repository
 manager's dependency graph (``model_repository_manager.cc`` ConnectDependencyGraph: a step model in no repository;
 CheckNode: a step's ``model_version`` its model does not load; CircularDependencyCheck) and ``ensemble_utils.cc``
-ValidateEnsembleConfig: the wiring rules of :mod:`generator.ensemble` (shared with ``plan``) and the decoupled-origin
-check ported here. Models named as loaded elsewhere (``--external-model``) satisfy a step; their wiring is not checked.
+ValidateEnsembleConfig: the wiring rules of :mod:`generator.triton.ensemble` (shared with ``plan``) and the
+decoupled-origin check ported here. Models named as loaded elsewhere (``--external-model``) satisfy a step; their wiring
+is not checked.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from generator.bounded import read_text
-from generator.ensemble import Location, Step, StepModel, TensorIO, Wiring, dims_compatible, wiring_problems
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder, Resolved
 from generator.lint.locator import FieldPath
+from generator.triton.ensemble import Location, Step, StepModel, TensorIO, Wiring, dims_compatible, wiring_problems
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
-    from generator.triton_proto import model_config_pb2 as mc
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_ensemble_config", "check_ensembles"]
 
@@ -151,7 +152,7 @@ def _path(edges: Mapping[str, list[str]], source: str, target: str) -> list[str]
     return None
 
 
-# ---------------------------------------------------------------------------- wiring (generator.ensemble's rules)
+# --------------------------------------------------------------------- wiring (generator.triton.ensemble's rules)
 def _wiring_io(io: mc.ModelInput | mc.ModelOutput, shapes: Mapping[str, Any] | None = None) -> TensorIO:
     """A config tensor for the wiring rules (Triton compares an ensemble's reshape when it has one)."""
     dims = io.reshape.shape if io.HasField("reshape") and not shapes else io.dims
@@ -194,7 +195,7 @@ def _wiring_path(cf: ConfigFile, where: Location) -> FieldPath:
 
 
 def _wiring(cf: ConfigFile, folder: ModelFolder, models: Mapping[str, ModelFolder], *, decoupled: bool) -> None:
-    """generator.ensemble's wiring rules, then (when they pass) the decoupled-origin and step-batching checks."""
+    """generator.triton.ensemble's wiring rules, then (when they pass) the decoupled-origin and step-batching checks."""
     config = cf.config
     steps = config.ensemble_scheduling.step
     step_models = {s.model_name: _step_model(models[s.model_name]) for s in steps

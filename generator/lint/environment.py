@@ -20,8 +20,8 @@ from generator.lint.folders import ModelFolder
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
-    from generator.triton_proto import model_config_pb2 as mc
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["ENVIRONMENT_RULES", "Environment", "check_environment", "environment_from_server", "parse_backends"]
 
@@ -64,7 +64,7 @@ def environment_from_server(url: str, protocol: str = "grpc", timeout: float = 1
     That is a reason "unable to find backend library for backend 'X'" in its repository index. Triton's API lists
     neither its installed backends nor its GPUs, so the rest stays unknown (give --gpus and --backends for those).
     """
-    from generator.connection import Connection, check_reachable
+    from generator.triton.connection import Connection, check_reachable
 
     check_reachable(url, protocol, timeout)
     with Connection(url, protocol, timeout) as connection:

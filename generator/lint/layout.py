@@ -26,19 +26,18 @@ from typing import TYPE_CHECKING
 from google.protobuf import text_format
 
 from generator.bounded import UnreadableFileError, read_bytes
-from generator.config import WARMUP_FOLDER
 from generator.confinement import config_path_escapes, relative_path_problem
 from generator.dtypes import by_triton
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import ERROR
-from generator.naming import triton_version, version_folder_problem
+from generator.naming import WARMUP_FOLDER, triton_version, version_folder_problem
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton_proto)
-    from generator.triton_proto import model_config_pb2 as mc
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "INITIAL_STATE_FOLDER",
@@ -56,7 +55,7 @@ __all__ = [
     "versions_to_load",
 ]
 
-#: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.config's WARMUP_FOLDER.
+#: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.naming's WARMUP_FOLDER.
 INITIAL_STATE_FOLDER = "initial_state"
 #: Folders Triton skips inside a model folder (model_lifecycle.cc VersionsToLoad).
 SKIPPED_MODEL_SUBDIRS = frozenset({WARMUP_FOLDER, INITIAL_STATE_FOLDER, "configs"})

@@ -3,7 +3,7 @@
 A rule's *checks* are the places where Triton refuses a model: the source file and function in Triton (core unless
 the file names a backend), the words of the refusal (Triton 2.51 unless the check is newer), and the case of
 ``tests/lint_cases.py`` that holds it. Each case is a repository lint must flag at ``file:line:col`` plus its accepted
-neighbour, and both are loaded into the real Triton 2.51 (CPU, python backend) by ``tests/test_lint_triton.py``:
+neighbour, and both are loaded into the real Triton 2.51 (CPU, python backend) by ``tests/lint/test_triton.py``:
 the flagged one is refused with these words, the neighbour loads. ``server`` says why a check is not run there (a
 backend the CPU server lacks, a field newer than 2.51). A rule's ``cases`` are configurations Triton loads although
 lint flags them (warnings: loaded, but not as meant); ``tests`` name other tests that hold the rule.
@@ -90,16 +90,16 @@ def _c(source: str, function: str, message: str, case: str, server: str = "") ->
 RULE_TABLE: tuple[Rule, ...] = (
     # ------------------------------------------------------------------------------------------------ layout
     Rule("repository-missing", ERROR, "layout", "the repository path is not a directory",
-         tests=("tests/test_lint.py::test_missing_repository_is_one_error",)),
+         tests=("tests/lint/test_run.py::test_missing_repository_is_one_error",)),
     Rule("repository-empty", WARNING, "layout", "the repository holds no model folders",
-         tests=("tests/test_lint.py::test_bad_case_reports_exactly_the_planted_defect",)),
+         tests=("tests/lint/test_run.py::test_bad_case_reports_exactly_the_planted_defect",)),
     Rule("model-duplicate", ERROR, "layout", "a model folder name found in more than one repository",
          checks=(_c(MRM, "ModelRepositoryManager::Poll", "not unique across all model repositories",
                     "model-duplicate"),)),
     Rule("model-folder-hidden", WARNING, "layout",
          "a hidden folder (.name) in a repository: Triton's model-control none/poll modes load it as a model",
-         tests=("tests/test_lint.py::test_hidden_folders_are_models_to_triton",
-                "tests/test_lint_triton.py::test_a_hidden_folder_stops_triton_in_model_control_none")),
+         tests=("tests/lint/test_run.py::test_hidden_folders_are_models_to_triton",
+                "tests/lint/test_triton.py::test_a_hidden_folder_stops_triton_in_model_control_none")),
     Rule("config-missing", WARNING, "layout",
          "model folder without config.pbtxt (loads only where a backend auto-completes the config)",
          checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo",
@@ -109,7 +109,7 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "failed to read text proto from", "config-parse"),)),
     Rule("config-unreadable", ERROR, "layout",
          "beyond Triton: config.pbtxt is not a regular file, or larger than gen-repo's config_bytes limit",
-         tests=("tests/test_lint.py::test_a_huge_or_special_config_is_unreadable_not_parsed",)),
+         tests=("tests/lint/test_run.py::test_a_huge_or_special_config_is_unreadable_not_parsed",)),
     Rule("config-name-mismatch", ERROR, "layout", "config 'name' differs from the model folder name",
          checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo", "directory name must equal model name",
                     "config-name-mismatch"),)),
@@ -131,7 +131,7 @@ RULE_TABLE: tuple[Rule, ...] = (
          "digits, past int64; generator/naming.py version_folder); Triton loads version 1 from '1' or skips it, "
          "gen-repo's verify and publish refuse it",
          cases=("version-folder-name",),
-         tests=("tests/test_lint.py::test_folders_that_are_not_exactly_a_version_are_errors",)),
+         tests=("tests/lint/test_run.py::test_folders_that_are_not_exactly_a_version_are_errors",)),
     Rule("version-non-numeric", WARNING, "layout", "non-numeric folder in a model folder (Triton ignores it)",
          cases=("version-non-numeric",)),
     Rule("version-folder-prefix", ERROR, "layout",
@@ -170,18 +170,18 @@ RULE_TABLE: tuple[Rule, ...] = (
                  _c(BACKEND_MODEL, "TritonModel::Create", "Batching library path not found",
                     "batch-strategy-missing")),
          tests=("tests/test_confinement.py::test_lint_reports_each_escape_at_its_line",
-                "tests/test_lint.py::test_warmup_data_file_short_or_outside_the_warmup_folder")),
+                "tests/lint/test_run.py::test_warmup_data_file_short_or_outside_the_warmup_folder")),
     Rule("symlink", ERROR, "layout",
          "beyond Triton: a model folder, or a folder or file anywhere in one (version folders, warmup/, gen_repo/ and "
          "what they hold), is a symlink; Triton follows it wherever it leads on the server (its local file system "
          "stats through links and uses paths in place), e.g. to a model.py outside the repository",
          cases=("symlink-version-folder",),
-         tests=("tests/test_lint.py::test_a_symlink_at_any_level_of_a_model_folder_is_an_error",),
+         tests=("tests/lint/test_run.py::test_a_symlink_at_any_level_of_a_model_folder_is_an_error",),
          loaded_by=(LOCAL_FS, "LocalFileSystem::IsDirectory (stat follows links), GetDirectorySubdirs; "
                               "LocalizePath uses the path in place")),
     Rule("repository-is-a-model", ERROR, "layout",
          "the folder given is a model folder (it holds config.pbtxt), not a repository",
-         tests=("tests/test_lint.py::test_cli_on_a_model_folder_says_a_repository_folder_is_expected",)),
+         tests=("tests/lint/test_run.py::test_cli_on_a_model_folder_says_a_repository_folder_is_expected",)),
     # ------------------------------------------------------------------------------------------------ backends
     Rule("platform-missing", ERROR, "backends",
          "no platform or backend, and Triton cannot infer one from the model files or a <name>.<backend> folder",
@@ -199,7 +199,7 @@ RULE_TABLE: tuple[Rule, ...] = (
          checks=(_c("python_backend: src/python_be.cc", "ModelInstanceState::SetupStubProcess",
                     "(no refusal: the stub waits for the missing file)", "model-file-missing",
                     server="the load never finishes in 2.51 (python backend)"),),
-         tests=("tests/test_lint.py::test_bad_case_reports_exactly_the_planted_defect",)),
+         tests=("tests/lint/test_run.py::test_bad_case_reports_exactly_the_planted_defect",)),
     Rule("python-model-file", ERROR, "backends", "a python-backend model file whose name does not end in '.py'",
          checks=(_c(PYTHON_STUB, "Stub::StubSetup", "Model name must end with '.py'", "python-model-file"),)),
     Rule("python-execution-env", ERROR, "backends",
@@ -211,9 +211,9 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "cc-model-file-missing", server=NO_TENSORRT),)),
     Rule("default-model-file-fallback", WARNING, "backends",
          "only cc_model_filenames exist; GPUs not listed have no plan",
-         tests=("tests/test_lint.py::test_bad_case_reports_exactly_the_planted_defect",)),
+         tests=("tests/lint/test_run.py::test_bad_case_reports_exactly_the_planted_defect",)),
     Rule("onnx-skipped", WARNING, "backends", "the onnx package is not installed, so ONNX graphs were not checked",
-         tests=("tests/test_lint.py::test_onnx_checks_are_skipped_with_a_warning_without_onnx",)),
+         tests=("tests/lint/test_run.py::test_onnx_checks_are_skipped_with_a_warning_without_onnx",)),
     Rule("onnx-load", ERROR, "backends", "model.onnx cannot be read as an ONNX model",
          checks=(_c("onnxruntime_backend: src/onnxruntime.cc", "ModelState::LoadModel", "(onnxruntime backend)",
                     "onnx-load", server=NO_ONNXRUNTIME),)),
@@ -235,7 +235,7 @@ RULE_TABLE: tuple[Rule, ...] = (
                  _c("onnxruntime_backend: src/onnxruntime.cc", "ModelInstanceState::ValidateInputs",
                     "(onnxruntime backend)", "onnx-batch-inferred", server=NO_ONNXRUNTIME))),
     Rule("onnx-dim-dynamic", WARNING, "backends", "config says -1 where the ONNX graph fixes the size",
-         tests=("tests/test_lint.py::test_bad_case_reports_exactly_the_planted_defect",)),
+         tests=("tests/lint/test_run.py::test_bad_case_reports_exactly_the_planted_defect",)),
     # ------------------------------------------------------------------------------------------------ model_config
     Rule("max-batch-size", ERROR, "model_config", "max_batch_size is negative",
          checks=(_c(MCU, "ValidateModelConfig", "'max_batch_size' must be non-negative value", "max-batch-size"),)),
@@ -339,7 +339,7 @@ RULE_TABLE: tuple[Rule, ...] = (
          "warmup batch_size above max_batch_size (or above 1 without batching)",
          checks=(_c(INSTANCE, "TritonModelInstance::WarmUp (the warmup request)", "max allowed is 4",
                     "warmup-batch-size", server="tritonserver 2.51 crashes (SIGSEGV) loading it; "
-                    "tests/test_lint_triton.py::test_an_oversized_warmup_batch_takes_triton_down"),)),
+                    "tests/lint/test_triton.py::test_an_oversized_warmup_batch_takes_triton_down"),)),
     # ------------------------------------------------------------------------------------------------ batching
     Rule("dynamic-batching-no-batch", WARNING, "batching",
          "dynamic_batching on a model with max_batch_size 0 (the batcher has no batch axis to fill)",
@@ -473,10 +473,10 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("ensemble-step-batching", WARNING, "ensembles",
          "a non-batching step fed batched tensors in a batching ensemble: requests with batch > 1 fail",
          cases=("ensemble-step-batching",),
-         tests=("tests/test_lint_triton.py::test_a_non_batching_step_in_a_batching_ensemble_fails_batched_requests",)),
+         tests=("tests/lint/test_triton.py::test_a_non_batching_step_in_a_batching_ensemble_fails_batched_requests",)),
     Rule("ensemble-shape-range", ERROR, "ensembles",
          "beyond Triton: a step output's shape range (gen-repo contract) outside its consumer's",
-         tests=("tests/test_lint.py::test_ensemble_shape_ranges_come_from_the_steps_contracts",)),
+         tests=("tests/lint/test_run.py::test_ensemble_shape_ranges_come_from_the_steps_contracts",)),
     # ------------------------------------------------------------------------------------------------ environment
     Rule("environment-gpus", ERROR, "environment",
          "a KIND_GPU instance group on a machine without GPUs, or a gpu id the machine lacks (KIND_AUTO included)",
@@ -532,7 +532,7 @@ def rules_markdown() -> str:
         "",
         "Generated from `generator/lint/rules.py`: `python -c 'from generator.lint.rules import rules_markdown;",
         "print(rules_markdown(), end=\"\")' > docs/lint-rules.md`;",
-        "`tests/test_lint_rules.py` fails when this file and the table differ.",
+        "`tests/lint/test_rules.py` fails when this file and the table differ.",
         "",
         "## Running lint",
         "",
@@ -566,8 +566,8 @@ def rules_markdown() -> str:
         "Each Triton check names its source in",
         "[triton-inference-server/core](https://github.com/triton-inference-server/core) (or the backend named), the",
         "words of Triton's refusal, and its case in `tests/lint_cases.py`. Every case is",
-        "held twice: `tests/test_lint.py::test_case_is_flagged_and_its_neighbour_is_not` (lint flags it at",
-        "`file:line:col`, its accepted neighbour has no finding) and `tests/test_lint_triton.py::test_real_triton`",
+        "held twice: `tests/lint/test_run.py::test_case_is_flagged_and_its_neighbour_is_not` (lint flags it at",
+        "`file:line:col`, its accepted neighbour has no finding) and `tests/lint/test_triton.py::test_real_triton`",
         "(the real Triton 2.51 on CPU refuses it with these words and loads the neighbour), unless *server* says why",
         "not. Rows with no Triton check are configurations Triton loads (warnings) or rules beyond Triton.",
         "",

@@ -119,7 +119,8 @@ CASES = {
     "head": Case(zoo.make_head, _pooled_calls()),
     "wav2vec2": Case(zoo.make_wav2vec2, _audio_calls(), dynamic_shapes=_audio_ranges),
     "llama": Case(zoo.make_llama, _llama_calls(), dynamic_shapes=_llama_ranges),
-    # Not served by the zoo manifest: tests/test_artifacts.py declares a sequence beyond its position embeddings.
+    # Not served by the zoo manifest: tests/building/test_artifacts.py declares a sequence beyond its position
+    # embeddings.
     "roberta": Case(zoo.make_roberta, _roberta_calls()),
 }
 

@@ -1,0 +1,223 @@
+"""What the export stages exchange: tensor plans, the results, the errors; plans from a bare GraphSpec.
+
+A *tensor plan* is any object with ``name``, ``path`` (semantic path), ``dtype``, ``min_shape``/``max_shape`` (full
+shapes as a request carries them) and, for inputs, ``opt_shape``: exactly what ``generator.planning.plan.TensorPlan``
+carries, so the build passes its plans as they are. :func:`io_from_graph` makes them from a bare GraphSpec
+(:class:`TensorIO`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from generator.dtypes import normalize_dtype
+from generator.errors import GenRepoError
+from generator.naming import SemanticPath, format_tensor_name
+from generator.planning.values import ValueDomain
+
+if TYPE_CHECKING:
+    from generator.specs.graphspec import GraphSpec
+
+__all__ = [
+    "ANSI_ESCAPES",
+    "CaseLike",
+    "CaseResult",
+    "ExportError",
+    "ExportResult",
+    "ForwardError",
+    "InputPlanLike",
+    "OnnxCheckError",
+    "TensorIO",
+    "TensorPlanLike",
+    "constants_from_graph",
+    "dynamic_axes_of",
+    "io_from_graph",
+    "short_error",
+]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Plain data the stages exchange
+# --------------------------------------------------------------------------------------------------------------------
+class TensorPlanLike(Protocol):
+    """What this module reads from a tensor plan (``generator.planning.plan.TensorPlan`` satisfies it)."""
+
+    @property
+    def name(self) -> str: ...  # noqa: D102
+
+    @property
+    def path(self) -> SemanticPath: ...  # noqa: D102
+
+    @property
+    def dtype(self) -> Any: ...  # noqa: D102
+
+    @property
+    def min_shape(self) -> Sequence[int]: ...  # noqa: D102
+
+    @property
+    def max_shape(self) -> Sequence[int]: ...  # noqa: D102
+
+
+class InputPlanLike(TensorPlanLike, Protocol):
+    """An input plan also has the opt shape (the TensorRT profile's opt)."""
+
+    @property
+    def opt_shape(self) -> Sequence[int]: ...  # noqa: D102
+
+
+class CaseLike(Protocol):
+    """One reference case: inputs and torch's outputs by tensor name (``reference_data.ReferenceCase``)."""
+
+    @property
+    def name(self) -> str: ...  # noqa: D102
+
+    @property
+    def inputs(self) -> Mapping[str, np.ndarray]: ...  # noqa: D102
+
+    @property
+    def outputs(self) -> Mapping[str, np.ndarray]: ...  # noqa: D102
+
+
+@dataclass(frozen=True, slots=True)
+class TensorIO:
+    """A minimal tensor plan: name, semantic path, dtype and full min/opt/max shapes."""
+
+    name: str
+    path: SemanticPath
+    dtype: str
+    min_shape: tuple[int, ...]
+    opt_shape: tuple[int, ...]
+    max_shape: tuple[int, ...]
+    batch_axis: int | None = None
+    #: forward takes (returns) a 0-d tensor here; the graph's I/O carries it as [1]
+    #: (``generator.planning.plan.TensorPlan``).
+    torch_scalar: bool = False
+
+
+@dataclass(slots=True)
+class ExportResult:
+    """What :func:`~.onnx.export_onnx` produced: the file, which exporter made it, and anything to tell the user."""
+
+    path: Path
+    exporter: str  # "dynamo" or "legacy"
+    input_names: list[str]
+    output_names: list[str]
+    dynamic_axes: dict[str, list[int]]
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+    #: Masks whose synthetic fill had to be flipped for forward to run (by input name): which value keeps a position.
+    masks: dict[str, ValueDomain] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """onnxruntime against torch for one case and output: the largest errors and whether they are in tolerance."""
+
+    case: str
+    output: str
+    max_abs_error: float
+    max_rel_error: float
+    rtol: float
+    atol: float
+    ok: bool
+    #: Elements left out: positions the padding mask marks.
+    left_out: int = 0
+
+
+class ExportError(GenRepoError):
+    """torch -> ONNX export failed (with both exporters), or the model does not fit its plan."""
+
+
+class ForwardError(ExportError):
+    """The model's forward raises on the example inputs (before any exporter runs)."""
+
+
+class OnnxCheckError(GenRepoError):
+    """An ONNX file does not match its plan, or onnxruntime disagrees with torch."""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Plans from a GraphSpec
+# --------------------------------------------------------------------------------------------------------------------
+def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[list[TensorIO], list[TensorIO]]:
+    """Input and output plans of a GraphSpec with AITune's tensor names.
+
+    Inputs take min/opt/max from ``get_effective_input_shapes``; outputs min/max from the output spec (opt = max).
+    With ``widen_batch_min`` a batch axis's minimum becomes its multiplier (batch size 1), as Triton's dynamic
+    batcher may form any batch from 1 (see the config issue). For the build, pass ``generator.planning.plan``'s plans
+    instead.
+    """
+    inputs = []
+    for locator, spec in graph.input_spec.tensor_data:
+        lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
+        definition = graph.get_shape_definition(locator)
+        if definition is not None:
+            from generator.specs.tensor_spec import BatchDim
+
+            batch_axes = {i: 1 for i, d in enumerate(definition) if isinstance(d, BatchDim)}
+        else:
+            batch_axes = spec.get_batch_axis_multipliers()
+        if widen_batch_min:
+            for axis, multiplier in batch_axes.items():
+                lo[axis] = min(lo[axis], multiplier)
+        first = min(batch_axes, default=None)
+        inputs.append(
+            TensorIO(
+                format_tensor_name(locator.path, "input"),
+                locator.path,
+                normalize_dtype(spec.dtype),
+                tuple(lo),
+                tuple(opt),
+                tuple(hi),
+                first,
+            )
+        )
+    outputs = []
+    for locator, spec in graph.output_spec.tensor_data:
+        lo, hi = list(spec.min_shape), list(spec.max_shape)
+        batch_axes = spec.get_batch_axis_multipliers()
+        if widen_batch_min:
+            for axis, multiplier in batch_axes.items():
+                lo[axis] = min(lo[axis], multiplier)
+        outputs.append(
+            TensorIO(
+                format_tensor_name(locator.path, "output"),
+                locator.path,
+                normalize_dtype(spec.dtype),
+                tuple(lo),
+                tuple(hi),
+                tuple(hi),
+                min(batch_axes, default=None),
+            )
+        )
+    return inputs, outputs
+
+
+def constants_from_graph(graph: GraphSpec) -> dict[SemanticPath, Any]:
+    """Return the spec's non-tensor input leaves (``other_data``) by path, to pass as ``constants`` to the wrapper."""
+    return {locator.path: value for locator, value in graph.input_spec.other_data}
+
+
+def dynamic_axes_of(plan: TensorPlanLike) -> list[int]:
+    """Axes whose size may vary (min != max): dynamic in the ONNX graph; every other axis is static."""
+    return [axis for axis, (lo, hi) in enumerate(zip(plan.min_shape, plan.max_shape, strict=True)) if lo != hi]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Error text
+# --------------------------------------------------------------------------------------------------------------------
+ANSI_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
+def short_error(exc: BaseException, limit: int = 600) -> str:
+    """Summarise an exporter error's root cause in a few lines (torch wraps it in pages of advice)."""
+    root = exc
+    while root.__cause__ is not None and root.__cause__ is not root:
+        root = root.__cause__
+    lines = [ln.strip() for ln in ANSI_ESCAPES.sub("", str(root)).splitlines() if ln.strip()]
+    text = f"{type(root).__name__}: {' '.join(lines[:3])}".strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,1 +1,0 @@
-"""Export stages: torch -> ONNX, ONNX -> TensorRT plan."""

@@ -1,0 +1,111 @@
+"""A manifest entry's options and names checked: conflicts Triton would refuse, and model names it cannot use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from generator.errors import Problem, json_pointer
+from generator.manifest.proto_ranges import option_number_problems
+from generator.naming import case_collisions, model_name_problems
+
+__all__ = ["name_problems", "option_problems"]
+
+
+def option_problems(
+    file: str, index: int, options: Mapping[str, Any], own: frozenset[str], version: int
+) -> list[Problem]:
+    """Conflicting options (Triton would refuse the config, or the options contradict each other)."""
+
+    def where(key: str, *rest: str | int) -> str:
+        return json_pointer(("models", index, key, *rest) if key in own else ("defaults", key, *rest))
+
+    problems: list[Problem] = []
+    for name, value in options.items():  # numbers a config field cannot hold (protobuf would raise)
+        at: tuple[str | int, ...] = ("models", index, name) if name in own else ("defaults", name)
+        problems += option_number_problems(name, value, file, at)
+    batching = options.get("batching", "auto")
+    dyn = options.get("dynamic_batching")
+    if batching == "none":
+        if dyn is True or isinstance(dyn, dict):
+            problems.append(
+                Problem(file, where("dynamic_batching"), "dynamic_batching is set but batching is 'none' "
+                        "(max_batch_size 0 cannot batch); remove one of them")
+            )
+        if "max_batch_size" in options:
+            problems.append(
+                Problem(file, where("max_batch_size"), "max_batch_size is set but batching is 'none'; remove one")
+            )
+    if isinstance(dyn, dict):
+        levels = int(dyn.get("priority_levels", 0))
+        if dyn.get("preserve_ordering") and levels > 1:
+            problems.append(
+                Problem(file, where("dynamic_batching", "preserve_ordering"),
+                        f"preserve_ordering cannot be combined with priority_levels {levels} (Triton allows one "
+                        "priority level when responses must keep request order)")
+            )
+        if "default_priority_level" in dyn and not 1 <= int(dyn["default_priority_level"]) <= max(levels, 0):
+            problems.append(
+                Problem(file, where("dynamic_batching", "default_priority_level"),
+                        f"default_priority_level must be in 1..priority_levels ({levels})")
+            )
+        if levels > 0 and "default_priority_level" not in dyn:
+            problems.append(
+                Problem(file, where("dynamic_batching", "priority_levels"),
+                        "priority_levels needs a default_priority_level in 1..priority_levels")
+            )
+        for level in dyn.get("priority_queue_policy", {}):
+            if not 1 <= int(level) <= levels:
+                problems.append(
+                    Problem(file, where("dynamic_batching", "priority_queue_policy", level),
+                            f"priority level {level} is outside 1..priority_levels ({levels})")
+                )
+        if dyn.get("preserve_ordering"):
+            policies = [("default_queue_policy",), *[("priority_queue_policy", k) for k in dyn.get(
+                "priority_queue_policy", {})]]
+            for key in policies:
+                policy = dyn.get(key[0]) if len(key) == 1 else dyn["priority_queue_policy"][key[1]]
+                if policy and policy.get("timeout_action") == "DELAY" and policy.get("default_timeout_microseconds"):
+                    problems.append(
+                        Problem(file, where("dynamic_batching", *key, "timeout_action"),
+                                "timeout_action DELAY cannot be combined with preserve_ordering")
+                    )
+    policy = options.get("version_policy")
+    if isinstance(policy, dict) and "specific" in policy and version not in policy["specific"]:
+        problems.append(
+            Problem(file, where("version_policy", "specific"),
+                    f"version_policy.specific {policy['specific']} does not include this model's version {version}, "
+                    "so Triton would serve nothing")
+        )
+    for g, group in enumerate(options.get("instance_group") or []):
+        if group.get("kind") in ("KIND_CPU", "KIND_MODEL") and "gpus" in group:
+            problems.append(
+                Problem(file, where("instance_group", g, "gpus"), f"gpus cannot be listed for {group['kind']}")
+            )
+    return problems
+
+
+def name_problems(file: str, models: list[tuple[int, str]]) -> list[Problem]:
+    """Model names Triton cannot use, duplicates, and names equal on a case-insensitive file system.
+
+    ``models``: ``(index, name)`` per entry.
+    """
+    problems = []
+    seen: dict[str, int] = {}
+    for index, name in models:
+        for message in model_name_problems(name):
+            problems.append(Problem(file, f"/models/{index}/name", message))
+        if name in seen:
+            problems.append(
+                Problem(file, f"/models/{index}/name",
+                        f"model name {name!r} is already used by /models/{seen[name]}; set a distinct name")
+            )
+        seen.setdefault(name, index)
+    by_name = dict((name, index) for index, name in models)
+    for first, second in case_collisions([name for _, name in models]):
+        problems.append(
+            Problem(file, f"/models/{by_name[second]}/name",
+                    f"model name {second!r} differs from {first!r} only in case; they would share a folder on "
+                    "case-insensitive file systems")
+        )
+    return problems

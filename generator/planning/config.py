@@ -1,0 +1,522 @@
+"""Triton ``ModelConfig`` protobuf messages from a model's plan and options, and their deterministic pbtxt text.
+
+The message is built directly (no dict -> ParseDict round trip) in this order, each step merged over the last:
+
+1. the target's base fragment ``templates/config/<target>.pbtxt`` (platform/backend, default file name, version
+   policy), parsed once per process with ``text_format`` and merged with ``MergeFrom``;
+2. what the plan decided: name, max_batch_size, inputs, outputs;
+3. the manifest options: dynamic batching, instance groups, version policy, warmup, response cache, parameters,
+   TensorRT cc_model_filenames and CUDA graphs, the ONNX Runtime TensorRT accelerator;
+4. the raw ``pbtxt`` fragment, parsed into its own ModelConfig and merged last with protobuf ``MergeFrom``
+   semantics: singular scalars replace, singular messages merge field by field, **repeated fields append** (a
+   fragment's ``instance_group`` adds groups, it does not replace ours), map entries (``parameters``,
+   ``cc_model_filenames``) replace by key. A fragment may not set name, platform, backend, max_batch_size, input or
+   output: those come from the spec and the plan, and the contract must match them.
+
+Then :func:`config_problems` checks the merged message against Triton's own rules, so a fragment cannot produce a
+config the server would refuse. :func:`render_config` prints with ``text_format`` (map entries sorted by key):
+identical messages give byte-identical text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf import text_format
+
+from generator.dtypes import by_triton
+from generator.errors import Problem
+from generator.gpu import compute_capability_key
+from generator.naming import WARMUP_FOLDER, model_name_problems
+from generator.planning.pbtxt import message_text
+from generator.resources import resource_dir
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+
+    from generator.planning.tensors import TensorPlan
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
+    from generator.triton.proto import model_config_pb2
+
+__all__ = [
+    "DEFAULT_QUEUE_DELAY_US",
+    "FRAGMENT_FORBIDDEN_FIELDS",
+    "ConfigBuild",
+    "ConfigRequest",
+    "PicklesModelConfig",
+    "base_config",
+    "build_model_config",
+    "config_problems",
+    "parse_config",
+    "plan_filenames",
+    "render_config",
+    "warmup_data_file",
+]
+
+ModelConfig = model_config_pb2.ModelConfig
+
+#: gen-repo's default dynamic-batching queue delay: long enough to gather a few concurrent requests, short enough
+#: not to matter for latency (Triton's own default is 0, which rarely forms batches).
+DEFAULT_QUEUE_DELAY_US = 100
+#: Fields a raw pbtxt fragment may not set (they come from the spec and the plan).
+FRAGMENT_FORBIDDEN_FIELDS = ("name", "platform", "backend", "max_batch_size", "input", "output")
+#: Targets and their template file.
+_TEMPLATES = {"tensorrt": "tensorrt.pbtxt", "onnx": "onnx.pbtxt", "python": "python.pbtxt"}
+#: Default instance group kind per target.
+_DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CPU"}
+_INT32_MAX = 2**31 - 1
+#: Enum numbers by name, looked up once (``EnumTypeWrapper.Value`` is a Python call per tensor of every config).
+_DATA_TYPES = dict(model_config_pb2.DataType.items())
+_INSTANCE_KINDS = dict(model_config_pb2.ModelInstanceGroup.Kind.items())
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRequest:
+    """What :func:`build_model_config` needs: the plan's decisions plus the model's merged options.
+
+    ``option_pointer(key, *rest)`` names where an option was set (the model entry or ``/defaults``), for problems.
+    """
+
+    name: str
+    target: str
+    max_batch_size: int
+    opt_batch: int
+    inputs: Sequence[TensorPlan]
+    outputs: Sequence[TensorPlan]
+    options: Mapping[str, Any]
+    file: str
+    model_pointer: str
+    option_pointer: Callable[..., str]
+    own_options: frozenset[str] = frozenset()
+    #: The version folder the build writes, and whether warmup reads the build's data files (``warmup_data_file``)
+    #: rather than zeros and random bytes (``gen-repo config`` writes no data, so it cannot point at any).
+    version: int = 1
+    warmup_data: bool = False
+
+
+def warmup_data_file(version: int, input_name: str) -> str:
+    """``input_data_file`` of one warmup input, relative to ``<model>/warmup/``: one folder per model version.
+
+    Per version because a publish uploads a new version (and its warmup data) while Triton may still load the
+    previous config: files an older config names are never overwritten.
+    """
+    return f"{version}/{input_name}"
+
+
+class PicklesModelConfig:
+    """Mixin for a frozen dataclass with a ``config`` ModelConfig: pickles it as the message's bytes.
+
+    For build workers and Ray tasks: tritonclient's generated ``model_config_pb2`` classes cannot be pickled (their
+    module is imported under a name pickle cannot find again).
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuild from the other fields and the config's deterministic bytes."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                  if f.name != "config"}
+        config = getattr(self, "config").SerializeToString(deterministic=True)  # noqa: B009 (a mixin's field)
+        return (_unpickle_with_config, (type(self), fields, config))
+
+
+def _unpickle_with_config(cls: type, fields: dict[str, Any], config: bytes) -> Any:
+    return cls(**fields, config=ModelConfig.FromString(config))
+
+
+@dataclass(slots=True)
+class ConfigBuild:
+    """The built message, the sentences explaining option decisions, and problems (empty when usable)."""
+
+    config: model_config_pb2.ModelConfig
+    notes: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+@functools.cache
+def _template(target: str) -> model_config_pb2.ModelConfig:
+    text = (resource_dir("templates") / "config" / _TEMPLATES[target]).read_text(encoding="utf-8")
+    return text_format.Parse(text, ModelConfig())
+
+
+def base_config(target: str) -> model_config_pb2.ModelConfig:
+    """Return a fresh copy of the target's base fragment (``templates/config/<target>.pbtxt``)."""
+    config = ModelConfig()
+    config.MergeFrom(_template(target))
+    return config
+
+
+def parse_config(text: str) -> model_config_pb2.ModelConfig:
+    """Parse pbtxt text into a ModelConfig (raises ``text_format.ParseError``)."""
+    return text_format.Parse(text, ModelConfig())
+
+
+def render_config(model_config: model_config_pb2.ModelConfig) -> str:
+    """``config.pbtxt`` text: protobuf text_format, deterministic (byte-identical for identical messages).
+
+    Exactly ``text_format.MessageToString(model_config)`` (map entries sorted by key), printed by
+    :func:`generator.planning.pbtxt.message_text`, which takes protobuf's C text encoder where that gives the same
+    bytes.
+    """
+    return message_text(model_config)
+
+
+def build_model_config(request: ConfigRequest) -> ConfigBuild:
+    """Build the ModelConfig for one planned model; see the module docstring for the merge order."""
+    r = request
+    build = ConfigBuild(base_config(r.target))
+    config = build.config
+    config.name = r.name
+    config.max_batch_size = r.max_batch_size
+    for tensor in r.inputs:
+        _add_io(config.input.add(), tensor)
+    for tensor in r.outputs:
+        _add_io(config.output.add(), tensor)
+
+    _target_option_problems(r, build)
+    _dynamic_batching(r, build)
+    _instance_groups(r, build)
+    _version_policy(r, config)
+    _warmup(r, build)
+    if r.options.get("response_cache"):
+        config.response_cache.enable = True
+    if r.options.get("parameters"):
+        for key, value in sorted(r.options["parameters"].items()):
+            config.parameters[key].string_value = value
+    if r.target == "tensorrt":
+        _tensorrt(r, build)
+    elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator"):
+        _onnx_accelerator(r, build)
+    _merge_fragment(r, build)
+    _confine_paths(r, build)
+    if not build.problems:
+        build.problems.extend(
+            Problem(r.file, r.model_pointer, message) for message in config_problems(config, r.name)
+        )
+    return build
+
+
+def _add_io(io: Any, tensor: TensorPlan) -> None:
+    io.name = tensor.name
+    io.data_type = _DATA_TYPES[tensor.data_type]
+    io.dims.extend(tensor.dims)
+    if tensor.reshape is not None:
+        io.reshape.SetInParent()
+        io.reshape.shape.extend(tensor.reshape)
+
+
+def _target_option_problems(r: ConfigRequest, build: ConfigBuild) -> None:
+    for key, target in (("cuda_graphs", "tensorrt"), ("compute_capabilities", "tensorrt"),
+                        ("onnx_tensorrt_accelerator", "onnx")):
+        if r.options.get(key) and r.target != target:
+            build.problems.append(
+                Problem(r.file, r.option_pointer(key), f"{key} applies to the {target} target only; this model's "
+                        f"target is {r.target}")
+            )
+
+
+def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
+    option = r.options.get("dynamic_batching", True)
+    if r.max_batch_size == 0:
+        if "dynamic_batching" in r.own_options and option is not False:
+            build.problems.append(
+                Problem(r.file, r.option_pointer("dynamic_batching"), "dynamic_batching is set but this model does "
+                        "not batch (max_batch_size 0; see the batching decision); remove it or force batching")
+            )
+        elif option is not False and "dynamic_batching" in r.options:
+            build.notes.append("dynamic batching off: max_batch_size is 0 (the defaults' dynamic_batching is ignored)")
+        else:
+            build.notes.append("dynamic batching off: max_batch_size is 0")
+        return
+    if option is False:
+        build.notes.append("dynamic batching off (manifest dynamic_batching: false)")
+        return
+    settings: Mapping[str, Any] = option if isinstance(option, Mapping) else {}
+    dyn = build.config.dynamic_batching
+    dyn.SetInParent()
+    preferred = list(settings.get("preferred_batch_size") or sorted({r.opt_batch, r.max_batch_size}))
+    for k, size in enumerate(preferred):
+        if not 1 <= size <= r.max_batch_size:
+            build.problems.append(
+                Problem(r.file, r.option_pointer("dynamic_batching", "preferred_batch_size", k),
+                        f"preferred_batch_size {size} is outside 1..max_batch_size ({r.max_batch_size})")
+            )
+    dyn.preferred_batch_size.extend(preferred)
+    delay = int(settings.get("max_queue_delay_microseconds", DEFAULT_QUEUE_DELAY_US))
+    dyn.max_queue_delay_microseconds = delay
+    if settings.get("preserve_ordering"):
+        dyn.preserve_ordering = True
+    if "priority_levels" in settings:
+        dyn.priority_levels = int(settings["priority_levels"])
+    if "default_priority_level" in settings:
+        dyn.default_priority_level = int(settings["default_priority_level"])
+    if "default_queue_policy" in settings:
+        _queue_policy(dyn.default_queue_policy, settings["default_queue_policy"])
+    if settings.get("priority_queue_policy"):
+        for level, policy in sorted(settings["priority_queue_policy"].items(), key=lambda kv: int(kv[0])):
+            _queue_policy(dyn.priority_queue_policy[int(level)], policy)
+    origin = "manifest" if "preferred_batch_size" in settings else "opt batch and max_batch_size"
+    delay_origin = "manifest" if "max_queue_delay_microseconds" in settings else "gen-repo default"
+    build.notes.append(
+        f"dynamic batching on: preferred_batch_size {preferred} ({origin}), max_queue_delay_microseconds {delay} "
+        f"({delay_origin})"
+    )
+
+
+def _queue_policy(message: Any, policy: Mapping[str, Any]) -> None:
+    message.SetInParent()
+    if "timeout_action" in policy:
+        message.timeout_action = model_config_pb2.ModelQueuePolicy.TimeoutAction.Value(policy["timeout_action"])
+    if "default_timeout_microseconds" in policy:
+        message.default_timeout_microseconds = int(policy["default_timeout_microseconds"])
+    if "allow_timeout_override" in policy:
+        message.allow_timeout_override = bool(policy["allow_timeout_override"])
+    if "max_queue_size" in policy:
+        message.max_queue_size = int(policy["max_queue_size"])
+
+
+def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
+    groups = r.options.get("instance_group")
+    if not groups:
+        kind = _DEFAULT_KIND[r.target]
+        if r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator"):
+            kind = "KIND_GPU"  # the TensorRT execution provider needs a GPU instance
+        groups = [{"kind": kind, "count": 1}]
+    for g, group in enumerate(groups):
+        message = build.config.instance_group.add()
+        if "name" in group:
+            message.name = group["name"]
+        kind = group.get("kind", _DEFAULT_KIND[r.target])
+        message.kind = _INSTANCE_KINDS[kind]
+        message.count = int(group.get("count", 1))
+        message.gpus.extend(group.get("gpus", []))
+        if r.target == "tensorrt":
+            if kind in ("KIND_CPU", "KIND_MODEL"):
+                build.problems.append(
+                    Problem(r.file, r.option_pointer("instance_group", g, "kind"),
+                            f"the tensorrt target runs on a GPU; instance group kind {kind} cannot serve a plan")
+                )
+            # One optimization profile is built (index 0); Triton uses only profile 0 unless groups list them.
+            message.profile.append("0")
+        elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator") and kind == "KIND_CPU":
+            build.problems.append(
+                Problem(r.file, r.option_pointer("instance_group", g, "kind"),
+                        "onnx_tensorrt_accelerator needs GPU instances; kind KIND_CPU cannot use it")
+            )
+
+
+def _version_policy(r: ConfigRequest, config: model_config_pb2.ModelConfig) -> None:
+    policy = r.options.get("version_policy")
+    if not policy:
+        return
+    config.ClearField("version_policy")
+    if "latest" in policy:
+        config.version_policy.latest.num_versions = int(policy["latest"])
+    elif "all" in policy:
+        config.version_policy.all.SetInParent()
+    else:
+        config.version_policy.specific.versions.extend(int(v) for v in policy["specific"])
+
+
+def _item_dims(tensor: TensorPlan, shape: Sequence[int]) -> list[int]:
+    """Dims of one request item at ``shape`` (batch axis dropped; ``[1]`` for a per-item scalar)."""
+    if tensor.batch_axis is None:
+        return list(shape)
+    return list(shape[1:]) or [1]
+
+
+def _warmup(r: ConfigRequest, build: ConfigBuild) -> None:
+    enabled = r.options.get("warmup", r.target == "tensorrt")
+    if not enabled:
+        return
+    warmup = build.config.model_warmup.add()
+    batch = r.opt_batch if r.max_batch_size > 0 else 1
+    warmup.name = "opt_shape"
+    # Triton sends `batch_size` requests of one item each, executed together: the opt batch.
+    warmup.batch_size = batch
+    for tensor in r.inputs:
+        entry = warmup.inputs[tensor.name]
+        entry.data_type = _DATA_TYPES[tensor.data_type]
+        entry.dims.extend(_item_dims(tensor, tensor.opt_shape))
+        if r.warmup_data:
+            entry.input_data_file = warmup_data_file(r.version, tensor.name)
+        elif (dtype := by_triton(tensor.data_type)) is not None and dtype.floating:
+            # Integers and booleans get zeros: random bytes could be token ids beyond a table or non-0/1 booleans
+            # that fail the load.
+            entry.random_data = True
+        else:
+            entry.zero_data = True
+    if r.warmup_data:
+        # Real data: zeros or random bytes can be invalid input (token ids beyond a table, a timestep outside its
+        # range) that takes a path the model never serves, or fails the load.
+        build.notes.append(f"warmup at the opt shape with batch size {batch}: the opt reference case's first item "
+                           f"(a sample where one fits), in {WARMUP_FOLDER}/{r.version}/")
+    else:
+        build.notes.append(f"warmup at the opt shape with batch size {batch}")
+
+
+def plan_filenames(compute_capabilities: Iterable[str], stem: str = "model") -> dict[str, str]:
+    """Name one plan per compute capability for Triton's ``cc_model_filenames``: ``model.sm_<major><minor>.plan``.
+
+    ``{"8.9": "model.sm_89.plan", "9.0": "model.sm_90.plan"}`` (the ``sm_XY`` tag is nvcc's architecture name, so the
+    file says which GPUs it runs on): one entry per distinct capability, ordered by capability (deterministic).
+    Raises ValueError on a malformed capability.
+    """
+    keys = sorted(set(compute_capabilities), key=compute_capability_key)
+    return {cc: "{}.sm_{}{}.plan".format(stem, *compute_capability_key(cc)) for cc in keys}
+
+
+def _tensorrt(r: ConfigRequest, build: ConfigBuild) -> None:
+    config = build.config
+    for cc, filename in plan_filenames(r.options.get("compute_capabilities") or []).items():
+        config.cc_model_filenames[cc] = filename
+    if r.options.get("cuda_graphs"):
+        cuda = config.optimization.cuda
+        cuda.graphs = True
+        if r.max_batch_size == 0:
+            sizes = [0]
+        elif config.HasField("dynamic_batching"):
+            sizes = list(config.dynamic_batching.preferred_batch_size)
+        else:
+            sizes = [r.opt_batch]
+        for size in sizes:
+            spec = cuda.graph_spec.add()
+            spec.batch_size = size
+            for tensor in r.inputs:
+                spec.input[tensor.name].dim.extend(_item_dims(tensor, tensor.opt_shape))
+        build.notes.append(f"CUDA graphs captured at the opt shape for batch sizes {sizes}")
+
+
+def _shape_list(tensors: Sequence[TensorPlan], which: str) -> str:
+    return ",".join(f"{t.name}:{'x'.join(str(d) for d in getattr(t, which))}" for t in tensors)
+
+
+def _onnx_accelerator(r: ConfigRequest, build: ConfigBuild) -> None:
+    accelerator = build.config.optimization.execution_accelerators.gpu_execution_accelerator.add()
+    accelerator.name = "tensorrt"
+    accelerator.parameters["trt_profile_min_shapes"] = _shape_list(r.inputs, "min_shape")
+    accelerator.parameters["trt_profile_opt_shapes"] = _shape_list(r.inputs, "opt_shape")
+    accelerator.parameters["trt_profile_max_shapes"] = _shape_list(r.inputs, "max_shape")
+    build.notes.append("ONNX Runtime TensorRT accelerator with the spec's min/opt/max profile shapes")
+
+
+def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
+    text = r.options.get("pbtxt")
+    if not text:
+        return
+    where = r.option_pointer("pbtxt")
+    try:
+        fragment = parse_config(text)
+    except text_format.ParseError as error:
+        build.problems.append(Problem(r.file, where, f"pbtxt fragment does not parse as a ModelConfig: {error}"))
+        return
+    forbidden = sorted(f.name for f, _ in fragment.ListFields() if f.name in FRAGMENT_FORBIDDEN_FIELDS)
+    if forbidden:
+        build.problems.append(
+            Problem(r.file, where, f"pbtxt fragment may not set {', '.join(forbidden)}: they come from the spec and "
+                    "the plan (use name, max_batch_size, batching or tensor_names instead)")
+        )
+        return
+    build.config.MergeFrom(fragment)
+    build.notes.append("raw pbtxt fragment merged last (repeated fields append, map entries replace by key)")
+
+
+def _confine_paths(r: ConfigRequest, build: ConfigBuild) -> None:
+    """Refuse config values naming a path that leaves the model's folder (:mod:`generator.confinement`).
+
+    Located where the manifest gives the value: its ``parameters`` entry, else the pbtxt fragment (the only other
+    way a manifest names such a field), else the model entry.
+    """
+    from generator.confinement import config_path_escapes
+
+    parameters = r.options.get("parameters") or {}
+    for escape in config_path_escapes(build.config):
+        if escape.parameter is not None and parameters.get(escape.parameter) == escape.value:
+            where = r.option_pointer("parameters", escape.parameter)
+        elif r.options.get("pbtxt"):
+            where = r.option_pointer("pbtxt")
+        else:
+            where = r.model_pointer
+        build.problems.append(Problem(r.file, where, escape.message))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Triton's rules
+# --------------------------------------------------------------------------------------------------------------------
+def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | None = None) -> list[str]:
+    """Why Triton would refuse ``config`` (or serve something else than meant); empty when it is fine.
+
+    Mirrors the checks of Triton's ``model_config_utils.cc`` and the TensorRT backend that a generated config can
+    violate: name = folder, I/O dims and reshape, batching limits, dynamic batching, instance profiles, warmup.
+    """
+    # Repeated fields are read once each with [:]: iterating a upb container directly ends in a formatted
+    # IndexError, a measurable part of a config's cost (bench/bench_config_gen.py).
+    out: list[str] = []
+    name = config.name
+    if folder_name is not None and name != folder_name:
+        out.append(f"config name {name!r} differs from the model folder {folder_name!r}")
+    out.extend(model_name_problems(name))
+    mbs = config.max_batch_size
+    if mbs < 0:
+        out.append("max_batch_size must be >= 0")
+    platform = config.platform
+    if not platform and not config.backend:
+        out.append("config names neither platform nor backend")
+    if not config.HasField("version_policy"):
+        out.append("config has no version_policy (it must be complete without auto-complete)")
+    inputs, outputs = config.input[:], config.output[:]
+    input_names = [io.name for io in inputs]
+    for kind, ios, names in (("input", inputs, input_names), ("output", outputs, [io.name for io in outputs])):
+        if len(set(names)) != len(names):
+            for duplicate in sorted({n for n in names if names.count(n) > 1}):
+                out.append(f"{kind} name {duplicate!r} is used more than once")
+        for io, io_name in zip(ios, names, strict=True):
+            _io_problems(kind, io, io_name, mbs, out)
+    if not inputs or not outputs:
+        out.append("config needs at least one input and one output")
+    if config.HasField("dynamic_batching"):
+        dyn = config.dynamic_batching
+        for size in dyn.preferred_batch_size[:]:
+            if not 1 <= size <= mbs:
+                out.append(f"preferred_batch_size {size} is outside 1..max_batch_size ({mbs})")
+        if dyn.preserve_ordering and dyn.priority_levels > 1:
+            out.append("preserve_ordering is refused with priority_levels > 1")
+        if dyn.priority_levels and not 1 <= dyn.default_priority_level <= dyn.priority_levels:
+            out.append(f"default_priority_level must be in 1..{dyn.priority_levels}")
+    if platform == "tensorrt_plan":
+        for g, group in enumerate(config.instance_group[:]):
+            if "0" not in group.profile[:]:
+                out.append(f"instance_group {g} does not list optimization profile '0'")
+    for warmup in config.model_warmup[:]:
+        if mbs == 0 and warmup.batch_size != 1:
+            out.append(f"warmup {warmup.name!r}: batch_size must be 1 when max_batch_size is 0")
+        elif mbs > 0 and not 1 <= warmup.batch_size <= mbs:
+            out.append(f"warmup {warmup.name!r}: batch_size {warmup.batch_size} is outside 1..{mbs}")
+        entries = warmup.inputs
+        for input_name in entries:  # not .items(): that is a Python-level view over the upb map
+            if input_name not in input_names:
+                out.append(f"warmup {warmup.name!r} names unknown input {input_name!r}")
+            dims = entries[input_name].dims[:]
+            if dims and min(dims) < 1:
+                out.append(f"warmup {warmup.name!r} input {input_name!r}: dims {dims} are not fully specified")
+    return out
+
+
+def _io_problems(kind: str, io: Any, name: str, mbs: int, out: list[str]) -> None:
+    """Append why Triton would refuse one input or output (this runs for every tensor of every config: kept lean)."""
+    dims = io.dims[:]
+    if not name:
+        out.append(f"{kind} without a name")
+    if io.data_type == model_config_pb2.TYPE_INVALID:
+        out.append(f"{kind} {name!r} has no data_type")
+    if not dims:
+        out.append(f"{kind} {name!r} has empty dims (a scalar needs dims [1] with an empty reshape)")
+    elif min(dims) < -1 or max(dims) > _INT32_MAX or 0 in dims:
+        out.append(f"{kind} {name!r} dims {dims} must be -1 or 1..{_INT32_MAX}")
+    if mbs == 0 and io.HasField("reshape") and not io.reshape.shape:
+        out.append(f"{kind} {name!r} has an empty reshape, which Triton refuses for a non-batching model "
+                   "(max_batch_size 0)")

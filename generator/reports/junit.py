@@ -1,0 +1,107 @@
+r"""Smoke reports as files: JUnit XML for CI systems and JSON for machines.
+
+JUnit XML follows the common shape CI systems and readers such as ``junitparser`` understand: a ``<testsuites>``
+root, one ``<testsuite>`` per model, one ``<testcase classname="<model>" name="<check>" time="...">`` per check, with
+a ``<failure>``, ``<error>`` or ``<skipped>`` child where the check did not pass. The failure text carries the
+check's details as JSON so the reason is visible in the CI's test view.
+
+XML 1.0 cannot carry every string: control characters other than tab, newline and carriage return, lone
+surrogates (a folder name that is not UTF-8 reaches Python as those) and U+FFFE/U+FFFF are not characters of any XML
+document, escaped or not. Each becomes its visible Python escape (``\x01``, ``\udc80``), so a model folder named
+with control characters still gets a well-formed report that names it recognisably.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from generator.atomic_write import write_atomically
+from generator.serving.smoke_results import CheckResult, SmokeReport
+
+__all__ = ["json_report", "junit_xml", "write_json", "write_junit_xml", "xml_safe"]
+
+#: The element a non-passing status becomes.
+_ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped"}
+#: What XML 1.0 cannot carry (its Char production, inverted): most C0 controls, surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    r"""``text`` with every character XML 1.0 cannot carry replaced by its Python escape (``\x1b``)."""
+    return _NOT_XML.sub(lambda match: match.group().encode("unicode_escape", "backslashreplace").decode("ascii"),
+                        text)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _counts(results: list[CheckResult]) -> dict[str, str]:
+    return {
+        "tests": str(len(results)),
+        "failures": str(sum(r.status == "failed" for r in results)),
+        "errors": str(sum(r.status == "error" for r in results)),
+        "skipped": str(sum(r.status == "skipped" for r in results)),
+        "time": _seconds(sum(r.duration_s for r in results)),
+    }
+
+
+def junit_xml(report: SmokeReport, suite_name: str = "gen-repo smoke") -> str:
+    """The JUnit XML document for ``report`` (UTF-8 text with an XML declaration)."""
+    root = ET.Element("testsuites", {"name": suite_name, **_counts(report.results)})
+    for model in report.models:
+        results = [r for r in report.results if r.model == model]
+        suite = ET.SubElement(root, "testsuite", {"name": model, **_counts(results)})
+        properties = ET.SubElement(suite, "properties")
+        for name, value in (("server_url", report.server_url), ("protocol", report.protocol)):
+            ET.SubElement(properties, "property", {"name": name, "value": value})
+        for result in results:
+            case = ET.SubElement(
+                suite, "testcase", {"classname": model, "name": result.check, "time": _seconds(result.duration_s)}
+            )
+            element = _ELEMENT.get(result.status)
+            if element is None:
+                if result.message:
+                    ET.SubElement(case, "system-out").text = result.message
+                continue
+            child = ET.SubElement(case, element, {"message": result.message})
+            if element != "skipped":
+                child.set("type", result.status)
+                child.text = _failure_text(result)
+    for node in root.iter():  # every name, message and detail, wherever it came from
+        node.attrib = {key: xml_safe(value) for key, value in node.attrib.items()}
+        if node.text:
+            node.text = xml_safe(node.text)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _failure_text(result: CheckResult) -> str:
+    details = result.to_dict()["details"]
+    if not details:
+        return result.message
+    return f"{result.message}\n\ndetails:\n{json.dumps(details, indent=2, sort_keys=True)}"
+
+
+def write_junit_xml(report: SmokeReport, path: Path | str) -> Path:
+    """Write :func:`junit_xml` to ``path`` (parent folders created; replaced whole, a symlink there not followed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(path, junit_xml(report))
+
+
+def json_report(report: SmokeReport) -> str:
+    """The JSON report text: sorted keys, 2-space indent, trailing newline."""
+    document: dict[str, Any] = report.to_dict()
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def write_json(report: SmokeReport, path: Path | str) -> Path:
+    """Write :func:`json_report` to ``path`` (parent folders created; replaced whole, a symlink there not followed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(path, json_report(report))

@@ -1,0 +1,299 @@
+"""The contracts of a repository, as ``gen-repo diff`` and ``gen-repo publish`` compare them.
+
+A location is a repository folder, an ``s3://`` or ``gs://`` repository, or one model's version folder (local or in
+a bucket: ``repo/mlp/3``). Per model the contract is that of the version Triton serves: the highest version the
+config's ``version_policy { specific }`` names (what ``gen-repo publish`` pins), else the highest version folder.
+It comes from ``<model>/<version>/gen_repo/contract.json`` (exact) or, for a repository gen-repo did not build, from
+``<model>/config.pbtxt`` (:meth:`generator.client.ModelContract.from_config`; the diff lists what it cannot tell).
+
+Every file is read within the limits of :mod:`generator.bounded` and inside its repository
+(:func:`generator.confinement.confined_path`); a bucket's objects are read one by one, only the configs and
+contracts (never the model files). Every problem is collected and raised at once as a located
+:class:`~generator.errors.GenRepoError` (exit 2); an unreachable store is a
+:class:`~generator.repository.storage.StorageUnreachable` (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from generator.bounded import read_bytes
+from generator.client import ModelContract
+from generator.confinement import confined_path
+from generator.contracts.diff import ContractDiff, diff_repositories
+from generator.errors import GenRepoError, Problem
+from generator.naming import version_folder
+from generator.planning.contract import contract_model_problem
+from generator.repository.storage import (
+    StorageURL,
+    is_storage_url,
+    list_objects,
+    open_filesystem,
+    parse_url,
+    read_object,
+    repository_objects,
+    storage_errors,
+)
+
+__all__ = [
+    "BucketReader",
+    "FolderReader",
+    "Location",
+    "Reader",
+    "diff_locations",
+    "load_location",
+    "load_model_contract",
+    "served_version",
+]
+
+CONTRACT_PATH = "gen_repo/contract.json"
+
+
+class Reader(Protocol):
+    """A repository's files by repository-relative path (``mlp/config.pbtxt``)."""
+
+    def read(self, rel: str, limit_name: str) -> bytes | None:
+        """The file's bytes (None when there is none); UnreadableFileError beyond the limit."""
+
+    def where(self, rel: str) -> str:
+        """How problems name the file."""
+
+    def models(self) -> list[str]:
+        """The repository's model folders, sorted."""
+
+    def versions(self, model: str) -> set[int]:
+        """The model's numeric version folders."""
+
+
+@dataclass(frozen=True)
+class FolderReader:
+    """A repository folder on disk."""
+
+    root: Path
+
+    def read(self, rel: str, limit_name: str) -> bytes | None:
+        """See :class:`Reader`; a path leading outside the folder (a symlink) is refused (ValueError)."""
+        path = confined_path(self.root, *rel.split("/"))
+        if not path.is_file():
+            return None
+        return read_bytes(path, limit_name)
+
+    def where(self, rel: str) -> str:
+        """The file's path."""
+        return str(self.root.joinpath(*rel.split("/")))
+
+    def models(self) -> list[str]:
+        """Folders that hold a config.pbtxt or a numeric version folder (hidden folders are not models)."""
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
+                      and ((p / "config.pbtxt").is_file() or self.versions(p.name)))
+
+    def versions(self, model: str) -> set[int]:
+        """The model's version folders (:func:`generator.naming.version_folder`)."""
+        folder = self.root / model
+        found = (version_folder(p.name) for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else ()
+        return {v for v in found if v is not None}
+
+
+@dataclass
+class BucketReader:
+    """A repository in an object store: listed once, then only the objects asked for are fetched."""
+
+    fs: Any
+    target: StorageURL
+    objects: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, target: StorageURL, filesystem: Any = None) -> BucketReader:
+        """List the repository at ``target`` (call inside :func:`~generator.repository.storage.storage_errors`)."""
+        fs = filesystem if filesystem is not None else open_filesystem(target)
+        return cls(fs, target, repository_objects(list_objects(fs, target)))
+
+    def read(self, rel: str, limit_name: str) -> bytes | None:
+        """See :class:`Reader`: as :func:`generator.repository.storage.read_object` reads (its listed size first)."""
+        if rel not in self.objects:
+            return None
+        try:
+            return read_object(self.fs, self.target, rel, self.objects[rel], limit_name)
+        except FileNotFoundError:
+            return None
+
+    def where(self, rel: str) -> str:
+        """The object's URL."""
+        return self.target.object_url(rel)
+
+    def models(self) -> list[str]:
+        """Top-level names with a config.pbtxt or a version folder."""
+        names = {key.split("/")[0] for key in self.objects if "/" in key}
+        return sorted(n for n in names if not n.startswith(".")
+                      and (f"{n}/config.pbtxt" in self.objects or self.versions(n)))
+
+    def versions(self, model: str) -> set[int]:
+        """Version folders directly under the model (:func:`generator.naming.version_folder`)."""
+        found = (version_folder(parts[1]) for key in self.objects
+                 if len(parts := key.split("/")) > 2 and parts[0] == model)
+        return {v for v in found if v is not None}
+
+
+def _parse_config(data: bytes, where: str) -> model_config_pb2.ModelConfig:
+    config = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(data.decode("utf-8"), config)
+    except (UnicodeDecodeError, text_format.ParseError) as error:
+        raise GenRepoError([Problem(where, "", f"not a valid config.pbtxt: {error}")]) from error
+    return config
+
+
+def served_version(config: model_config_pb2.ModelConfig | None, folders: set[int]) -> int | None:
+    """The version Triton serves: the highest the config's ``specific`` policy names, else the highest folder."""
+    if config is not None and config.version_policy.WhichOneof("policy_choice") == "specific":
+        named = [int(v) for v in config.version_policy.specific.versions]
+        if named:
+            return max(named)
+    return max(folders) if folders else None
+
+
+def load_model_contract(reader: Reader, model: str, version: int | None = None) -> ModelContract:
+    """The contract of ``model`` at ``version`` (default: :func:`served_version`); GenRepoError naming the file."""
+    config_rel = f"{model}/config.pbtxt"
+    try:
+        config_bytes = reader.read(config_rel, "config_bytes")
+        config = _parse_config(config_bytes, reader.where(config_rel)) if config_bytes is not None else None
+        if version is None:
+            version = served_version(config, reader.versions(model))
+        contract_rel = f"{model}/{version}/{CONTRACT_PATH}"
+        data = reader.read(contract_rel, "document_bytes") if version is not None else None
+    except ValueError as error:  # a path leading out of the repository
+        raise GenRepoError([Problem(reader.where(model), "", str(error))]) from error
+    if data is not None:
+        where = reader.where(contract_rel)
+        try:
+            doc = json.loads(data)
+            if not isinstance(doc, dict):
+                raise ValueError("the document is not a JSON object")
+            if (why := contract_model_problem(doc, model)) is not None:
+                raise GenRepoError([Problem(where, "/model", why)])
+            contract = ModelContract.from_contract_dict(doc, source=where, config=config)
+        except KeyError as error:
+            raise GenRepoError([Problem(where, f"/{error.args[0]}", "missing: a gen-repo contract needs it")]) \
+                from error
+        except (ValueError, TypeError, AttributeError) as error:
+            raise GenRepoError([Problem(where, "", f"not a gen-repo contract: {error}")]) from error
+        return replace(contract, name=model, version=version)
+    if config is None:
+        raise GenRepoError([Problem(reader.where(model), "", f"neither {config_rel} nor "
+                                                             f"{model}/<version>/{CONTRACT_PATH}: not a model")])
+    return replace(ModelContract.from_config(config, name=model, source=reader.where(config_rel)), version=version)
+
+
+@dataclass(frozen=True)
+class Location:
+    """What one side of a diff holds: model name -> contract, and whether it was one model's version folder."""
+
+    label: str
+    contracts: dict[str, ModelContract]
+    version_folder: bool
+
+
+def _load_all(reader: Reader, label: str, models: list[str], version: int | None) -> dict[str, ModelContract]:
+    problems: list[Problem] = []
+    contracts = {}
+    for model in models:
+        try:
+            contracts[model] = load_model_contract(reader, model, version)
+        except GenRepoError as error:
+            problems += error.problems
+    if problems:
+        raise GenRepoError(problems, summary=f"cannot read the contracts of {label}")
+    return contracts
+
+
+def _split_version(path: str) -> tuple[str, str, int] | None:
+    """``root/model/3`` -> (root, model, 3) when the last part is a version number."""
+    parts = path.rstrip("/").split("/")
+    version = version_folder(parts[-1]) if len(parts) >= 3 else None
+    return ("/".join(parts[:-2]), parts[-2], version) if version is not None else None
+
+
+def _load_bucket(location: str, filesystem: Any) -> Location:
+    target = parse_url(location)
+    split = _split_version(target.path)
+    version_target = None
+    if split is not None and split[0]:
+        root_url = location.rstrip("/").rsplit("/", 2)[0]
+        version_target = (parse_url(root_url), split[1], split[2])
+    with storage_errors(target, "reading the repository's contracts"):
+        if version_target is not None:
+            root, model, version = version_target
+            reader = BucketReader.open(root, filesystem)
+            if any(key.startswith(f"{model}/{version}/") for key in reader.objects):
+                return Location(location, _load_all(reader, location, [model], version), True)
+        reader = BucketReader.open(target, filesystem)
+        models = reader.models()
+        if not models:
+            raise GenRepoError([Problem(location, "", "not a model repository: no <model>/config.pbtxt nor version "
+                                                      "folders under this URL")])
+        return Location(location, _load_all(reader, location, models, None), False)
+
+
+def _load_folder(location: str) -> Location:
+    path = Path(location)
+    if not path.is_dir():
+        raise GenRepoError([Problem(location, "", "not a folder, an s3:// or a gs:// repository")])
+    version = version_folder(path.name)
+    if version is not None and path.parent.name and ((path.parent / "config.pbtxt").is_file()
+                                                     or (path / CONTRACT_PATH).is_file()):
+        reader = FolderReader(path.parent.parent)
+        return Location(location, _load_all(reader, location, [path.parent.name], version), True)
+    reader = FolderReader(path)
+    models = reader.models()
+    if not models:
+        raise GenRepoError([Problem(location, "", "not a model repository: no model folder (with a config.pbtxt "
+                                                  "or a version folder)")])
+    return Location(location, _load_all(reader, location, models, None), False)
+
+
+def load_location(location: str, filesystem: Any = None) -> Location:
+    """The contracts at ``location`` (a folder, a bucket URL or a model's version folder); see the module docstring."""
+    return _load_bucket(location, filesystem) if is_storage_url(location) else _load_folder(location)
+
+
+def _both(old: str, new: str) -> Iterator[Location]:
+    problems: list[Problem] = []
+    loaded: list[Location] = []
+    for location in (old, new):
+        try:
+            loaded.append(load_location(location))
+        except GenRepoError as error:
+            if error.exit_code != GenRepoError.exit_code:
+                raise  # unreachable storage (exit 3) wins over bad input
+            problems += error.problems
+    if problems:
+        raise GenRepoError(problems, summary="nothing was compared")
+    yield from loaded
+
+
+def diff_locations(old: str, new: str) -> ContractDiff:
+    """Compare the contracts at ``old`` and ``new`` (both repositories, or both one model's version folders).
+
+    Two version folders compare one model whatever their folder names say (a model renamed between them included).
+    """
+    before, after = _both(old, new)
+    if before.version_folder != after.version_folder:
+        kinds = {True: "one model's version folder", False: "a repository"}
+        raise GenRepoError([Problem(old, "", f"is {kinds[before.version_folder]}, but {new} is "
+                                             f"{kinds[after.version_folder]}: compare two repositories or two version "
+                                             "folders")])
+    old_contracts, new_contracts = before.contracts, after.contracts
+    if before.version_folder:
+        (old_name, old_contract), = old_contracts.items()
+        (_new_name, new_contract), = new_contracts.items()
+        new_contracts = {old_name: replace(new_contract, name=old_name)}
+        old_contracts = {old_name: old_contract}
+    return diff_repositories(old_contracts, new_contracts, old_label=old, new_label=new)

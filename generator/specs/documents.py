@@ -1,0 +1,322 @@
+"""Reading spec and manifest documents safely: JSON and YAML within limits, nothing executed.
+
+JSON and YAML (safe loader, no tags, no aliases beyond a small budget) only. Nothing from a document is ever
+unpickled, evaluated or imported. Every failure is a :class:`~generator.errors.Problem` naming the file, the JSON
+pointer and what is wrong. Validating a document against the JSON Schemas in ``schemas/`` is
+:mod:`generator.specs.json_schema`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from generator.bounded import LIMITS, limit, read_bytes
+from generator.errors import GenRepoError, Problem
+
+# PyYAML is imported where used: it only reads .yaml files.
+
+#: The defaults of the limits in :data:`generator.bounded.LIMITS` (the one table; environment variables change them
+#: per run, see :func:`generator.bounded.limit`): spec and manifest bytes (a GraphSpec is a few KB), YAML aliases per
+#: document ("billion laughs" documents use thousands), nesting (a GraphSpec nests about 8 levels) and values,
+#: counted as often as YAML aliases repeat them (a few nested aliases expand exponentially without tripping the
+#: alias limit; a GraphSpec has a few hundred).
+MAX_DOCUMENT_BYTES = LIMITS["document_bytes"].default
+MAX_YAML_ALIASES = LIMITS["yaml_aliases"].default
+MAX_NESTING = LIMITS["nesting"].default
+MAX_DOCUMENT_VALUES = LIMITS["document_values"].default
+
+_PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+#: torch.save() writes a zip archive of pickles (AITune checkpoints); refused like a bare pickle.
+_TORCH_SAVE_MAGIC = b"PK\x03\x04"
+
+
+#: Read YAML with libyaml's C parser (``yaml.CSafeLoader``) where PyYAML was built with it (its wheels are): about
+#: 3x faster on a manifest. False falls back to the pure-Python ``SafeLoader`` (the tests switch it off to check
+#: that both paths enforce the same limits).
+PREFER_LIBYAML = True
+
+
+class _NonFiniteError(ValueError):
+    """A JSON number that overflows to infinity (``1e999``): reported like any NaN or Infinity."""
+
+
+@functools.cache
+def _python_yaml_loader() -> type:
+    """Pure-Python SafeLoader that refuses documents with too many aliases (YAML alias bombs) while composing."""
+    import yaml
+
+    class AliasCountingLoader(yaml.SafeLoader):
+        def __init__(self, stream: Any) -> None:
+            super().__init__(stream)
+            self._aliases = 0
+            self._max_aliases = limit("yaml_aliases")
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            """Count aliases while composing; refuse past the budget."""
+            if self.check_event(yaml.events.AliasEvent):
+                self._aliases += 1
+                if self._aliases > self._max_aliases:
+                    raise yaml.YAMLError(f"more than {self._max_aliases} YAML aliases (alias bomb?)")
+            return super().compose_node(parent, index)
+
+    return AliasCountingLoader
+
+
+def yaml_loader() -> type:
+    """The loader class :func:`load_document` reads YAML with: ``yaml.CSafeLoader`` where libyaml is available.
+
+    Both are safe loaders (standard YAML types only, never Python objects). The C loader composes in C, so aliases are
+    counted on the composed node graph (:func:`_count_aliases`) before anything is constructed; the Python one counts
+    them while composing.
+    """
+    import yaml
+
+    if PREFER_LIBYAML and getattr(yaml, "__with_libyaml__", False):
+        return yaml.CSafeLoader
+    return _python_yaml_loader()
+
+
+def _count_aliases(root: Any) -> None:
+    """Raise YAMLError when the composed node graph holds more than the ``yaml_aliases`` limit of aliases.
+
+    A composed node appears once in its parent unless an alias repeats it (a merge key ``<<: *x`` included), so every
+    reference to a node already seen is one alias, exactly what the Python loader counts. Each node is entered once:
+    the walk is linear in the text, never in the expansion an alias bomb aims at.
+    """
+    import yaml
+
+    seen = {id(root)}
+    stack = [root]
+    aliases = 0
+    max_aliases = limit("yaml_aliases")
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            children: Any = itertools.chain.from_iterable(node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        else:
+            continue
+        for child in children:
+            if id(child) in seen:
+                aliases += 1
+                if aliases > max_aliases:
+                    raise yaml.YAMLError(f"more than {max_aliases} YAML aliases (alias bomb?)")
+            else:
+                seen.add(id(child))
+                stack.append(child)
+
+
+def _load_yaml(text: str) -> Any:
+    """Parse YAML text into plain data with the alias budget enforced (YAMLError or RecursionError otherwise)."""
+    import yaml
+
+    loader_class = yaml_loader()
+    if loader_class is not yaml.CSafeLoader:
+        return yaml.load(text, Loader=loader_class)  # a SafeLoader subclass
+    loader = loader_class(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if "*" in text:  # no '*' in the text: no alias, nothing to count
+            _count_aliases(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteError(text)
+    return value
+
+
+#: Every byte but a quote or a bracket (deleted by ``bytes.translate``), and each byte's step in bracket depth.
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
+_BRACKET_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+
+
+def _json_may_nest_deeper(raw: bytes, limit: int) -> bool:
+    r"""Tell whether a parsed JSON text may nest its value deeper than ``limit`` (False: it certainly does not).
+
+    Fewer opening brackets than the limit cannot nest deeper (most GraphSpecs have a few dozen: two C calls decide).
+    Otherwise brackets are counted outside strings: the text parsed, so every backslash starts a two-character
+    escape; removing ``\\`` pairs, then ``\"``, leaves only the quotes that delimit strings, and every other
+    piece between quotes is outside a string. Bytes methods and ``accumulate`` run in C: about 3x faster than
+    walking the parsed value of a GraphSpec.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    cleaned = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_QUOTE_OR_BRACKET)
+    outside = b"".join(cleaned.split(b'"')[::2])
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, outside)), default=0) > limit
+
+
+def _reject_non_finite(value: str) -> Any:
+    raise ValueError(f"{value} is not valid JSON")
+
+
+def _depth(value: Any, limit: int) -> bool:
+    """True when ``value`` nests containers deeper than ``limit`` (iterative: no recursion limit to hit)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return False
+
+
+def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
+    """Parse a JSON or YAML file into plain data; raise GenRepoError naming the file and what is wrong.
+
+    YAML is chosen by the ``.yaml``/``.yml`` suffix; everything else is parsed as JSON (NaN and Infinity refused).
+    AITune's pickled binary form is recognised and refused with a pointer to the JSON form. The file is read by
+    :func:`generator.bounded.read_bytes`: regular files only, at most the ``document_bytes`` limit (``max_bytes``
+    lowers it for one call).
+    """
+    name = str(path)
+    try:
+        raw = read_bytes(name, "document_bytes")
+    except FileNotFoundError as error:
+        raise GenRepoError([Problem(name, "", f"cannot read file: {error.strerror}")]) from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise GenRepoError([Problem(name, "", f"file is {len(raw)} bytes; at most {max_bytes} are accepted")])
+    if raw.startswith(_PICKLE_MAGIC) or raw.startswith(_TORCH_SAVE_MAGIC):
+        raise GenRepoError(
+            [
+                Problem(
+                    name,
+                    "",
+                    "this looks like AITune's pickled binary form; gen-repo never unpickles. Export the JSON form "
+                    "instead (GraphSpec JSON as in AITune's tune report: SampleMetadata.to_json_dict())",
+                )
+            ]
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
+    max_nesting, max_values = limit("nesting"), limit("document_values")
+    too_deep = Problem(name, "", f"document nests deeper than {max_nesting} levels")
+    non_finite = Problem(name, "", "document contains NaN or Infinity, which are not valid here")
+    is_yaml = os.path.splitext(name)[1].lower() in {".yaml", ".yml"}
+    try:
+        if is_yaml:
+            data = _load_yaml(text)
+        else:
+            data = json.loads(text, parse_constant=_reject_non_finite, parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        message = f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        raise GenRepoError([Problem(name, "", message)]) from None
+    except RecursionError:
+        # The message of a RecursionError depends on the stack depth; say what is wrong with the document instead.
+        raise GenRepoError([too_deep]) from None
+    except _NonFiniteError:
+        raise GenRepoError([non_finite]) from None
+    except ValueError as error:
+        raise GenRepoError([Problem(name, "", f"cannot parse: {error}")]) from None
+    except Exception as error:  # yaml.YAMLError: PyYAML is imported only for YAML files
+        if not is_yaml or not _is_yaml_error(error):
+            raise
+        problem = getattr(error, "problem", None) or str(error)
+        if "maximum nesting depth" in problem:  # libyaml's own limit (1,000 levels), far above ours
+            raise GenRepoError([too_deep]) from None
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise GenRepoError([Problem(name, "", f"invalid YAML{where}: {problem}")]) from None
+    # JSON cannot alias, and every JSON value takes at least one character, so a short text cannot hold too many
+    # values; brackets nested no deeper than the limit bound the value's nesting. Only YAML (or an unusually large
+    # or deep JSON text) is walked.
+    if (is_yaml or len(text) > max_values) and _too_many_values(data, max_values):
+        raise GenRepoError(
+            [Problem(name, "", f"document expands to more than {max_values} values (YAML alias bomb?)")]
+        )
+    if (is_yaml or _json_may_nest_deeper(raw, max_nesting)) and _depth(data, max_nesting):
+        raise GenRepoError([too_deep])
+    if is_yaml and _has_non_finite(data):  # JSON: refused while parsing (parse_constant, parse_float)
+        raise GenRepoError([non_finite])
+    return data
+
+
+def _is_yaml_error(error: Exception) -> bool:
+    import yaml
+
+    return isinstance(error, yaml.YAMLError)
+
+
+def _too_many_values(value: Any, limit: int) -> bool:
+    """Tell whether ``value`` expands to more than ``limit`` values; stops early, so its cost is bounded by limit."""
+    stack = [value]
+    count = 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _has_non_finite(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def key_marks(path: Path | str) -> dict[tuple[Any, ...], tuple[int, int]]:
+    """The 1-based line and column of every mapping key of a YAML or JSON document, by its path of keys and indices.
+
+    Used on the error path only, after :func:`load_document` accepted the file (size, aliases, nesting): the text is
+    composed into YAML nodes, which keep their marks (JSON is read as YAML for this; a JSON text YAML cannot read
+    gives no marks). Every node is entered once, so aliases cannot make the walk large.
+    """
+    import yaml
+
+    try:
+        raw = read_bytes(path, "document_bytes")
+        loader = yaml_loader()(raw.decode("utf-8"))
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+    except (GenRepoError, OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return {}
+    marks: dict[tuple[Any, ...], tuple[int, int]] = {}
+    max_nesting = limit("nesting")
+    seen: set[int] = set()
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())] if root is not None else []
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen or len(where) > max_nesting:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    marks.setdefault((*where, key.value), (key.start_mark.line + 1, key.start_mark.column + 1))
+                    stack.append((value, (*where, key.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, (*where, index)) for index, item in enumerate(node.value))
+    return marks

@@ -1,0 +1,295 @@
+"""Manifest loading: schema, paths, spec selection, defaults, conflicts, names (generator/manifest/loading.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from generator.errors import GenRepoError
+from generator.manifest.loading import load_manifest
+from tests.manifest_helpers import AITUNE, EXAMPLES_MANIFEST, batch_graph, problems_of, write_manifest
+
+
+def _load_error(folder: Path, document: dict, **kwargs) -> list[str]:
+    with pytest.raises(GenRepoError) as info:
+        load_manifest(write_manifest(folder, document), **kwargs)
+    return problems_of(info.value)
+
+
+def test_example_manifest_loads():
+    manifest = load_manifest(EXAMPLES_MANIFEST)
+    assert [m.name for m in manifest.models] == ["mlp", "text"]
+    mlp = manifest.models[0]
+    assert mlp.version == 1
+    assert mlp.target == "auto"
+    assert mlp.source is not None and mlp.source.kind == "factory"
+    assert mlp.source.factory == "examples.models:make_mlp"
+    assert mlp.spec_file == (EXAMPLES_MANIFEST.parent / "specs" / "mlp.graphspec.json").resolve()
+    assert mlp.spec_pointer == "/graph"
+    assert manifest.output_dir == (EXAMPLES_MANIFEST.parent / "model_repository").resolve()
+
+
+def test_json_manifest_and_inline_spec(tmp_path):
+    path = write_manifest(tmp_path, {"models": [{"name": "m", "spec": batch_graph()}]}, name="m.json")
+    manifest = load_manifest(path)
+    assert manifest.models[0].spec_file == path
+    assert manifest.models[0].spec_pointer == "/models/0/spec"
+
+
+def test_inline_wrapper_form(tmp_path):
+    manifest = load_manifest(write_manifest(tmp_path, {"models": [{"name": "m", "spec": {"graph": batch_graph()}}]}))
+    assert manifest.models[0].spec_pointer == "/models/0/spec/graph"
+
+
+def test_invalid_inline_spec_points_into_manifest(tmp_path):
+    bad = batch_graph()
+    bad["input_spec"]["tensor_data"][0]["min_shape"] = [1]
+    problems = _load_error(tmp_path, {"models": [{"name": "m", "spec": bad}]})
+    assert any(p.startswith("/models/0/spec/input_spec/tensor_data/0") for p in problems), problems
+
+
+def test_defaults_merge(tmp_path):
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "mlp.json")
+    document = {
+        "defaults": {"target": "onnx", "parameters": {"a": "1", "b": "2"}, "warmup": True,
+                     "dynamic_batching": {"max_queue_delay_microseconds": 7}},
+        "models": [
+            {"spec": "mlp.json", "parameters": {"b": "3"}, "dynamic_batching": {"preferred_batch_size": [2]}},
+            {"name": "other", "spec": "mlp.json", "target": "python", "dynamic_batching": False},
+        ],
+    }
+    manifest = load_manifest(write_manifest(tmp_path, document))
+    first, second = manifest.models
+    assert first.name == "mlp_0"  # numbered AITune graph outside a tune report: file stem + graph name
+    assert first.target == "onnx" and second.target == "python"
+    assert first.options["parameters"] == {"a": "1", "b": "3"}
+    assert first.options["dynamic_batching"] == {"max_queue_delay_microseconds": 7, "preferred_batch_size": [2]}
+    assert second.options["dynamic_batching"] is False
+    assert first.option_pointer("warmup") == "/defaults/warmup"
+    assert first.option_pointer("parameters") == "/models/0/parameters"
+
+
+def test_unknown_keys_everywhere_reported_at_once(tmp_path):
+    problems = _load_error(tmp_path, {
+        "bogus": 1,
+        "defaults": {"targte": "onnx"},
+        "models": [{"spec": "x.json", "colour": "red", "dynamic_batching": {"delay": 1}}],
+    })
+    joined = "\n".join(problems)
+    assert any(p.startswith(": Additional properties") and "'bogus'" in p for p in problems)
+    assert "/defaults: Additional properties" in joined
+    assert "/models/0: Additional properties" in joined
+    assert "/models/0/dynamic_batching" in joined
+
+
+@pytest.mark.parametrize("name", ["gen-repo.yaml", "gen-repo.json"])
+def test_an_unknown_key_suggests_the_closest_known_key_with_its_line_and_column(tmp_path, name):
+    """A typo (``taget``) names the key, where it is in the file and the key that was meant."""
+    path = tmp_path / name
+    if name.endswith(".yaml"):
+        path.write_text("defaults:\n  batchng: auto\nmodels:\n  - spec: x.json\n    taget: python\n"
+                        "    dynamic_batching: {prefered_batch_size: [2]}\n")
+        at_target, at_batching, at_preferred = "line 5 column 5", "line 2 column 3", "line 6 column 24"
+    else:
+        path.write_text('{"defaults": {"batchng": "auto"},\n "models": [{"spec": "x.json", "taget": "python",\n'
+                        '   "dynamic_batching": {"prefered_batch_size": [2]}}]}\n')
+        at_target, at_batching, at_preferred = "line 2 column 32", "line 1 column 15", "line 3 column 25"
+    with pytest.raises(GenRepoError) as caught:
+        load_manifest(path)
+    messages = {p.pointer: p.message for p in caught.value.problems}
+    assert f"'taget' at {at_target}, did you mean 'target'?" in messages["/models/0"]
+    assert f"'batchng' at {at_batching}, did you mean 'batching'?" in messages["/defaults"]
+    assert f"'prefered_batch_size' at {at_preferred}, did you mean 'preferred_batch_size'?" in \
+        messages["/models/0/dynamic_batching"]
+    # A key like no known one lists the known keys instead of guessing.
+    path = tmp_path / "other.yaml"
+    path.write_text("models:\n  - spec: x.json\n    zzz: 1\n")
+    with pytest.raises(GenRepoError) as caught:
+        load_manifest(path)
+    assert "'zzz' at line 3 column 5; known keys: batch_axis_multipliers, batching," in str(caught.value)
+
+
+def test_missing_files_are_problems(tmp_path):
+    problems = _load_error(tmp_path, {"models": [
+        {"name": "a", "spec": "missing.json"},
+        {"name": "b", "spec": {"file": "gone.json", "graph": 0}, "source": {"onnx": "model.onnx"}},
+        {"name": "c", "spec": batch_graph(), "source": {"pt2": "model.pt2"}},
+    ]})
+    assert "/models/0/spec: spec file 'missing.json' not found" in problems
+    assert "/models/1/spec/file: spec file 'gone.json' not found" in problems
+    assert "/models/1/source/onnx: onnx file 'model.onnx' not found" in problems
+    assert "/models/2/source/pt2: pt2 file 'model.pt2' not found" in problems
+
+
+def test_factory_is_recorded_never_imported(tmp_path):
+    document = {"models": [{"name": "m", "spec": batch_graph(), "source": {"factory": "no_such_module_xyz:make"}}]}
+    manifest = load_manifest(write_manifest(tmp_path, document))
+    assert manifest.models[0].source.factory == "no_such_module_xyz:make"
+    problems = _load_error(tmp_path, {"models": [{"name": "m", "spec": batch_graph(),
+                                                  "source": {"factory": "os.system('x')"}}]})
+    assert any(p.startswith("/models/0/source") for p in problems)
+
+
+def test_paths_outside_the_manifest_folder_are_refused(tmp_path):
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "mlp.json")
+    os.symlink(tmp_path / "mlp.json", inner / "link.json")
+    document = {"output": "../out", "models": [
+        {"name": "a", "spec": "../mlp.json"},
+        {"name": "b", "spec": "link.json"},
+        {"name": "c", "spec": str(tmp_path / "mlp.json")},
+    ]}
+    problems = _load_error(inner, document)
+    for pointer in ("/output", "/models/0/spec", "/models/1/spec", "/models/2/spec"):
+        assert any(p.startswith(pointer + ": path") and "outside" in p for p in problems), (pointer, problems)
+    manifest = load_manifest(inner / "gen-repo.yaml", allow_outside=True)
+    assert len(manifest.models) == 3
+    assert manifest.output_dir == tmp_path / "out"
+
+
+def test_a_symlink_loop_or_a_nul_byte_is_a_located_problem(tmp_path):
+    """Paths that cannot be resolved are problems of their entry, never a traceback (Path.resolve raised on a loop)."""
+    os.symlink("a.json", tmp_path / "b.json")
+    os.symlink("b.json", tmp_path / "a.json")
+    problems = _load_error(tmp_path, {"models": [{"name": "a", "spec": "a.json"},
+                                                 {"name": "b", "spec": {"file": "x\0.json"}},
+                                                 {"name": "c", "spec": "specs/../../b.json"}]})
+    loop = "/models/0/spec: path 'a.json' cannot be used: Too many levels"
+    assert any(p.startswith(loop) for p in problems), problems
+    assert any(p.startswith("/models/1/spec/file: path 'x\\x00.json' cannot be used") for p in problems), problems
+    assert any(p.startswith("/models/2/spec: path") and "outside" in p for p in problems), problems
+
+
+def test_tune_report_graph_selection(tmp_path):
+    shutil.copy(AITUNE / "tune_report.json", tmp_path / "report.json")
+    problems = _load_error(tmp_path, {"models": [{"spec": "report.json"}]})
+    assert len(problems) == 1 and "holds 5 graphs" in problems[0] and "mlp/0" in problems[0]
+    document = {"models": [
+        {"spec": {"file": "report.json", "graph": "text"}},
+        {"spec": {"file": "report.json", "graph": 0}},
+        {"spec": {"file": "report.json", "graph": "two_outputs/0"}},
+    ]}
+    manifest = load_manifest(write_manifest(tmp_path, document))
+    assert [m.name for m in manifest.models] == ["text_0", "mlp_0", "two_outputs_0"]
+    assert [m.module_name for m in manifest.models] == ["text", "mlp", "two_outputs"]
+    assert manifest.models[0].spec_pointer == "/modules/1/graphs/0"
+    problems = _load_error(tmp_path, {"models": [{"spec": {"file": "report.json", "graph": "nope"}},
+                                                 {"spec": {"file": "report.json", "graph": 9}}]})
+    assert problems[0].startswith("/models/0/spec/graph: no single graph 'nope'")
+    assert problems[1].startswith("/models/1/spec/graph: no single graph 9")
+
+
+def test_invalid_spec_file_problems_name_the_spec_file(tmp_path):
+    doc = json.loads((AITUNE / "mlp.graphspec.json").read_text())
+    doc["graph"]["input_spec"]["tensor_data"][0]["dtype"] = 5
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    with pytest.raises(GenRepoError) as info:
+        load_manifest(write_manifest(tmp_path, {"models": [{"spec": "bad.json"}]}))
+    files = {Path(p.file).name for p in info.value.problems}
+    assert files == {"gen-repo.yaml", "bad.json"}
+
+
+@pytest.mark.parametrize(
+    ("options", "pointer", "words"),
+    [
+        ({"dynamic_batching": {"preserve_ordering": True, "priority_levels": 2, "default_priority_level": 1}},
+         "/models/0/dynamic_batching/preserve_ordering", "priority_levels 2"),
+        ({"batching": "none", "dynamic_batching": {"max_queue_delay_microseconds": 5}},
+         "/models/0/dynamic_batching", "batching is 'none'"),
+        ({"batching": "none", "max_batch_size": 4}, "/models/0/max_batch_size", "batching is 'none'"),
+        ({"dynamic_batching": {"priority_levels": 2, "default_priority_level": 3}},
+         "/models/0/dynamic_batching/default_priority_level", "1..priority_levels"),
+        ({"dynamic_batching": {"priority_levels": 2}}, "/models/0/dynamic_batching/priority_levels",
+         "default_priority_level"),
+        ({"dynamic_batching": {"priority_levels": 1, "default_priority_level": 1,
+                               "priority_queue_policy": {"3": {"max_queue_size": 1}}}},
+         "/models/0/dynamic_batching/priority_queue_policy/3", "outside"),
+        ({"dynamic_batching": {"preserve_ordering": True, "default_queue_policy": {
+            "timeout_action": "DELAY", "default_timeout_microseconds": 10}}},
+         "/models/0/dynamic_batching/default_queue_policy/timeout_action", "DELAY"),
+        ({"version": 3, "version_policy": {"specific": [1, 2]}}, "/models/0/version_policy/specific", "version 3"),
+        ({"instance_group": [{"kind": "KIND_CPU", "gpus": [0]}]}, "/models/0/instance_group/0/gpus", "KIND_CPU"),
+    ],
+)
+def test_conflicting_options(tmp_path, options, pointer, words):
+    problems = _load_error(tmp_path, {"models": [{"name": "m", "spec": batch_graph(), **options}]})
+    assert any(p.startswith(pointer + ":") and words in p for p in problems), problems
+
+
+def test_conflict_from_defaults_points_at_defaults(tmp_path):
+    document = {"defaults": {"batching": "none"},
+                "models": [{"name": "m", "spec": batch_graph(), "dynamic_batching": True}]}
+    problems = _load_error(tmp_path, document)
+    assert any(p.startswith("/models/0/dynamic_batching:") for p in problems)
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ".hidden", "bad name!", "x" * 200, "a\\b"])
+def test_bad_model_names(tmp_path, name):
+    problems = _load_error(tmp_path, {"models": [{"name": name, "spec": batch_graph()}]})
+    assert any(p.startswith("/models/0/name:") for p in problems), problems
+
+
+def test_duplicate_and_case_insensitive_names(tmp_path):
+    problems = _load_error(tmp_path, {"models": [
+        {"name": "Model", "spec": batch_graph()},
+        {"name": "Model", "spec": batch_graph()},
+        {"name": "model", "spec": batch_graph()},
+    ]})
+    assert any(p.startswith("/models/1/name:") and "already used" in p for p in problems)
+    assert any(p.startswith("/models/2/name:") and "only in case" in p for p in problems)
+
+
+def test_all_problems_at_once(tmp_path):
+    problems = _load_error(tmp_path, {"models": [
+        {"name": "a/b", "spec": "missing.json"},
+        {"name": "ok", "spec": batch_graph(), "source": {"onnx": "nope.onnx"},
+         "batching": "none", "max_batch_size": 2},
+    ]})
+    assert len(problems) >= 3
+
+
+def test_the_exporter_choice_merges_from_defaults_and_reaches_the_plan_and_the_cache_key(tmp_path):
+    from generator.building.pipeline import BuildOptions, model_cache_key
+    from generator.building.results import tool_versions
+    from generator.planning.targets import plan_build
+    from generator.repository.cache import BuildCache
+
+    document = {"defaults": {"export": {"exporter": "torchscript"}},
+                "models": [{"name": "pinned", "spec": batch_graph()},
+                           {"name": "dynamo", "spec": batch_graph(), "export": {"exporter": "dynamo"}},
+                           {"name": "auto", "spec": batch_graph(), "export": {"exporter": "auto"}}]}
+    plan, _ = plan_build(write_manifest(tmp_path, document), BuildOptions(target="python"))
+    assert [m.exporter for m in plan.models] == ["torchscript", "dynamo", "auto"]
+    # Everything else equal (the name too), each choice is its own cache entry: the exporter changes the file.
+    cache = BuildCache(tmp_path / "cache")
+    keys = {model_cache_key(cache, replace(m, name="m"), BuildOptions(), tool_versions()) for m in plan.models}
+    assert len(keys) == 3
+    (unset,) = plan_build(write_manifest(tmp_path / "unset", {"models": [{"name": "m", "spec": batch_graph()}]}),
+                          BuildOptions(target="python"))[0].models
+    assert unset.exporter == "auto"
+
+
+def test_a_bad_exporter_is_a_located_exit_2_error(tmp_path):
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    manifest = write_manifest(tmp_path, {"defaults": {"export": {"exproter": "dynamo"}},
+                                         "models": [{"name": "m", "spec": batch_graph(),
+                                                     "export": {"exporter": "onnxscript"}}]})
+    result = CliRunner().invoke(main, ["plan", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert f"{manifest}: /models/0/export/exporter: 'onnxscript' is not one of" in result.output
+    assert f"{manifest}: /defaults/export: " in result.output and "'exproter'" in result.output  # all at once
+    # The schema's values are the exporter module's choices.
+    from generator.building.export.onnx import EXPORTER_CHOICES
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "manifest.schema.json").read_text())
+    assert schema["$defs"]["option.export"]["properties"]["exporter"]["enum"] == list(EXPORTER_CHOICES)

@@ -1,0 +1,362 @@
+"""ModelConfig generation: goldens, determinism and every Triton rule of issue 3 (generator/planning/config.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from hypothesis import given
+from hypothesis import strategies as st
+from tritonclient.grpc import model_config_pb2
+
+from generator.errors import GenRepoError
+from generator.manifest.loading import load_manifest
+from generator.planning.config import (
+    DEFAULT_QUEUE_DELAY_US,
+    config_problems,
+    parse_config,
+    plan_filenames,
+    render_config,
+)
+from generator.planning.contract import contract_from_plan, render_contract
+from generator.planning.model_files import config_files
+from generator.planning.plan import plan_repository
+from tests.manifest_helpers import (
+    AITUNE,
+    EXAMPLES_MANIFEST,
+    batch_dim,
+    batch_graph,
+    fixture_models,
+    graph,
+    one_model,
+    plan_for,
+    problems_of,
+    tensor,
+)
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "configs"
+UPDATE = os.environ.get("GEN_REPO_UPDATE_GOLDEN") == "1"
+
+
+def _target_models() -> list[dict]:
+    mlp, text = str(AITUNE / "mlp.graphspec.json"), str(AITUNE / "text.graphspec.json")
+    explicit = str(AITUNE / "explicit_dynamic.graphspec.json")
+    return [
+        {"name": "mlp_trt", "spec": mlp, "target": "tensorrt", "cuda_graphs": True,
+         "compute_capabilities": ["8.6", "9.0"], "dynamic_batching": {"preferred_batch_size": [4, 8]}},
+        {"name": "text_trt", "spec": text, "target": "tensorrt", "instance_group": [{"kind": "KIND_GPU", "count": 2,
+                                                                                     "gpus": [0, 1]}]},
+        {"name": "explicit_trt", "spec": explicit, "target": "tensorrt", "cuda_graphs": True},
+        {"name": "mlp_onnx", "spec": mlp, "target": "onnx", "version": 3},
+        {"name": "text_onnx_trt", "spec": text, "target": "onnx", "onnx_tensorrt_accelerator": True},
+        {"name": "stacked_onnx", "spec": str(AITUNE / "stacked_cfg.graphspec.json"), "target": "onnx",
+         "onnx_tensorrt_accelerator": True, "warmup": True},
+    ]
+
+
+def _plan(case: str, tmp: Path):
+    if case == "examples":
+        return plan_repository(load_manifest(EXAMPLES_MANIFEST))
+    if case == "aitune":
+        return plan_for(tmp, {"models": fixture_models("python")})
+    return plan_for(tmp, {"models": _target_models()})
+
+
+CASES = ("examples", "aitune", "targets")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_configs(case, tmp_path):
+    plan = _plan(case, tmp_path)
+    folder = GOLDEN / case
+    produced = {f"{m.name}/config.pbtxt": render_config(m.config) for m in plan.models}
+    if UPDATE:
+        for relative, text in produced.items():
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative).write_text(text, encoding="utf-8")
+    on_disk = {p.relative_to(folder).as_posix(): p.read_text(encoding="utf-8") for p in folder.glob("*/config.pbtxt")}
+    assert on_disk == produced
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_regenerating_is_byte_identical_and_parses_back(case, tmp_path):
+    first = config_files(_plan(case, tmp_path / "a"))
+    second = config_files(_plan(case, tmp_path / "b"))
+    assert first == second
+    for relative, text in first.items():
+        if relative.endswith("config.pbtxt"):
+            message = text_format.Parse(text, model_config_pb2.ModelConfig())
+            assert render_config(message) == text
+            assert config_problems(message, relative.split("/")[0]) == []
+
+
+def test_parameters_render_sorted_whatever_the_manifest_order(tmp_path):
+    a = one_model(tmp_path / "a", batch_graph(), parameters={"b": "2", "a": "1"})
+    b = one_model(tmp_path / "b", batch_graph(), parameters={"a": "1", "b": "2"})
+    assert render_config(a.config) == render_config(b.config)
+    assert render_config(a.config).index('key: "a"') < render_config(a.config).index('key: "b"')
+
+
+# ---- Triton's own rules ------------------------------------------------------------------------------------------
+def test_name_equals_folder():
+    config = parse_config('name: "a" backend: "python" version_policy { latest { num_versions: 1 } } '
+                          'input { name: "x" data_type: TYPE_FP32 dims: 1 } output { name: "y" data_type: TYPE_FP32 '
+                          "dims: 1 }")
+    assert config_problems(config, "a") == []
+    assert config_problems(config, "b") == ["config name 'a' differs from the model folder 'b'"]
+
+
+def test_version_folders_numeric_without_leading_zeros(tmp_path):
+    plan = plan_for(tmp_path, {"models": [{"name": "m", "spec": batch_graph(), "version": 12}]})
+    assert sorted(config_files(plan)) == ["m/12/gen_repo/contract.json", "m/config.pbtxt"]
+    for bad in (0, "01", -1):
+        with pytest.raises(GenRepoError):
+            plan_for(tmp_path, {"models": [{"name": "m", "spec": batch_graph(), "version": bad}]})
+
+
+def test_dynamic_batching_defaults(tmp_path):
+    spec = batch_graph(high=16)
+    spec["dynamic_shapes"] = [{"path": "x", "shape": [batch_dim(1, 16, 4), 16]}]
+    model = one_model(tmp_path, spec)
+    dyn = model.config.dynamic_batching
+    assert list(dyn.preferred_batch_size) == [4, 16]
+    assert dyn.max_queue_delay_microseconds == DEFAULT_QUEUE_DELAY_US == 100
+    assert any("max_queue_delay_microseconds 100 (gen-repo default)" in d for d in model.decisions)
+    same = one_model(tmp_path, batch_graph(high=8))
+    assert list(same.config.dynamic_batching.preferred_batch_size) == [8]  # sorted unique [opt, max]
+
+
+def test_dynamic_batching_off(tmp_path):
+    static = plan_for(tmp_path, {"models": [{"name": "s", "spec": str(AITUNE / "static_single_bs.graphspec.json")}]})
+    assert not static.models[0].config.HasField("dynamic_batching")
+    off = one_model(tmp_path, batch_graph(), dynamic_batching=False)
+    assert not off.config.HasField("dynamic_batching") and off.config.max_batch_size == 8
+    with pytest.raises(GenRepoError) as info:
+        plan_for(tmp_path, {"models": [{"name": "s", "spec": str(AITUNE / "static_single_bs.graphspec.json"),
+                                        "dynamic_batching": {"max_queue_delay_microseconds": 5}}]})
+    assert problems_of(info.value)[0].startswith("/models/0/dynamic_batching: dynamic_batching is set but this model")
+    # Defaults that do not fit a non-batching model are ignored with a note, not refused.
+    plan = plan_for(tmp_path, {"defaults": {"dynamic_batching": {"max_queue_delay_microseconds": 5}},
+                               "models": [{"name": "s", "spec": str(AITUNE / "static_single_bs.graphspec.json")}]})
+    assert any("ignored" in d for d in plan.models[0].decisions)
+
+
+def test_dynamic_batching_options(tmp_path):
+    model = one_model(tmp_path, batch_graph(), dynamic_batching={
+        "preferred_batch_size": [2, 8], "max_queue_delay_microseconds": 500, "priority_levels": 2,
+        "default_priority_level": 1, "default_queue_policy": {"timeout_action": "DELAY",
+                                                              "default_timeout_microseconds": 10, "max_queue_size": 4},
+        "priority_queue_policy": {"2": {"allow_timeout_override": True}}})
+    dyn = model.config.dynamic_batching
+    assert list(dyn.preferred_batch_size) == [2, 8] and dyn.max_queue_delay_microseconds == 500
+    assert dyn.priority_levels == 2 and dyn.default_priority_level == 1
+    assert dyn.default_queue_policy.timeout_action == model_config_pb2.ModelQueuePolicy.DELAY
+    assert dyn.priority_queue_policy[2].allow_timeout_override
+
+
+@pytest.mark.parametrize("size", [0, 9])
+def test_preferred_batch_size_in_range(tmp_path, size):
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(high=8), dynamic_batching={"preferred_batch_size": [1, size]})
+    messages = problems_of(info.value)
+    assert any(m.startswith("/models/0/dynamic_batching") for m in messages), messages
+
+
+def test_preserve_ordering_with_priorities_refused_even_from_a_fragment(tmp_path):
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(), pbtxt="dynamic_batching { preserve_ordering: true priority_levels: 2 "
+                                                 "default_priority_level: 1 }")
+    assert any("preserve_ordering is refused with priority_levels > 1" in m for m in problems_of(info.value))
+
+
+def test_tensorrt_target(tmp_path):
+    model = one_model(tmp_path, batch_graph(), target="tensorrt", compute_capabilities=["8.0", "9.0"])
+    config = model.config
+    assert config.platform == "tensorrt_plan" and config.default_model_filename == "model.plan"
+    assert dict(config.cc_model_filenames) == {"8.0": "model.sm_80.plan", "9.0": "model.sm_90.plan"}
+    (group,) = config.instance_group
+    assert group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU and list(group.profile) == ["0"]
+
+
+def test_tensorrt_instance_groups_all_list_the_profile(tmp_path):
+    model = one_model(tmp_path, batch_graph(), target="tensorrt",
+                      instance_group=[{"kind": "KIND_GPU", "gpus": [0]}, {"kind": "KIND_GPU", "count": 2, "gpus": [1]}])
+    assert [list(g.profile) for g in model.config.instance_group] == [["0"], ["0"]]
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(), target="tensorrt", instance_group=[{"kind": "KIND_CPU"}])
+    assert problems_of(info.value)[0].startswith("/models/0/instance_group/0/kind")
+    broken = parse_config(render_config(model.config))
+    broken.instance_group[1].ClearField("profile")
+    assert "instance_group 1 does not list optimization profile '0'" in config_problems(broken)
+
+
+def test_scalar_dims_and_empty_reshape(tmp_path):
+    spec = graph([tensor("x", ["batch0", 4], [1, 4], [8, 4]), tensor("t", ["batch0"], [1], [8], "torch.int64")],
+                 [tensor([], ["batch0", 4], [1, 4], [8, 4])])
+    model = one_model(tmp_path, spec, target="tensorrt")
+    t = model.config.input[1]
+    assert list(t.dims) == [1] and t.HasField("reshape") and list(t.reshape.shape) == []
+    assert 'reshape {\n  }' in render_config(model.config)
+    assert list(model.config.model_warmup[0].inputs["input_t"].dims) == [1]
+    contract = contract_from_plan(model)
+    assert contract["inputs"][1]["min_shape"] == [1, 1] and contract["inputs"][1]["reshape"] == []
+    non_batching = parse_config(render_config(model.config))
+    non_batching.max_batch_size = 0
+    assert any("empty reshape" in m for m in config_problems(non_batching))
+
+
+def test_warmup(tmp_path):
+    spec = {"file": str(AITUNE / "text.graphspec.json")}
+    trt = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "target": "tensorrt"}]}).models[0]
+    (warmup,) = trt.config.model_warmup
+    assert warmup.batch_size == 8
+    ids = warmup.inputs["input_input_ids"]
+    assert list(ids.dims) == [128] and ids.zero_data and ids.data_type == model_config_pb2.TYPE_INT64
+    python = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec}]}).models[0]
+    assert not python.config.model_warmup
+    asked = one_model(tmp_path, batch_graph(), warmup=True)
+    assert asked.config.model_warmup[0].inputs["input_x"].random_data
+    off = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "target": "tensorrt", "warmup": False}]})
+    assert not off.models[0].config.model_warmup
+    static = plan_for(tmp_path, {"models": [{"name": "m", "spec": str(AITUNE / "static_single_bs.graphspec.json"),
+                                             "target": "tensorrt"}]}).models[0]
+    assert static.config.model_warmup[0].batch_size == 1
+    assert static.config.model_warmup[0].name == "opt_shape"
+    assert list(static.config.model_warmup[0].inputs["input_x"].dims) == [4, 16]
+
+
+def test_warmup_rules_checked():
+    config = parse_config('name: "m" backend: "python" max_batch_size: 4 version_policy { latest { num_versions: 1 } }'
+                          ' input { name: "x" data_type: TYPE_FP32 dims: -1 } output { name: "y" data_type: TYPE_FP32 '
+                          'dims: 1 } model_warmup { name: "w" batch_size: 8 inputs { key: "x" value { '
+                          "data_type: TYPE_FP32 dims: -1 zero_data: true } } }")
+    problems = config_problems(config)
+    assert "warmup 'w': batch_size 8 is outside 1..4" in problems
+    assert any("not fully specified" in p for p in problems)
+
+
+def test_cuda_graphs(tmp_path):
+    model = one_model(tmp_path, batch_graph(high=8), target="tensorrt", cuda_graphs=True,
+                      dynamic_batching={"preferred_batch_size": [2, 8]})
+    cuda = model.config.optimization.cuda
+    assert cuda.graphs
+    assert [g.batch_size for g in cuda.graph_spec] == [2, 8]
+    assert list(cuda.graph_spec[0].input["input_x"].dim) == [16]
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(), target="python", cuda_graphs=True)
+    assert "tensorrt target only" in problems_of(info.value)[0]
+
+
+def test_onnx_target_and_accelerator(tmp_path):
+    spec = {"file": str(AITUNE / "text.graphspec.json")}
+    plain = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "target": "onnx"}]}).models[0].config
+    assert plain.platform == "onnxruntime_onnx" and plain.default_model_filename == "model.onnx"
+    assert not plain.HasField("optimization")
+    accel = plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "target": "onnx",
+                                            "onnx_tensorrt_accelerator": True}]}).models[0].config
+    (acc,) = accel.optimization.execution_accelerators.gpu_execution_accelerator
+    assert acc.name == "tensorrt"
+    assert acc.parameters["trt_profile_min_shapes"] == "input_input_ids:1x8,input_attention_mask:1x8"
+    assert acc.parameters["trt_profile_opt_shapes"] == "input_input_ids:8x128,input_attention_mask:8x128"
+    assert acc.parameters["trt_profile_max_shapes"] == "input_input_ids:8x128,input_attention_mask:8x128"
+    assert accel.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_GPU
+    with pytest.raises(GenRepoError):
+        plan_for(tmp_path, {"models": [{"name": "m", "spec": spec, "onnx_tensorrt_accelerator": True}]})
+
+
+def test_python_target(tmp_path):
+    config = one_model(tmp_path, batch_graph()).config
+    assert config.backend == "python" and not config.platform
+    assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert config.version_policy.latest.num_versions == 1  # complete without auto-complete
+
+
+@pytest.mark.parametrize(("policy", "field"), [({"latest": 2}, "latest"), ({"all": True}, "all"),
+                                               ({"specific": [1]}, "specific")])
+def test_version_policy(tmp_path, policy, field):
+    config = one_model(tmp_path, batch_graph(), version_policy=policy).config
+    assert config.version_policy.WhichOneof("policy_choice") == field
+
+
+def test_response_cache_and_parameters(tmp_path):
+    config = one_model(tmp_path, batch_graph(), response_cache=True, parameters={"k": "v"}).config
+    assert config.response_cache.enable and config.parameters["k"].string_value == "v"
+
+
+def test_pbtxt_fragment_merged_last(tmp_path):
+    fragment = ('parameters { key: "k" value { string_value: "fragment" } }\n'
+                "instance_group { kind: KIND_CPU count: 2 }\n"
+                "dynamic_batching { max_queue_delay_microseconds: 7 }\n"
+                "model_transaction_policy { decoupled: true }\n")
+    model = one_model(tmp_path, batch_graph(), parameters={"k": "manifest"}, pbtxt=fragment)
+    config = model.config
+    assert config.parameters["k"].string_value == "fragment"  # map entries replace by key
+    assert [g.count for g in config.instance_group] == [1, 2]  # repeated fields append
+    assert config.dynamic_batching.max_queue_delay_microseconds == 7  # scalars replace
+    assert list(config.dynamic_batching.preferred_batch_size) == [8]  # ... inside merged messages
+    assert config.model_transaction_policy.decoupled
+
+
+@pytest.mark.parametrize(("fragment", "words"), [
+    ("max_batch_size: 4", "may not set max_batch_size"),
+    ('input { name: "z" data_type: TYPE_FP32 dims: 1 }', "may not set input"),
+    ('name: "other"', "may not set name"),
+    ("this is not pbtxt", "does not parse"),
+    ("dynamic_batching { preferred_batch_size: 64 }", "outside 1..max_batch_size"),
+])
+def test_bad_pbtxt_fragments(tmp_path, fragment, words):
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(), pbtxt=fragment)
+    assert any(words in m for m in problems_of(info.value)), problems_of(info.value)
+
+
+_JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_JSON = st.recursive(_JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner,
+                                                                                                  max_size=3))
+
+
+@given(st.dictionaries(st.text(), _JSON | st.lists(st.dictionaries(st.text(), _JSON, max_size=4), max_size=3),
+                       max_size=6))
+def test_contract_text_round_trips_any_contract(contract):
+    """Any JSON object renders to a document that reads back equal, one top-level key per line, deterministically."""
+    text = render_contract(contract)
+    assert json.loads(text) == contract
+    assert text == render_contract(json.loads(text)) and text.endswith("}\n")
+    assert len([line for line in text.splitlines() if line.startswith('  "')]) == len(contract)
+
+
+def test_contract_matches_layout_doc(tmp_path):
+    plan = plan_repository(load_manifest(EXAMPLES_MANIFEST))
+    mlp = plan.models[0]
+    contract = contract_from_plan(mlp)
+    assert contract == {
+        "format": "gen-repo-contract/1", "model": "mlp", "version": 1, "backend": "python", "max_batch_size": 32,
+        "inputs": [{"name": "input_x", "data_type": "TYPE_FP32", "dims": [16], "min_shape": [1, 16],
+                    "opt_shape": [32, 16], "max_shape": [32, 16]}],
+        "outputs": [{"name": "output", "data_type": "TYPE_FP32", "dims": [4], "min_shape": [1, 4],
+                     "max_shape": [32, 4]}],
+    }
+    text = render_contract(contract)
+    assert text.endswith("}\n") and json.loads(text) == contract and text == render_contract(json.loads(text))
+    trt = one_model(tmp_path, batch_graph(), target="tensorrt")
+    assert contract_from_plan(trt)["platform"] == "tensorrt_plan" and "backend" not in contract_from_plan(trt)
+    for model in plan.models:
+        assert contract_from_plan(model)["max_batch_size"] == model.config.max_batch_size
+        assert [i["dims"] for i in contract_from_plan(model)["inputs"]] == [list(i.dims) for i in model.config.input]
+
+
+def test_plan_filenames_for_cc_model_filenames() -> None:
+    names = plan_filenames(["9.0", "8.9", "10.0", "8.9", "12.1"])
+    assert names == {
+        "8.9": "model.sm_89.plan",
+        "9.0": "model.sm_90.plan",
+        "10.0": "model.sm_100.plan",
+        "12.1": "model.sm_121.plan",
+    }
+    assert list(names) == ["8.9", "9.0", "10.0", "12.1"]
+    assert plan_filenames([]) == {}
+    with pytest.raises(ValueError, match="compute capability"):
+        plan_filenames(["sm_89"])

@@ -1,0 +1,107 @@
+"""YAML goes through libyaml's C loader where PyYAML has it, with the same limits and located errors as the
+pure-Python loader (both paths run every check here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import generator.specs.documents as documents
+from generator.errors import GenRepoError
+from generator.specs.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
+from tests.requirements import require
+from tests.strategies import alias_bomb
+
+needs_libyaml = pytest.mark.requires("libyaml")
+
+
+@pytest.fixture(params=["libyaml", "python"])
+def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with the C loader (where present) and with the pure-Python one."""
+    if request.param == "libyaml":
+        require("libyaml")
+    monkeypatch.setattr(documents, "PREFER_LIBYAML", request.param == "libyaml")
+    return str(request.param)
+
+
+@needs_libyaml
+def test_the_c_loader_is_used_when_present() -> None:
+    assert yaml_loader() is yaml.CSafeLoader
+    assert issubclass(yaml_loader(), yaml.cyaml.CParser)
+
+
+def test_the_python_loader_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(documents, "PREFER_LIBYAML", False)
+    assert issubclass(yaml_loader(), yaml.SafeLoader) and not issubclass(yaml_loader(), yaml.cyaml.CParser)
+
+
+def _load(tmp_path: Path, text: str) -> object:
+    path = tmp_path / "doc.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_document(path)
+
+
+def _problem(tmp_path: Path, text: str) -> str:
+    with pytest.raises(GenRepoError) as caught:
+        _load(tmp_path, text)
+    (problem,) = caught.value.problems
+    assert problem.file == str(tmp_path / "doc.yaml") and problem.pointer == ""
+    return problem.message
+
+
+def test_documents_load_the_same(loader: str, tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[2] / "examples" / "gen-repo.yaml").read_text(encoding="utf-8")
+    text += "extra: &base {a: 1, b: [1.5, 'x', null, true]}\nmerged: {<<: *base, c: 2}\n"
+    assert _load(tmp_path, text) == yaml.load(text, Loader=yaml.SafeLoader)
+
+
+def test_alias_budget(loader: str, tmp_path: Path) -> None:
+    many = "a: &x 1\nb: [" + ", ".join(["*x"] * (MAX_YAML_ALIASES + 1)) + "]\n"
+    assert f"more than {MAX_YAML_ALIASES} YAML aliases" in _problem(tmp_path, many)
+    enough = "a: &x 1\nb: [" + ", ".join(["*x"] * MAX_YAML_ALIASES) + "]\n"
+    assert _load(tmp_path, enough) == {"a": 1, "b": [1] * MAX_YAML_ALIASES}
+    # A merge key is an alias too, and a '*' inside a string is none.
+    merges = "a: &x {k: 1}\n" + "".join(f"m{i}: {{<<: *x}}\n" for i in range(MAX_YAML_ALIASES + 1))
+    assert "YAML aliases" in _problem(tmp_path, merges)
+    assert _load(tmp_path, "glob: '*.json'\nstar: a*b\n") == {"glob": "*.json", "star": "a*b"}
+
+
+def test_alias_bomb_and_value_budget(loader: str, tmp_path: Path) -> None:
+    assert f"more than {MAX_DOCUMENT_VALUES} values" in _problem(tmp_path, alias_bomb())
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING + 2, 1_200, 100_000])
+def test_nesting_limit(loader: str, tmp_path: Path, levels: int) -> None:
+    text = "[" * levels + "]" * levels
+    assert _problem(tmp_path, text) == f"document nests deeper than {MAX_NESTING} levels"
+
+
+def test_nesting_within_the_limit(loader: str, tmp_path: Path) -> None:
+    value: object = 1
+    for _ in range(MAX_NESTING):
+        value = [value]
+    assert _load(tmp_path, "[" * MAX_NESTING + "1" + "]" * MAX_NESTING) == value
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("a: [1, 2\nb: 3\n", "at line 2 column 2"),
+    ("a: 1\n  b: 2\n", "at line 2 column 4"),
+    ("a: *nowhere\n", "at line 1 column 4"),
+    ("a: !!python/object/apply:os.system ['true']\n", "at line 1 column 4"),
+    ("a: 1\n---\nb: 2\n", "at line 2 column 1"),
+    ("a: .nan\n", None),
+])
+def test_errors_are_located_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str,
+                                     where: str | None) -> None:
+    """Both loaders report a broken document at the same line and column."""
+    messages = {}
+    for prefer in ([True, False] if yaml.__with_libyaml__ else [False]):
+        monkeypatch.setattr(documents, "PREFER_LIBYAML", prefer)
+        messages[prefer] = _problem(tmp_path, text)
+    for message in messages.values():
+        if where is None:
+            assert message == "document contains NaN or Infinity, which are not valid here"
+        else:
+            assert message.startswith(f"invalid YAML {where}: "), message
