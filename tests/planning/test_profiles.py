@@ -301,3 +301,24 @@ def test_coverage_agrees_with_every_point(case: tuple[list[tuple[int, int]], lis
         assert all(blo <= lo <= hi <= bhi for (lo, hi), (blo, bhi) in zip(gap, box, strict=True))
         for point in itertools.product(*(range(lo, hi + 1) for lo, hi in gap)):
             assert not covered[points.index(point)]
+
+
+def test_the_documented_example_is_what_plan_and_config_give() -> None:
+    """docs/tensorrt.md's walk-through of examples/profiles.yaml: its plan lines, config and contract excerpt."""
+    from generator.manifest.loading import load_manifest
+    from generator.planning.plan import plan_repository
+
+    (model,) = plan_repository(load_manifest(REPO / "examples" / "profiles.yaml")).models
+    doc = (REPO / "docs" / "tensorrt.md").read_text()
+    block = doc.split("`plan` says what it decided about the profiles", 1)[1].split("```")[1]
+    shown = [" ".join(item.split()).split("...")[0].removesuffix("(").strip() for item in block.split("  - ")[1:]]
+    decisions = [" ".join(d.split()) for d in model.decisions]
+    assert len(shown) == 5
+    for line in shown:  # each line the doc quotes is the start of a decision plan makes
+        assert any(d.startswith(line) for d in decisions), line
+    assert [list(g.profile) for g in model.config.instance_group] == [["0", "1"]]
+    assert list(model.config.dynamic_batching.preferred_batch_size) == [4, 16]
+    assert model.config.parameters["execution_context_allocation_strategy"].string_value == "ON_PROFILE_CHANGE"
+    profiles = contract_from_plan(model)["optimization_profiles"]
+    assert profiles[1]["inputs"][0] == {"name": "input_input_ids", "min_shape": [1, 17], "opt_shape": [4, 48],
+                                        "max_shape": [16, 64]}
