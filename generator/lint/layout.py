@@ -267,7 +267,7 @@ def gen_repo_contract(folder: ModelFolder, version: int) -> dict[str, Any] | Non
     """
     try:
         contract = json.loads(read_bytes(folder.path / str(version) / "gen_repo" / "contract.json", "document_bytes"))
-    except (OSError, ValueError):  # UnreadableFileError is an OSError
+    except (OSError, ValueError, RecursionError):  # UnreadableFileError is an OSError; RecursionError: deep nesting
         return None
     return contract if isinstance(contract, dict) else None
 

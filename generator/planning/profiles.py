@@ -327,8 +327,9 @@ def plan_profiles(
     inputs = tensors.inputs
     axes = profile_axes(model, tensors)
     if isinstance(raw, Mapping):
+        assert model.profiles_file is not None  # checked above
         buckets = _aitune_buckets(model, axes, inputs, file, problems)
-        origin = f"AITune's {model.profiles_file.path.name}" if model.profiles_file is not None else ""
+        origin = f"AITune's {model.profiles_file.path.name}"
     else:
         buckets = _manifest_buckets(raw, axes, inputs, model, file, problems)
         origin = "the manifest's profiles"
@@ -379,8 +380,10 @@ def plan_profiles(
                          f"{_box_words(axes, union)} (the spec allows {_box_words(axes, contract_box)}), so every "
                          "request the contract accepts has a profile")
     else:
+        formed = ("every batch Triton's dynamic batcher can form, with every shape," if tensors.batching else
+                  "every shape a request can take")
         notes.append(f"together they cover the contract's range ({_box_words(axes, contract_box) or 'static'}): "
-                     "every batch and shape a request or Triton's dynamic batcher can form has a profile")
+                     f"{formed} has a profile")
     if problems:
         return _with(tensors, notes, problems), ()
     notes += _overlap_notes(buckets, axes)
@@ -389,9 +392,11 @@ def plan_profiles(
                      "profiles cannot be provided together with module dynamic shape definitions.'); gen-repo checks "
                      "the profiles against them instead")
     if target != "tensorrt":
+        accelerator = ("; ONNX Runtime's TensorRT accelerator builds its one profile over the contract's range"
+                       if target == "onnx" and model.options.get("onnx_tensorrt_accelerator") else "")
         notes.append(f"target {target} builds no TensorRT plan: the profiles give the contract its "
                      "optimization_profiles and the reference data a case at each profile's min, opt and max (smoke "
-                     "sends them)")
+                     f"sends them){accelerator}")
     profiles = tuple(OptimizationProfile(b.name, _profile_inputs(tensors.inputs, axes, b)) for b in buckets)
     return _with(tensors, notes, problems), profiles
 

@@ -66,7 +66,8 @@ def test_two_sequence_buckets_give_two_profiles_every_group_lists_both(tmp_path:
     assert config_problems(model.config, "bert") == []
     words = "\n".join(model.decisions)
     for phrase in ("0 'short': batch 1..4 opt 4, input_input_ids:1 6..12 opt 8",
-                   "together they cover the contract's range (batch 1..4 with input_input_ids:1 6..20)",
+                   "together they cover the contract's range (batch 1..4 with input_input_ids:1 6..20): every batch "
+                   "Triton's dynamic batcher can form, with every shape, has a profile",
                    "profiles 0, 1", "issue #8629", "PR #1987", "preferred_batch_size [2, 4]"):
         assert phrase in words, phrase
     contract = contract_from_plan(model)
