@@ -91,3 +91,27 @@ def test_smoke_sends_every_profile_case_and_checks_its_outputs(built: SimpleName
     assert all(case in served for case in PROFILE_CASES), served
     compared = {record["case"] for record in checks["reference"].details["comparisons"]}
     assert set(PROFILE_CASES) <= compared
+
+
+def test_the_profiles_are_part_of_the_cache_key(tmp_path: Path) -> None:
+    """A build is cached by content: other profiles (or another AITune file's content) are another entry."""
+    from generator.building.pipeline import model_cache_key
+    from generator.building.results import tool_versions
+    from generator.repository.cache import BuildCache
+    from tests.manifest_helpers import plan_for
+    from tests.planning.test_profiles import AITUNE_FILE, BERT
+
+    def key(folder: str, profiles: object) -> str:
+        model = plan_for(tmp_path / folder, {"models": [{"name": "bert", "spec": BERT, "target": "tensorrt",
+                                                         "profiles": profiles}]}).models[0]
+        return model_cache_key(BuildCache(tmp_path / "cache"), model, BuildOptions(), tool_versions())
+
+    later = [TWO[0], {**TWO[1], "axes": {**TWO[1]["axes"], "input_input_ids:1": {"min": 13, "opt": 18, "max": 20}}}]
+    assert key("a", TWO) == key("b", TWO)
+    assert key("a", TWO) != key("c", later)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "p.json").write_text(json.dumps(AITUNE_FILE))
+    first = key("d", {"aitune": "p.json"})
+    (tmp_path / "d" / "p.json").write_text(json.dumps([AITUNE_FILE[0], {**AITUNE_FILE[1], **{
+        name: [[1, 13], [4, 18], [4, 20]] for name in AITUNE_FILE[1]}}]))
+    assert key("d", {"aitune": "p.json"}) != first  # the same path, other content
