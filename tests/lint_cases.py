@@ -235,6 +235,10 @@ TRT = 'platform: "tensorrt_plan"\n'  # with backend python: core allows any plat
 F4, F2 = bytes(16), bytes(8)  # four and two float32 zeros
 BATCH_PATH = 'parameters { key: "TRITON_BATCH_STRATEGY_PATH" value: { string_value: "%s" } }\n'
 PROFILE = 'instance_group [ { kind: KIND_CPU profile: [ "%s" ] } ]\n'
+PROFILES = 'instance_group [ { kind: KIND_CPU profile: [ %s ] } ]\n'
+#: A gen-repo contract saying the version's plan holds two optimization profiles (all the TensorRT rules read).
+TWO_PROFILES = {**PY, "1/gen_repo/contract.json": '{"format": "gen-repo-contract/1", "optimization_profiles": '
+                '[{"index": 0, "name": "short"}, {"index": 1, "name": "long"}]}'}
 SCATTER_Y = 'batch_output [ { target_name: [ "y" ] kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n'
 PRIORITY = "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: %d value: "
 
@@ -418,6 +422,20 @@ CASES: tuple[Case, ...] = (
          at='"-1"'),
     Case("instance-group-profile-text", one(TRT + B + PROFILE % "abc" + IO), one(TRT + B + PROFILE % "0" + IO),
          at='"abc"'),
+    Case("instance-group-profile-int32", one(TRT + B + PROFILE % "99999999999" + IO),
+         one(TRT + B + PROFILE % "0" + IO), at='"99999999999"'),
+    # ---------------------------------------------------------------------------------------------- tensorrt
+    # The layout of Triton server issue #8629: a plan with several profiles, a group listing none.
+    Case("tensorrt-profiles-unlisted", one(TRT + B + "instance_group [ { kind: KIND_CPU } ]\n" + IO, TWO_PROFILES),
+         one(TRT + B + PROFILES % '"0", "1"' + IO, TWO_PROFILES), at="{ kind"),
+    Case("instance-group-profile-range", one(TRT + B + PROFILES % '"0", "2"' + IO, TWO_PROFILES),
+         one(TRT + B + PROFILES % '"0", "1"' + IO, TWO_PROFILES), at='"2"',
+         plus=(("m", "profile", "tensorrt-profiles-unlisted"),)),
+    Case("instance-group-profile-sets",
+         one(TRT + B + 'instance_group [ { kind: KIND_CPU profile: [ "0", "1" ] }, { kind: KIND_CPU profile: [ "0" ] '
+             '} ]\n' + IO),
+         one(TRT + B + 'instance_group [ { kind: KIND_CPU profile: [ "0", "1" ] }, { kind: KIND_CPU profile: [ "0", '
+             '"1" ] } ]\n' + IO), at=("profile", 2)),
     Case("response-cache-decoupled",
          one(B + "response_cache { enable: true }\nmodel_transaction_policy { decoupled: true }\n" + IO),
          one(B + "response_cache { enable: true }\n" + IO), at="response_cache"),

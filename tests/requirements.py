@@ -116,6 +116,19 @@ def _tensorrt_gpu() -> str | None:
     return None if trt is not None else f"needs standard TensorRT and an NVIDIA GPU: {why}"
 
 
+def _triton_tensorrt_backend() -> str | None:
+    from generator.serving.server import TritonNotFoundError, find_tritonserver
+
+    try:
+        binary = find_tritonserver()
+    except TritonNotFoundError as error:
+        return f"no tritonserver available: {error}"
+    backends = binary.backend_directory or Path("/opt/tritonserver/backends")
+    if not (backends / "tensorrt").is_dir():
+        return f"{binary.describe()} has no TensorRT backend ({backends / 'tensorrt'} is missing)"
+    return None
+
+
 def _no_gpu() -> str | None:
     return "this machine has nvidia-smi or /dev/nvidia* nodes; the no-GPU case needs a machine without" if (
         _has_gpu()) else None
@@ -191,6 +204,8 @@ _ALL = (
     Requirement("user_namespaces", True, "unprivileged user namespaces and util-linux", _user_namespaces),
     Requirement("no_gpu", True, "a machine without an NVIDIA GPU (CI is one)", _no_gpu),
     Requirement("tensorrt_gpu", False, "standard TensorRT and an NVIDIA GPU", _tensorrt_gpu),
+    Requirement("triton_tensorrt_backend", False, "a tritonserver with its TensorRT backend on PATH (NVIDIA's "
+                "tritonserver containers; nvidia-pytriton's has the Python backend only)", _triton_tensorrt_backend),
     Requirement("gpu_ampere", False, "an Ampere or newer NVIDIA GPU", _gpu_only("an Ampere or newer GPU")),
     Requirement("gpu_two_capabilities", False, "NVIDIA GPUs of two compute capabilities",
                 _gpu_only("GPUs of two compute capabilities")),

@@ -46,7 +46,8 @@ def test_no_skip_bypasses_the_registry() -> None:
 
 def test_only_gpu_and_workplace_requirements_may_skip_in_ci() -> None:
     allowed = sorted(name for name, r in REQUIREMENTS.items() if not r.ci_has)
-    assert allowed == ["gpu_ampere", "gpu_two_capabilities", "shared_fixtures", "tensorrt_gpu"]
+    assert allowed == ["gpu_ampere", "gpu_two_capabilities", "shared_fixtures", "tensorrt_gpu",
+                       "triton_tensorrt_backend"]
 
 
 def test_strict_run_goes_red_when_tensorrt_rtx_is_missing(tmp_path: Path) -> None:

@@ -348,7 +348,7 @@ def _build_stages(
     cases, case_notes = make_reference_cases(
         module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
         forward_signature=forward_signature, constants=constants, domains=domains, samples=samples,
-        run=None if module is not None else _onnxruntime_runner(model, onnx_path),
+        run=None if module is not None else _onnxruntime_runner(model, onnx_path), profiles=model.profiles,
     )
     notes.extend(case_notes)
     if module is not None:

@@ -187,7 +187,7 @@ def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capabi
         onnx_path.write_bytes(onnx_bytes)
         try:
             plan_bytes, summary = engine_bytes(
-                options.tensorrt_module, str(onnx_path), profile_shapes(model.inputs),
+                options.tensorrt_module, str(onnx_path), [profile_shapes(p) for p in model.engine_profiles()],
                 tensorrt_build_options(options, None),
             )
         except GenRepoError as error:

@@ -1,5 +1,8 @@
 """Reference data for the smoke test: inputs at the min, opt and max shapes (and real samples) with torch's outputs.
 
+Cases at the min, opt and max of the whole range, then of each optimization profile (``<profile>.min`` ...), then
+one per sample.
+
 The cases are written by :func:`generator.contracts.reference_data.write_reference` (the files' format lives there,
 beside the readers smoke and ``check-request`` use).
 
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
     from generator.building.export.plans import InputPlanLike, TensorPlanLike
     from generator.building.samples import Sample
     from generator.naming import SemanticPath
+    from generator.planning.profiles import OptimizationProfile
     from generator.specs.sample_metadata import ForwardSignature
 
 __all__ = [
@@ -66,24 +70,26 @@ def reference_inputs(
     model_name: str,
     case: str,
     domains: Mapping[str, ValueDomain] | None = None,
+    shape: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Deterministic model-side inputs for ``case`` ("min", "opt" or "max") at that shape of every input plan.
+    """Deterministic model-side inputs for ``case`` at every input plan's ``shape`` (min, opt, max; default ``case``).
 
     Values come from each input's domain: the plan's own (``values``, the manifest's) or ``domains`` (found in the
-    graph); see :func:`generator.planning.values.draw` for inputs without one.
+    graph); see :func:`generator.planning.values.draw` for inputs without one. The case name seeds them.
     """
-    if case not in CASE_SHAPES:
-        raise ReferenceDataError(f"unknown reference case {case!r}; expected one of {list(CASE_SHAPES)}")
+    shape = shape or case
+    if shape not in CASE_SHAPES:
+        raise ReferenceDataError(f"unknown reference case shape {shape!r}; expected one of {list(CASE_SHAPES)}")
     arrays = {}
     for plan in inputs:
-        shape = getattr(plan, CASE_SHAPES[case])
+        size = getattr(plan, CASE_SHAPES[shape])
         rng = np.random.default_rng(_seed(model_name, case, plan.name))
         domain = getattr(plan, "values", None) or (domains or {}).get(plan.name)
         dtype = normalize_dtype(plan.dtype)
         if dtype == "bfloat16":
             raise ReferenceDataError(f"input {plan.name!r}: bfloat16 tensors have no numpy dtype; reference data "
                                      "needs one")
-        arrays[plan.name] = draw(rng, plan.name, dtype, shape, domain)
+        arrays[plan.name] = draw(rng, plan.name, dtype, size, domain)
     return arrays
 
 
@@ -129,22 +135,28 @@ def case_inputs(
     model_name: str,
     domains: Mapping[str, ValueDomain] | None = None,
     samples: Sequence[Sample] = (),
+    profiles: Sequence[OptimizationProfile] = (),
 ) -> tuple[list[tuple[str, dict[str, np.ndarray]]], list[str]]:
     """The model-side inputs of every case, and notes saying which cases came from samples.
 
-    min, opt and max (from the first sample that fits, else synthetic), then each sample as ``sample_<name>``.
+    min, opt and max of the inputs' range, then ``<profile>.min``, ``.opt`` and ``.max`` of each optimization
+    profile (from the first sample that fits, else synthetic), then each sample as ``sample_<name>``.
     """
     from generator.building.samples import fit_to_shapes
 
     cases: list[tuple[str, dict[str, np.ndarray]]] = []
     notes = []
-    for case in CASE_SHAPES:
-        fitted = next(((s.name, a) for s in samples if (a := fit_to_shapes(s, inputs, case)) is not None), None)
-        if fitted is not None:
-            notes.append(f"reference case {case!r} uses sample {fitted[0]!r}")
-            cases.append((case, fitted[1]))
-        else:
-            cases.append((case, reference_inputs(inputs, model_name=model_name, case=case, domains=domains)))
+    ranges = [("", inputs), *((f"{p.name}.", p.inputs) for p in profiles)]
+    for prefix, plans in ranges:
+        for shape in CASE_SHAPES:
+            case = prefix + shape
+            fitted = next(((s.name, a) for s in samples if (a := fit_to_shapes(s, plans, shape)) is not None), None)
+            if fitted is not None:
+                notes.append(f"reference case {case!r} uses sample {fitted[0]!r}")
+                cases.append((case, fitted[1]))
+            else:
+                cases.append((case, reference_inputs(plans, model_name=model_name, case=case, domains=domains,
+                                                     shape=shape)))
     cases.extend((f"sample_{s.name}", dict(s.arrays)) for s in samples)
     return cases, notes
 
@@ -161,6 +173,7 @@ def make_reference_cases(
     domains: Mapping[str, ValueDomain] | None = None,
     samples: Sequence[Sample] = (),
     run: Any = None,
+    profiles: Sequence[OptimizationProfile] = (),
 ) -> tuple[list[ReferenceCase], list[str]]:
     """Make the reference cases (:func:`case_inputs`) with outputs, stored request-side; and notes.
 
@@ -176,7 +189,7 @@ def make_reference_cases(
         def run(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             return torch_outputs(flat, inputs, outputs, arrays)
 
-    planned, notes = case_inputs(inputs, model_name=model_name, domains=domains, samples=samples)
+    planned, notes = case_inputs(inputs, model_name=model_name, domains=domains, samples=samples, profiles=profiles)
     cases = []
     for name, arrays in planned:
         batch_size = int(next(iter(arrays.values())).shape[0]) if max_batch_size > 0 and arrays else None

@@ -12,15 +12,14 @@ is not checked.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from generator.bounded import read_text
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder, Resolved
+from generator.lint.layout import gen_repo_contract
 from generator.lint.locator import FieldPath
 from generator.triton.ensemble import Location, Step, StepModel, TensorIO, Wiring, dims_compatible, wiring_problems
 
@@ -167,10 +166,9 @@ def _step_model(folder: ModelFolder) -> StepModel:
     assert folder.cf is not None
     config = folder.cf.config
     shapes: dict[str, Any] = {}
-    if folder.loaded:
-        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError, KeyError):
-            path = folder.path / str(folder.loaded[-1]) / "gen_repo" / "contract.json"
-            contract = json.loads(read_text(path))
+    contract = gen_repo_contract(folder, folder.loaded[-1]) if folder.loaded else None
+    if contract is not None:
+        with contextlib.suppress(TypeError, AttributeError, KeyError):
             shapes = {t["name"]: t for t in (*contract["inputs"], *contract["outputs"])}
     return StepModel(config.name or folder.name, config.max_batch_size,
                      tuple(_wiring_io(io, shapes) for io in config.input),

@@ -16,12 +16,13 @@ Triton ignores files at the repository root and every backend ignores extra file
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 
@@ -48,6 +49,7 @@ __all__ = [
     "check_versions",
     "discover",
     "element_count",
+    "gen_repo_contract",
     "parse_config_text",
     "read_config",
     "scan_versions",
@@ -257,6 +259,19 @@ def check_versions(folder: ModelFolder) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------- files a config names
+def gen_repo_contract(folder: ModelFolder, version: int) -> dict[str, Any] | None:
+    """The gen-repo contract of a version (``<version>/gen_repo/contract.json``), read within the document limit.
+
+    None where there is none or it is no JSON object (a repository gen-repo did not build, or a broken file): the
+    rules that use it then say nothing.
+    """
+    try:
+        contract = json.loads(read_bytes(folder.path / str(version) / "gen_repo" / "contract.json", "document_bytes"))
+    except (OSError, ValueError, RecursionError):  # UnreadableFileError is an OSError; RecursionError: deep nesting
+        return None
+    return contract if isinstance(contract, dict) else None
+
+
 def triton_join(base: FsPath, *segments: str) -> FsPath:
     """Triton's JoinPath: an absolute segment is appended, not substituted (``/x`` under ``base`` is ``base/x``)."""
     path = base

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
     from generator.triton.proto import model_config_pb2 as mc
 
-__all__ = ["check_model_config"]
+__all__ = ["TENSORRT_PLAN", "check_model_config", "profile_index"]
 
 INT32_MAX = 2**31 - 1
 TENSORRT_PLAN = "tensorrt_plan"
@@ -178,7 +178,7 @@ def _check_batch_io(cf: ConfigFile) -> None:
 
 
 # ---------------------------------------------------------------------------- instance groups
-def _profile_index(profile: str) -> int | None:
+def profile_index(profile: str) -> int | None:
     """GetProfileIndex: std::stoi reads leading digits ("1abc" is 1); None when it cannot read any."""
     match = _STOI.match(profile)
     return int(match.group(1)) if match else None
@@ -202,8 +202,13 @@ def _check_instance_groups(cf: ConfigFile, platform: str) -> None:
                    f"(platform is '{platform}')", (*base, "profile"))
             continue
         for k, profile in enumerate(group.profile):
-            value = _profile_index(profile)
-            if value is None or value < 0:
+            value = profile_index(profile)
+            if value is not None and not -INT32_MAX - 1 <= value <= INT32_MAX:
+                # Core and the backend catch only std::invalid_argument from stoi: the server aborts.
+                cf.add("instance-group-profile", f"{label} profile {profile!r} is past the int32 range: Triton aborts "
+                       "loading it (terminate called after throwing an instance of 'std::out_of_range', what(): "
+                       "stoi; seen on 2.51)", (*base, "profile", "#", k))
+            elif value is None or value < 0:
                 cf.add("instance-group-profile", f"{label} profile {profile!r} is not a non-negative integer",
                        (*base, "profile", "#", k))
 

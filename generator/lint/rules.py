@@ -39,6 +39,8 @@ AREAS = {
     "batching": "Dynamic and sequence batching (batching.py)",
     "ensembles": "Ensembles: scheduling, steps across repositories, versions, dependencies, wiring (ensembles.py)",
     "environment": "What the target machine has: GPUs and installed backends (environment.py)",
+    "tensorrt": "TensorRT plans: the optimization profiles instance groups list, against each other and the plan's "
+                "(tensorrt.py)",
 }
 
 MCU = "src/model_config_utils.cc"
@@ -50,6 +52,7 @@ BACKEND_MODEL = "src/backend_model.cc"
 INSTANCE = "src/backend_model_instance.cc"
 SEQUENCE = "src/sequence_batch_scheduler/sequence_batch_scheduler.cc"
 PYTHON_STUB = "python_backend: src/pb_stub.cc"
+TRT_MODEL = "tensorrt_backend: src/model_state.cc"
 NO_TENSORRT = "the CPU server has no TensorRT backend"
 NO_ONNXRUNTIME = "the CPU server has no onnxruntime backend"
 METRICS_252 = ("model_metrics is newer than Triton 2.51 (2.52+); 2.51 refuses the field itself "
@@ -298,12 +301,18 @@ RULE_TABLE: tuple[Rule, ...] = (
                  _c(MCU, "ValidateInstanceGroup", "specifies invalid or unsupported gpu id -1",
                     "instance-group-negative-gpu"))),
     Rule("instance-group-profile", ERROR, "model_config",
-         "profile on a non-TensorRT platform, or a profile that is not a non-negative integer",
+         "profile on a non-TensorRT platform, or a profile that is not a non-negative integer (past int32 Triton "
+         "aborts)",
          checks=(_c(MCU, "ValidateInstanceGroup", "specifies profile field which is only supported for TensorRT",
                     "instance-group-profile-platform"),
                  _c(MCU, "ValidateInstanceGroup", "specifies invalid profile -1", "instance-group-profile-negative"),
                  _c(MCU, "ValidateInstanceGroup (GetProfileIndex)", "unable to parse 'abc'",
-                    "instance-group-profile-text"))),
+                    "instance-group-profile-text"),
+                 _c(MCU, "ValidateInstanceGroup (GetProfileIndex: stoi's std::out_of_range is not caught)",
+                    "terminate called after throwing an instance of 'std::out_of_range'",
+                    "instance-group-profile-int32",
+                    server="tritonserver 2.51 aborts (SIGABRT) loading it; "
+                           "tests/lint/test_triton.py::test_a_profile_past_int32_takes_triton_down"))),
     Rule("response-cache", ERROR, "model_config", "response cache with decoupled transactions or sequence batching",
          checks=(_c(MCU, "ValidateModelConfig", "Response Cache does not currently support model",
                     "response-cache-decoupled"),
@@ -490,6 +499,26 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "unable to find backend library for backend 'nosuch'", "environment-backend"),
                  _c(BACKEND_MODEL, "TritonModel::GetBackendRuntimeLibraryName",
                     "unable to find backend library for backend 'identity'", "environment-backend-from-name"))),
+    # ------------------------------------------------------------------------------------------------ tensorrt
+    Rule("tensorrt-profiles-unlisted", WARNING, "tensorrt",
+         "a TensorRT plan holding several optimization profiles (gen-repo's contract says how many) whose instance "
+         "groups list none, or not all: only the listed ones (profile 0 when none is) serve, the symptom of Triton "
+         "server issue #8629",
+         cases=("tensorrt-profiles-unlisted",),
+         tests=("tests/lint/test_run.py::test_bad_case_reports_exactly_the_planted_defect",
+                "tests/building/test_engines.py::test_the_plan_holds_both_profiles_and_every_group_lists_them")),
+    Rule("instance-group-profile-range", ERROR, "tensorrt",
+         "an instance group lists a profile index the plan lacks (gen-repo's contract says how many it holds); with "
+         "--disable-auto-complete-config the backend refuses it in src/instance_state.cc InitOptimizationProfiles "
+         "('Can not set the specified optimization profile')",
+         checks=(_c(TRT_MODEL, "ModelState::GetProfileIndices (autofill)", "configuration specified invalid profile 2 "
+                    ". Number of profiles supported by TensorRT engine: 2", "instance-group-profile-range",
+                    server=NO_TENSORRT),)),
+    Rule("instance-group-profile-sets", WARNING, "tensorrt",
+         "instance groups of a TensorRT plan listing different profiles: Triton hands a request to any instance "
+         "whatever its shape, so one only another group's profiles hold fails (server PR #1987: every group lists "
+         "every profile)",
+         cases=("instance-group-profile-sets",)),
 )
 
 #: Triton's refusals lint does not port: (source, check, why not). docs/lint-rules.md lists them.

@@ -29,6 +29,7 @@ from generator.lint.layout import (
     scan_versions,
 )
 from generator.lint.model_config import check_model_config
+from generator.lint.tensorrt import check_plan_profiles, check_profile_sets
 
 __all__ = ["LintReport", "lint", "lint_repository"]
 
@@ -57,6 +58,7 @@ def check_config(cf: ConfigFile, resolved: Resolved) -> None:
     check_model_config(cf, resolved)
     check_batching(cf)
     check_ensemble_config(cf, resolved)
+    check_profile_sets(cf, resolved)
     check_confinement(cf)
 
 
@@ -71,6 +73,7 @@ def _lint_folder(folder: ModelFolder, environment: Environment | None) -> list[F
         check_config(folder.cf, folder.resolved)
         check_files(folder)
         findings += check_model_files(folder)
+        check_plan_profiles(folder)
         if environment is not None:
             check_environment(folder, environment)
     for rel in alternative_configs(folder):  # --model-config-name alternatives: the same per-config rules

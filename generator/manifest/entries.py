@@ -21,6 +21,7 @@ __all__ = [
     "ManifestEnsemble",
     "ManifestModel",
     "ModelSource",
+    "ProfilesFile",
     "RefusedModel",
     "SampleSource",
 ]
@@ -45,6 +46,9 @@ OPTION_KEYS = (
     "pbtxt",
     "compare",
     "export",
+    "profiles",
+    "narrow_to_profiles",
+    "execution_context_allocation_strategy",
 )
 #: Options whose object values merge key by key (model keys win); every other option is replaced as a whole.
 DICT_MERGED_OPTIONS = ("parameters", "tensor_names", "dynamic_batching", "compare", "export")
@@ -60,6 +64,18 @@ class ModelSource:
     kind: str
     path: Path | None = None
     factory: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilesFile:
+    """AITune's saved ``model_optimization_profiles.json``, read and schema-checked by loading (the plan checks it).
+
+    ``profiles``: one mapping per optimization profile, in engine order, from AITune's TensorRT input name
+    (``input_<path>``) to ``[min, opt, max]`` full shapes.
+    """
+
+    path: Path
+    profiles: tuple[Mapping[str, Any], ...]
 
 
 #: Real sample inputs: ``kind`` npz|safetensors (``path`` set) or factory (``factory`` = ``module:callable``).
@@ -85,6 +101,7 @@ class ManifestModel:
     graph). ``own_options`` are the option keys the model set itself (the rest came from ``defaults``). ``graph``
     carries the manifest's ``dynamic_shapes`` and ``batch_axis_multipliers`` (``graph_fixes`` says which);
     ``input_values`` is the manifest's ``inputs:`` as written (the plan resolves the tensor names).
+    ``profiles_file`` is the AITune profiles file ``profiles: {aitune: ...}`` names, read.
     """
 
     index: int
@@ -105,6 +122,7 @@ class ManifestModel:
     #: Per definition of ``graph.dynamic_shapes``: the manifest ``dynamic_shapes`` index it came from, or None (the
     #: spec's own); empty when the manifest declares none.
     shape_origins: tuple[int | None, ...] = ()
+    profiles_file: ProfilesFile | None = None
 
     @property
     def pointer(self) -> str:

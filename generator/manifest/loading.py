@@ -46,6 +46,7 @@ from generator.manifest.entries import (
     ManifestEnsemble,
     ManifestModel,
     ModelSource,
+    ProfilesFile,
     RefusedModel,
     SampleSource,
 )
@@ -75,6 +76,8 @@ DEFAULT_OUTPUT = "model_repository"
 #: Sample file kinds by suffix (both hold plain arrays; neither can carry code).
 _SAMPLE_SUFFIXES = {".npz": "npz", ".safetensors": "safetensors"}
 MANIFEST_SCHEMA = "manifest.schema.json"
+#: AITune's saved optimization profiles (``profiles: {aitune: ...}``).
+AITUNE_PROFILES_SCHEMA = "aitune_profiles.schema.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +177,8 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
 def read_paths(document: ManifestDocument) -> list[tuple[str, Path | str]]:
     """What loading and building ``document`` reads (an output folder must contain none of it).
 
-    The manifest's folder, its code_path folders and each entry's spec, source and sample files, resolved as loading
-    resolves them. Paths that cannot be resolved are left out: loading the entry reports them.
+    The manifest's folder, its code_path folders and each entry's spec, source, sample and profiles files, resolved
+    as loading resolves them. Paths that cannot be resolved are left out: loading the entry reports them.
     """
     out: list[tuple[str, Path | str]] = [("the manifest's folder", document.base_dir)]
     out += [(f"code_path folder /code_path/{i}", folder) for i, folder in enumerate(document.code_path)]
@@ -188,6 +191,8 @@ def read_paths(document: ManifestDocument) -> list[tuple[str, Path | str]]:
                  samples.get("file") if isinstance(samples, Mapping) else None)]
         if isinstance(source, Mapping):
             raws += [(f"source/{kind}", raw) for kind, raw in source.items() if kind != "factory"]
+        if isinstance(profiles := entry.get("profiles"), Mapping):
+            raws.append(("profiles/aitune", profiles.get("aitune")))
         for what, raw in raws:
             if not isinstance(raw, str):
                 continue
@@ -420,6 +425,8 @@ def _load_model(
     options = _merge_options(defaults, own)
     version = int(entry.get("version", 1))
     problems.extend(option_problems(file, index, options, frozenset(own), version))
+    profiles_file, profile_problems = _profiles_file(file, base_dir, index, options, frozenset(own), allow_outside)
+    problems.extend(profile_problems)
     if loaded is None:
         return None, problems
 
@@ -441,8 +448,37 @@ def _load_model(
         input_values=dict(entry.get("inputs") or {}),
         graph_fixes=graph_fixes,
         shape_origins=shape_origins,
+        profiles_file=profiles_file,
     )
     return model, problems
+
+
+def _profiles_file(
+    file: str, base_dir: Path, index: int, options: Mapping[str, Any], own: frozenset[str], allow_outside: bool
+) -> tuple[ProfilesFile | None, list[Problem]]:
+    """Read the AITune profiles file ``profiles: {aitune: ...}`` names; None when the option names none.
+
+    Confined like every manifest path, bounded and schema-checked; the plan checks it against the model.
+    """
+    raw = options.get("profiles")
+    if not isinstance(raw, Mapping):
+        return None, []
+    where = json_pointer(("models", index, "profiles", "aitune") if "profiles" in own else
+                         ("defaults", "profiles", "aitune"))
+    path, message = _resolve(base_dir, raw["aitune"], allow_outside)
+    if message:
+        return None, [Problem(file, where, message)]
+    if not path.is_file():
+        return None, [Problem(file, where, f"AITune profiles file {raw['aitune']!r} not found")]
+    try:
+        document = load_document(path)
+    except GenRepoError as error:
+        return None, list(error.problems)
+    problems = schema_problems(document, AITUNE_PROFILES_SCHEMA, str(path), strict_integers=True, source=path)
+    if problems:
+        return None, [Problem(file, where, f"AITune profiles file {raw['aitune']!r} is invalid (see below)"),
+                      *problems]
+    return ProfilesFile(path, tuple(document)), []
 
 
 def _default_name(loaded: _Graph, manifest_path: Path) -> str:

@@ -43,6 +43,12 @@ OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
                       "tolerances and padded positions left out (docs/manifest.md)"),
     "export": ("{exporter: auto}", "auto | dynamo | torchscript: the torch -> ONNX exporter (auto: one, then the "
                                    "other; docs/manifest.md)"),
+    "profiles": (None, "default: one profile over the whole range; buckets [{name: short, axes: {batch: {min: 1, opt: "
+                       "4, max: 4}, <input>:1: {min: 6, opt: 8, max: 12}}}, ...] (`gen-repo plan` names the axes) or "
+                       "{aitune: model_optimization_profiles.json} (docs/manifest.md)"),
+    "narrow_to_profiles": ("false", "true: promise only the profiles' union where they leave a gap"),
+    "execution_context_allocation_strategy": (None, "tensorrt: STATIC (the backend's default) | ON_PROFILE_CHANGE "
+                                                    "(Triton 25.05+)"),
 }
 
 _HEADER = """\

@@ -38,6 +38,7 @@ from generator.resources import resource_dir
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
 
+    from generator.planning.profiles import OptimizationProfile
     from generator.planning.tensors import TensorPlan
 else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
     from generator.triton.proto import model_config_pb2
@@ -96,6 +97,8 @@ class ConfigRequest:
     #: rather than zeros and random bytes (``gen-repo config`` writes no data, so it cannot point at any).
     version: int = 1
     warmup_data: bool = False
+    #: The manifest's optimization profiles (empty: the one profile of the inputs' own range).
+    profiles: Sequence[OptimizationProfile] = ()
 
 
 def warmup_data_file(version: int, input_name: str) -> str:
@@ -211,7 +214,7 @@ def _add_io(io: Any, tensor: TensorPlan) -> None:
 
 def _target_option_problems(r: ConfigRequest, build: ConfigBuild) -> None:
     for key, target in (("cuda_graphs", "tensorrt"), ("compute_capabilities", "tensorrt"),
-                        ("onnx_tensorrt_accelerator", "onnx")):
+                        (CONTEXT_ALLOCATION, "tensorrt"), ("onnx_tensorrt_accelerator", "onnx")):
         if r.options.get(key) and r.target != target:
             build.problems.append(
                 Problem(r.file, r.option_pointer(key), f"{key} applies to the {target} target only; this model's "
@@ -238,7 +241,7 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
     settings: Mapping[str, Any] = option if isinstance(option, Mapping) else {}
     dyn = build.config.dynamic_batching
     dyn.SetInParent()
-    preferred = list(settings.get("preferred_batch_size") or sorted({r.opt_batch, r.max_batch_size}))
+    preferred = list(settings.get("preferred_batch_size") or _default_preferred(r))
     for k, size in enumerate(preferred):
         if not 1 <= size <= r.max_batch_size:
             build.problems.append(
@@ -259,12 +262,25 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
     if settings.get("priority_queue_policy"):
         for level, policy in sorted(settings["priority_queue_policy"].items(), key=lambda kv: int(kv[0])):
             _queue_policy(dyn.priority_queue_policy[int(level)], policy)
-    origin = "manifest" if "preferred_batch_size" in settings else "opt batch and max_batch_size"
+    origin = ("manifest" if "preferred_batch_size" in settings else _PROFILES_PREFERRED
+              if r.profiles and r.target == "tensorrt" else "opt batch and max_batch_size")
     delay_origin = "manifest" if "max_queue_delay_microseconds" in settings else "gen-repo default"
     build.notes.append(
         f"dynamic batching on: preferred_batch_size {preferred} ({origin}), max_queue_delay_microseconds {delay} "
         f"({delay_origin})"
     )
+
+
+#: Why the profiles' opt batches are the preferred sizes (Triton's docs/user_guide/batcher.md, "Preferred Batch Sizes").
+_PROFILES_PREFERRED = ("the optimization profiles' opt batches: Triton's batcher guide makes this exception for "
+                       "TensorRT models with profiles for different batch sizes")
+
+
+def _default_preferred(r: ConfigRequest) -> list[int]:
+    """The preferred batch sizes when the manifest sets none: each profile's opt batch, else opt and max batch."""
+    if r.profiles and r.target == "tensorrt":
+        return sorted({p.inputs[0].opt_shape[0] for p in r.profiles})
+    return sorted({r.opt_batch, r.max_batch_size})
 
 
 def _queue_policy(message: Any, policy: Mapping[str, Any]) -> None:
@@ -300,13 +316,22 @@ def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
                     Problem(r.file, r.option_pointer("instance_group", g, "kind"),
                             f"the tensorrt target runs on a GPU; instance group kind {kind} cannot serve a plan")
                 )
-            # One optimization profile is built (index 0); Triton uses only profile 0 unless groups list them.
-            message.profile.append("0")
+            # Triton gives a profile an execution context only where a group lists it, and hands a request to any
+            # instance whatever its shape: every group lists every profile.
+            message.profile.extend(str(k) for k in range(max(len(r.profiles), 1)))
         elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator") and kind == "KIND_CPU":
             build.problems.append(
                 Problem(r.file, r.option_pointer("instance_group", g, "kind"),
                         "onnx_tensorrt_accelerator needs GPU instances; kind KIND_CPU cannot use it")
             )
+    if r.target == "tensorrt" and len(r.profiles) > 1:
+        build.notes.append(
+            f"every instance group lists optimization profiles {', '.join(str(k) for k in range(len(r.profiles)))}: "
+            "Triton's TensorRT backend gives a profile an execution context only where the group lists it (with "
+            "none listed only profile 0 serves, Triton server issue #8629), and the scheduler hands a request to any "
+            "instance whatever its shape, so every group lists every profile (server PR #1987; one group per "
+            "profile would fail the requests that reach the other group's instances)"
+        )
 
 
 def _version_policy(r: ConfigRequest, config: model_config_pb2.ModelConfig) -> None:
@@ -370,8 +395,30 @@ def plan_filenames(compute_capabilities: Iterable[str], stem: str = "model") -> 
     return {cc: "{}.sm_{}{}.plan".format(stem, *compute_capability_key(cc)) for cc in keys}
 
 
+#: Triton's TensorRT backend parameter (src/model_state.cc ParseParameters; tensorrt_backend PR #108, r25.05 on).
+CONTEXT_ALLOCATION = "execution_context_allocation_strategy"
+
+
+def _context_allocation(r: ConfigRequest, build: ConfigBuild) -> None:
+    strategy = r.options[CONTEXT_ALLOCATION]
+    given = (r.options.get("parameters") or {}).get(CONTEXT_ALLOCATION)
+    if given is not None and given != strategy:
+        build.problems.append(
+            Problem(r.file, r.option_pointer("parameters", CONTEXT_ALLOCATION), f"parameters sets {CONTEXT_ALLOCATION} "
+                    f"{given!r}, the option {CONTEXT_ALLOCATION} says {strategy!r}; keep one of them")
+        )
+        return
+    build.config.parameters[CONTEXT_ALLOCATION].string_value = strategy
+    build.notes.append(f"{CONTEXT_ALLOCATION} {strategy} (a TensorRT backend parameter since Triton 25.05; older "
+                       "backends ignore it): " + ("each execution context reallocates its memory when its profile is "
+                       "first used" if strategy == "ON_PROFILE_CHANGE" else "memory for the largest profile, "
+                       "allocated at load"))
+
+
 def _tensorrt(r: ConfigRequest, build: ConfigBuild) -> None:
     config = build.config
+    if CONTEXT_ALLOCATION in r.options:
+        _context_allocation(r, build)
     for cc, filename in plan_filenames(r.options.get("compute_capabilities") or []).items():
         config.cc_model_filenames[cc] = filename
     if r.options.get("cuda_graphs"):
@@ -488,9 +535,7 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
         if dyn.priority_levels and not 1 <= dyn.default_priority_level <= dyn.priority_levels:
             out.append(f"default_priority_level must be in 1..{dyn.priority_levels}")
     if platform == "tensorrt_plan":
-        for g, group in enumerate(config.instance_group[:]):
-            if "0" not in group.profile[:]:
-                out.append(f"instance_group {g} does not list optimization profile '0'")
+        _profile_list_problems(config, out)
     for warmup in config.model_warmup[:]:
         if mbs == 0 and warmup.batch_size != 1:
             out.append(f"warmup {warmup.name!r}: batch_size must be 1 when max_batch_size is 0")
@@ -504,6 +549,19 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
             if dims and min(dims) < 1:
                 out.append(f"warmup {warmup.name!r} input {input_name!r}: dims {dims} are not fully specified")
     return out
+
+
+def _profile_list_problems(config: model_config_pb2.ModelConfig, out: list[str]) -> None:
+    """Every instance group lists the same optimization profiles, "0" to "N-1" (see :func:`_instance_groups`)."""
+    lists = [group.profile[:] for group in config.instance_group[:]]
+    for g, listed in enumerate(lists):
+        expected = [str(k) for k in range(max(len(listed), 1))]
+        if listed != expected:
+            out.append(f"instance_group {g} lists optimization profiles {listed}, not {expected}: Triton serves a "
+                       "profile only where a group lists it")
+        elif listed != lists[0]:
+            out.append(f"instance_group {g} lists optimization profiles {listed}, instance_group 0 {lists[0]}: "
+                       "Triton hands a request to any instance whatever its shape, so every group lists every profile")
 
 
 def _io_problems(kind: str, io: Any, name: str, mbs: int, out: list[str]) -> None:

@@ -5,7 +5,9 @@ first when max_batch_size > 0 (outputs: min/max only). For a per-item scalar (co
 ``reshape``) the request carries ``[batch, 1]`` while the model sees ``[batch]``: the contract gives the request
 shapes and says ``"reshape": []``. :func:`to_request` and :func:`to_model` move arrays between the two sides; every
 stored array (reference data) is request-side. An input's ``value_range`` or ``values`` (with their ``source``) say
-which values it takes (:class:`generator.planning.values.ValueDomain`).
+which values it takes (:class:`generator.planning.values.ValueDomain`). A model with the manifest's ``profiles:``
+lists them as ``optimization_profiles`` (index, name, each input's request-side min/opt/max shapes): the TensorRT
+plan's profiles, in order, and the buckets its reference cases cover.
 """
 
 from __future__ import annotations
@@ -116,6 +118,14 @@ def contract_from_plan(model_plan: PlannedModel, values: Mapping[str, ValueDomai
         "inputs": [_tensor(t, True, t.values or found.get(t.name)) for t in model_plan.inputs],
         "outputs": [_tensor(t, False) for t in model_plan.outputs],
     }
+    profiles = getattr(model_plan, "profiles", ())  # an ensemble has none
+    if profiles:
+        contract["optimization_profiles"] = [
+            {"index": k, "name": profile.name,
+             "inputs": [{"name": t.name, **{f"{which}_shape": request_shape(t, getattr(t, f"{which}_shape"))
+                                            for which in ("min", "opt", "max")}} for t in profile.inputs]}
+            for k, profile in enumerate(profiles)
+        ]
     if config.platform:
         contract["platform"] = config.platform
     else:

@@ -26,6 +26,7 @@ from generator.naming import format_tensor_name
 from generator.planning import config as config_mod
 from generator.planning.compare import CompareSettings, resolve_compare
 from generator.planning.ensemble_plan import EnsemblePlan, plan_ensemble
+from generator.planning.profiles import OptimizationProfile, plan_profiles
 from generator.planning.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
 from generator.specs.graphspec import GraphSpec
 
@@ -91,6 +92,12 @@ class ModelPlan(config_mod.PicklesModelConfig):
     #: The manifest's ``export.exporter``: auto (both exporters, generator.building.export.onnx.exporter_order), dynamo
     #: or torchscript (that exporter alone).
     exporter: str = "auto"
+    #: The manifest's optimization profiles, in order (empty: one profile, the inputs' own min/opt/max).
+    profiles: tuple[OptimizationProfile, ...] = ()
+
+    def engine_profiles(self) -> list[tuple[TensorPlan, ...]]:
+        """The inputs of each optimization profile a TensorRT plan of this model holds, in order."""
+        return [p.inputs for p in self.profiles] or [self.inputs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +205,8 @@ def plan_model(
         target_notes.append(f"target auto resolved to {resolved}")
         target = resolved
     tensors = plan_tensors(model, file, target=target)
+    if not tensors.problems:
+        tensors, profiles = plan_profiles(model, tensors, file, target)
     if tensors.problems:
         raise GenRepoError(tensors.problems)
     decisions = [*tensors.decisions[: len(model.assumptions)], *target_notes,
@@ -218,6 +227,7 @@ def plan_model(
             option_pointer=model.option_pointer,
             version=model.version,
             warmup_data=warmup_data,
+            profiles=profiles,
         )
     )
     decisions.extend(built.notes)
@@ -248,6 +258,7 @@ def plan_model(
         compare=compare,
         shape_origins=model.shape_origins,
         exporter=str((model.options.get("export") or {}).get("exporter", "auto")),
+        profiles=profiles,
     )
 
 
@@ -362,6 +373,7 @@ def describe_plan(plan: RepositoryPlan) -> dict[str, Any]:
                 "decisions": list(m.decisions),
                 "inputs": [_describe_tensor(t) for t in m.inputs],
                 "outputs": [_describe_tensor(t) for t in m.outputs],
+                "profiles": [{"name": p.name, "inputs": [_describe_tensor(t) for t in p.inputs]} for p in m.profiles],
             }
             for m in plan.models
         ],

@@ -47,7 +47,7 @@ from generator.naming import SemanticPath, format_tensor_name
 from generator.planning.values import ValueDomain
 from generator.specs.graphspec import GraphSpec
 from generator.specs.schema import LoadedGraph
-from generator.specs.shape_policy import ShapeResolution, resolve_shapes
+from generator.specs.shape_policy import AxisGroup, ShapeResolution, resolve_shapes
 from generator.specs.tensor_spec import TensorSpec
 
 __all__ = [
@@ -125,7 +125,11 @@ class _Decision:
 
 @dataclass(frozen=True, slots=True)
 class TensorsPlan:
-    """What :func:`plan_tensors` decides: the tensors, the batching decision and why, and the problems."""
+    """What :func:`plan_tensors` decides: the tensors, the batching decision and why, and the problems.
+
+    ``axis_groups`` are the linked input axes (:func:`generator.specs.shape_policy.linked_axes`), members named by
+    their Triton tensor names: the optimization profiles name an axis once for its whole group.
+    """
 
     inputs: tuple[TensorPlan, ...]
     outputs: tuple[TensorPlan, ...]
@@ -134,6 +138,7 @@ class TensorsPlan:
     opt_batch: int
     decisions: tuple[str, ...]
     problems: tuple[Problem, ...]
+    axis_groups: tuple[AxisGroup, ...] = ()
 
 
 def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str | None = None) -> TensorsPlan:
@@ -203,7 +208,7 @@ def plan_tensors(model: ManifestModel, manifest_file: Path | str, *, target: str
     if not outputs and not problems:
         problems.append(Problem(spec_file, model.spec_pointer + "/output_spec", "the graph has no output tensors"))
     return TensorsPlan(tuple(inputs), tuple(outputs), decision.batching, decision.max_batch_size, decision.opt_batch,
-                       tuple(decisions), tuple(problems))
+                       tuple(decisions), tuple(problems), resolution.groups)
 
 
 def input_changes(graph: GraphSpec) -> list[str]:

@@ -139,6 +139,26 @@ def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any,
     assert not server.running or "max allowed is 4" in server.log_text()
 
 
+def test_a_profile_past_int32_takes_triton_down(triton_server_factory: Any, tmp_path: Path) -> None:
+    """``instance-group-profile-int32`` is left out of the shared server: core's GetProfileIndex catches only
+    std::invalid_argument from stoi, so a profile past int32 aborts the whole server (SIGABRT), not just the load."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    case = CASE_IDS["instance-group-profile-int32"]
+    roots = [tmp_path / f"repo{r}" for r in range(3)]
+    write_side(case, "bad", roots)
+    server = triton_server_factory(roots[0], model_control="explicit", disable_auto_complete_config=True)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    with pytest.raises(InferenceServerException):
+        client.load_model(case.name("bad", "m"), client_timeout=60)
+    deadline = time.monotonic() + 30
+    while server.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not server.running
+    assert "terminate called after throwing an instance of 'std::out_of_range'" in server.log_text()
+
+
 def test_url_reads_the_missing_backends_and_external_models_load_from_elsewhere(
         triton_server_factory: Any, tmp_path: Path) -> None:
     """``--url``: a backend the server refused a model for is absent (the GPU count stays unknown, and is said to

@@ -1,4 +1,4 @@
-"""ONNX -> TensorRT engine: a thin layer over the TensorRT Python builder API, with the module passed in.
+"""ONNX -> TensorRT engine with its optimization profiles: a thin layer over the TensorRT Python builder API.
 
 Every function takes the TensorRT module as ``trt`` so the same code drives standard TensorRT (``tensorrt``, what
 Triton's TensorRT backend loads, needs a GPU) and NVIDIA TensorRT-RTX (``tensorrt_rtx``, whose builder also runs on a
@@ -280,6 +280,9 @@ class BuildResult:
     notes: list[str]
     log: list[str]
     build_seconds: float
+    #: Each optimization profile as the builder config holds it (read back with ``IOptimizationProfile.get_shape``
+    #: after it was added), in TensorRT's profile order: per network input ``{name, min, opt, max}``.
+    profiles: list[list[dict[str, Any]]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready description without the plan bytes."""
@@ -426,19 +429,20 @@ def _load_timing_cache(config: Any, path: Path, rec: _Recorder, notes: list[str]
 def build_engine(
     trt: Any,
     onnx_path: Path | str,
-    profiles: Sequence[Any],
+    profiles: Sequence[Sequence[Any]],
     options: BuildOptions | None = None,
     logger: Any = None,
     gpu: GpuInfo | Literal["detect"] | None = "detect",
 ) -> BuildResult:
-    """Parse ``onnx_path`` with ``trt``'s OnnxParser and build a serialized engine with ONE optimization profile.
+    """Parse ``onnx_path`` with ``trt``'s OnnxParser and build a serialized engine with these optimization profiles.
 
-    ``profiles`` gives min/opt/max for every network input (:class:`ProfileShapes`, or anything
-    :meth:`ProfileShapes.from_data` takes). ``logger`` is a :func:`make_logger` logger to reuse (one is made if
-    None). ``gpu`` is the GPU being built for ("detect": CUDA's device 0 per :mod:`generator.gpu`; None: no GPU);
-    its compute capability is recorded. Raises :class:`GenRepoError` for bad options or a profile that does not fit
-    the network (all problems at once, before building) and :class:`TensorRTBuildError` when TensorRT cannot parse
-    or build, with its parser errors and log lines in the message.
+    ``profiles`` holds one entry per optimization profile, in order (TensorRT's profile index 0, 1, ...), each giving
+    min/opt/max for every network input (:class:`ProfileShapes`, or anything :meth:`ProfileShapes.from_data` takes).
+    ``logger`` is a :func:`make_logger` logger to reuse (one is made if None). ``gpu`` is the GPU being built for
+    ("detect": CUDA's device 0 per :mod:`generator.gpu`; None: no GPU); its compute capability is recorded. Raises
+    :class:`GenRepoError` for bad options or a profile that does not fit the network (all problems at once, before
+    building) and :class:`TensorRTBuildError` when TensorRT cannot parse or build, refuses a profile or holds other
+    shapes than were set, with its parser errors and log lines in the message.
     """
     options = options or BuildOptions()
     path = Path(onnx_path)
@@ -454,12 +458,13 @@ def build_engine(
     if flavor == "tensorrt" and gpu is None:
         # Standard TensorRT's builder needs CUDA; failing here is clearer than its CUDA initialisation errors.
         raise TensorRTBuildError([Problem(file, "", "standard TensorRT needs an NVIDIA GPU to build; none was found")])
-    wanted = profile_shapes(profiles)
+    wanted = [profile_shapes(profile) for profile in profiles]
     logger = logger if logger is not None else make_logger(trt)
     rec = _Recorder(trt, logger)
     start_mark = rec.mark()
     notes: list[str] = []
-    builder = network = parser = config = profile = cache = None
+    builder = network = parser = config = cache = None
+    made: list[Any] = []  # the profile objects, kept until the build is done
     started = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -479,24 +484,22 @@ def build_engine(
                 )
 
             inputs = _network_inputs(network, file)
-            problems = profile_problems(wanted, inputs)
+            problems = [Problem(file, json_pointer(["optimization_profiles", k, name]), f"optimization profile {k}: "
+                                f"input {name!r}: {message}")
+                        for k, shapes in enumerate(wanted) for name, message in profile_problems(shapes, inputs)]
+            if not wanted:
+                problems.append(Problem(file, "/optimization_profiles", "no optimization profile given"))
             if problems:
-                raise GenRepoError(
-                    Problem(file, json_pointer(["optimization_profile", name]), f"input {name!r}: {message}")
-                    for name, message in problems
-                )
+                raise GenRepoError(problems)
 
             config = builder.create_builder_config()
             _apply_options(config, options, rec)
-            profile = builder.create_optimization_profile()
-            for name in inputs:  # network order, so the profile is the same whatever order the caller used
-                shapes = next(p for p in wanted if p.name == name)
-                profile.set_shape(name, shapes.min, shapes.opt, shapes.max)
-            mark = rec.mark()
-            if config.add_optimization_profile(profile) < 0:
-                raise TensorRTBuildError(
-                    [Problem(file, "/optimization_profile", _failure("TensorRT refused the profile", rec, mark))]
-                )
+            read_back = [_add_profile(builder, config, k, shapes, inputs, rec, file, made)
+                         for k, shapes in enumerate(wanted)]
+            if config.num_optimization_profiles != len(wanted):
+                raise TensorRTBuildError([Problem(file, "/optimization_profiles", f"the builder config holds "
+                                                  f"{config.num_optimization_profiles} optimization profiles, "
+                                                  f"{len(wanted)} were added")])
 
             loaded = False
             cache_path = options.timing_cache_path
@@ -530,7 +533,8 @@ def build_engine(
         # Release explicitly in dependency order (parser and profile before the network, everything before the
         # builder) rather than leaving it to garbage collection: TensorRT-RTX has segfaulted at interpreter exit
         # when parser/network objects outlived each other in the wrong order (two parsers on one network).
-        parser = profile = cache = None
+        parser = cache = None
+        made.clear()
         network = config = None
         builder = None
     return BuildResult(
@@ -545,7 +549,36 @@ def build_engine(
         notes=notes,
         log=rec.since(start_mark),
         build_seconds=round(time.perf_counter() - started, 3),
+        profiles=read_back,
     )
+
+
+def _add_profile(
+    builder: Any, config: Any, index: int, shapes: Sequence[ProfileShapes], inputs: Mapping[str, Sequence[int]],
+    rec: _Recorder, file: str, made: list[Any],
+) -> list[dict[str, Any]]:
+    """Add optimization profile ``index`` to ``config``; what the config holds, read back (it must be what was set)."""
+    profile = builder.create_optimization_profile()
+    made.append(profile)
+    by_name = {p.name: p for p in shapes}
+    for name in inputs:  # network order, so the profile is the same whatever order the caller used
+        profile.set_shape(name, by_name[name].min, by_name[name].opt, by_name[name].max)
+    mark = rec.mark()
+    added = config.add_optimization_profile(profile)
+    if added != index:
+        refused = "refused" if added < 0 else f"gave index {added} to"
+        raise TensorRTBuildError([Problem(file, f"/optimization_profiles/{index}",
+                                          _failure(f"TensorRT {refused} optimization profile {index}", rec, mark))])
+    held = []
+    for name in inputs:
+        low, opt, high = (tuple(int(d) for d in dims) for dims in profile.get_shape(name))
+        want = by_name[name]
+        if (low, opt, high) != (want.min, want.opt, want.max):
+            raise TensorRTBuildError([Problem(file, json_pointer(["optimization_profiles", index, name]),
+                                              f"optimization profile {index} holds {name!r} at min={list(low)} "
+                                              f"opt={list(opt)} max={list(high)}, not {_describe(want)} as set")])
+        held.append({"name": name, "min": list(low), "opt": list(opt), "max": list(high)})
+    return held
 
 
 def _failure(what: str, rec: _Recorder, mark: int) -> str:

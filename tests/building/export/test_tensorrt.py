@@ -143,7 +143,7 @@ def test_standard_tensorrt_without_gpu_stops_before_touching_it(tmp_path: Path) 
     model = tmp_path / "m.onnx"
     model.write_bytes(b"not used")
     with pytest.raises(TensorRTBuildError, match="needs an NVIDIA GPU") as caught:
-        build_engine(fake, model, _mlp_profile(), gpu=None)
+        build_engine(fake, model, [_mlp_profile()], gpu=None)
     assert caught.value.exit_code == 1
 
 
@@ -153,7 +153,7 @@ def test_standard_tensorrt_without_gpu_stops_before_touching_it(tmp_path: Path) 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_builds_engine_with_spec_profile(trt_rtx: Any, example_onnx: dict, name: str) -> None:
     path, graph = example_onnx[name]
-    result = build_engine(trt_rtx, path, profiles_from_graph(graph))
+    result = build_engine(trt_rtx, path, [profiles_from_graph(graph)])
     assert len(result.plan_bytes) > 1000
     assert result.flavor == "tensorrt_rtx"
     assert result.trt_version == trt_rtx.__version__
@@ -171,13 +171,13 @@ def test_build_accepts_tensor_plan_like_objects_in_any_order(trt_rtx: Any, examp
         types.SimpleNamespace(name=p.name, min_shape=list(p.min), opt_shape=list(p.opt), max_shape=list(p.max))
         for p in reversed(profiles_from_graph(graph))
     ]
-    assert build_engine(trt_rtx, path, plans).plan_bytes
+    assert build_engine(trt_rtx, path, [plans]).plan_bytes
 
 
 def test_same_input_builds_identical_engine(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
-    first = build_engine(trt_rtx, path, _mlp_profile())
-    assert first.plan_bytes == build_engine(trt_rtx, path, _mlp_profile()).plan_bytes
+    first = build_engine(trt_rtx, path, [_mlp_profile()])
+    assert first.plan_bytes == build_engine(trt_rtx, path, [_mlp_profile()]).plan_bytes
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,7 @@ def test_bad_profile_is_refused_before_building(
 ) -> None:
     path, _ = example_onnx["mlp"]
     with pytest.raises(GenRepoError) as caught:
-        build_engine(trt_rtx, path, profile)
+        build_engine(trt_rtx, path, [profile])
     assert not isinstance(caught.value, TensorRTBuildError)
     assert caught.value.exit_code == 2
     for word in words:
@@ -208,14 +208,48 @@ def test_missing_input_of_two_is_named(trt_rtx: Any, example_onnx: dict) -> None
     path, graph = example_onnx["text"]
     only_ids = [p for p in profiles_from_graph(graph) if p.name == "input_input_ids"]
     with pytest.raises(GenRepoError, match=r"input_attention_mask.*not covered") as caught:
-        build_engine(trt_rtx, path, only_ids)
-    assert [p.pointer for p in caught.value.problems] == ["/optimization_profile/input_attention_mask"]
+        build_engine(trt_rtx, path, [only_ids])
+    assert [p.pointer for p in caught.value.problems] == ["/optimization_profiles/0/input_attention_mask"]
+
+
+def _text_buckets(graph: GraphSpec) -> list[list[ProfileShapes]]:
+    """The example text model (batch 1..16, seq 4..64) in two sequence buckets, as a plan gives them."""
+    return [[ProfileShapes(p.name, (1, 4), (16, 16), (16, 16)) for p in profiles_from_graph(graph)],
+            [ProfileShapes(p.name, (1, 17), (4, 48), (16, 64)) for p in profiles_from_graph(graph)]]
+
+
+def test_builds_one_engine_with_several_profiles_in_order(trt_rtx: Any, example_onnx: dict) -> None:
+    """TensorRT-RTX cannot load an engine without a GPU, so the builder config is what shows the profiles: its
+    num_optimization_profiles, and each profile's get_shape read back after add_optimization_profile."""
+    path, graph = example_onnx["text"]
+    buckets = _text_buckets(graph)
+    result = build_engine(trt_rtx, path, buckets)
+    assert result.profiles == [[{"name": p.name, "min": list(p.min), "opt": list(p.opt), "max": list(p.max)}
+                                for p in bucket] for bucket in buckets]
+    assert json.loads(json.dumps(result.summary()))["profiles"] == result.profiles
+    single = build_engine(trt_rtx, path, buckets[:1])
+    assert len(single.profiles) == 1 and len(result.plan_bytes) > len(single.plan_bytes)  # one set of kernels each
+
+
+def test_a_profile_missing_an_input_is_refused_before_building(trt_rtx: Any, example_onnx: dict) -> None:
+    # TensorRT itself takes such a profile and fails only in build_serialized_network ("missing dimensions in
+    # profile 1"); each profile is checked against the network first.
+    path, graph = example_onnx["text"]
+    short, long = _text_buckets(graph)
+    with pytest.raises(GenRepoError) as caught:
+        build_engine(trt_rtx, path, [short, long[:1]])
+    assert not isinstance(caught.value, TensorRTBuildError)
+    assert [(p.pointer, p.message) for p in caught.value.problems] == [
+        ("/optimization_profiles/1/input_attention_mask", "optimization profile 1: input 'input_attention_mask': "
+         "network input is not covered by the optimization profile")]
+    with pytest.raises(GenRepoError, match="no optimization profile given"):
+        build_engine(trt_rtx, path, [])
 
 
 def test_profile_beyond_static_dim_fails_the_build_with_tensorrt_log(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
     with pytest.raises(TensorRTBuildError) as caught:
-        build_engine(trt_rtx, path, [ProfileShapes("input_x", (1, 16), (4, 17), (8, 17))])
+        build_engine(trt_rtx, path, [[ProfileShapes("input_x", (1, 16), (4, 17), (8, 17))]])
     message = str(caught.value)
     assert "build_serialized_network failed" in message
     assert "[ERROR]" in message and "input_x" in message  # TensorRT's own words, naming the tensor
@@ -237,7 +271,7 @@ def test_parser_errors_are_all_reported(trt_rtx: Any, tmp_path: Path) -> None:
     path = tmp_path / "custom.onnx"
     onnx.save(model, str(path))
     with pytest.raises(TensorRTBuildError) as caught:
-        build_engine(trt_rtx, path, [ProfileShapes("input_x", (1, 4), (2, 4), (4, 4))])
+        build_engine(trt_rtx, path, [[ProfileShapes("input_x", (1, 4), (2, 4), (4, 4))]])
     messages = [p.message for p in caught.value.problems]
     assert len(messages) == 2
     assert "fancy_one" in messages[0] and "fancy_two" in messages[1]
@@ -248,16 +282,16 @@ def test_unreadable_model_fails_clearly(trt_rtx: Any, tmp_path: Path) -> None:
     for content, words in ((b"garbage", "Failed to parse the ONNX model"), (b"this is not a protobuf", "no outputs")):
         garbage.write_bytes(content)
         with pytest.raises(TensorRTBuildError, match=f"ONNX parser: .*{words}") as caught:
-            build_engine(trt_rtx, garbage, _mlp_profile())
+            build_engine(trt_rtx, garbage, [_mlp_profile()])
         assert caught.value.exit_code == 1
     with pytest.raises(GenRepoError, match="ONNX file not found"):
-        build_engine(trt_rtx, tmp_path / "absent.onnx", _mlp_profile())
+        build_engine(trt_rtx, tmp_path / "absent.onnx", [_mlp_profile()])
 
 
 def test_bad_options_refused_before_building(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
     with pytest.raises(GenRepoError, match="builder_optimization_level") as caught:
-        build_engine(trt_rtx, path, _mlp_profile(), BuildOptions(precision=("fp8",), builder_optimization_level=9))
+        build_engine(trt_rtx, path, [_mlp_profile()], BuildOptions(precision=("fp8",), builder_optimization_level=9))
     assert [p.pointer for p in caught.value.problems] == ["/build_options", "/build_options"]
 
 
@@ -265,12 +299,12 @@ def test_timing_cache_written_and_reused(trt_rtx: Any, example_onnx: dict, tmp_p
     path, graph = example_onnx["text"]
     cache = tmp_path / "cache" / "trt" / timing_cache_name(trt_rtx, None)  # folder created on demand
     options = BuildOptions(timing_cache_path=cache)
-    first = build_engine(trt_rtx, path, profiles_from_graph(graph), options)
+    first = build_engine(trt_rtx, path, [profiles_from_graph(graph)], options)
     assert first.timing_cache_written and not first.timing_cache_loaded
     assert cache.is_file() and cache.stat().st_size > 0
     assert [p.name for p in cache.parent.iterdir()] == [cache.name]  # no temporary file left behind
 
-    second = build_engine(trt_rtx, path, profiles_from_graph(graph), options)
+    second = build_engine(trt_rtx, path, [profiles_from_graph(graph)], options)
     assert second.timing_cache_written and cache.is_file()
     # The second build read the file: TensorRT either took it, or refused it and said so (TensorRT-RTX's timing
     # cache is a no-op that cannot read back its own output; it logs "Failed to deserialize timing cache").
@@ -289,7 +323,7 @@ def test_options_the_module_lacks_are_skipped_with_reasons(trt_rtx: Any, example
         version_compatible=True,
         exclude_lean_runtime=True,
     )
-    result = build_engine(trt_rtx, path, _mlp_profile(), options)
+    result = build_engine(trt_rtx, path, [_mlp_profile()], options)
     requested = {
         "TF32": "TF32",
         "FP16": "FP16",
@@ -323,7 +357,7 @@ def _module_has(trt: Any, key: str) -> bool:
 
 def test_tf32_left_out_clears_the_flag(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
-    result = build_engine(trt_rtx, path, _mlp_profile(), BuildOptions(precision=("fp32",)))
+    result = build_engine(trt_rtx, path, [_mlp_profile()], BuildOptions(precision=("fp32",)))
     assert "TF32 cleared" in result.applied_flags and "TF32" not in result.applied_flags
 
 
@@ -331,13 +365,13 @@ def test_logger_is_reusable_and_feeds_a_sink(trt_rtx: Any, example_onnx: dict) -
     path, graph = example_onnx["text"]
     seen: list[Any] = []
     logger = make_logger(trt_rtx, min_severity="WARNING", sink=seen.append)
-    first = build_engine(trt_rtx, path, profiles_from_graph(graph), logger=logger)
+    first = build_engine(trt_rtx, path, [profiles_from_graph(graph)], logger=logger)
     # The parser warns about int64 inputs; the warning reaches the sink, the logger and the result.
     assert any("input_input_ids" in m.message for m in seen)
     assert seen == logger.messages
     assert any("input_input_ids" in line for line in first.log)
     count = len(logger.messages)
-    second = build_engine(trt_rtx, path, profiles_from_graph(graph), logger=logger)
+    second = build_engine(trt_rtx, path, [profiles_from_graph(graph)], logger=logger)
     assert len(logger.messages) > count
     assert len(second.log) == len(logger.messages) - count  # the result only holds its own build's lines
 
@@ -360,7 +394,7 @@ def trt_gpu() -> Any:
 @pytest.mark.gpu
 def test_gpu_fp16_applied_and_compute_capability_recorded(trt_gpu: Any, example_onnx: dict) -> None:
     path, graph = example_onnx["mlp"]
-    result = build_engine(trt_gpu, path, profiles_from_graph(graph), BuildOptions(precision=("fp32", "fp16")))
+    result = build_engine(trt_gpu, path, [profiles_from_graph(graph)], BuildOptions(precision=("fp32", "fp16")))
     gpu = current_gpu(detect_gpus())
     assert gpu is not None
     assert result.flavor == "tensorrt"
@@ -374,7 +408,7 @@ def test_gpu_engine_deserializes_with_the_spec_profile(trt_gpu: Any, example_onn
     path, graph = example_onnx["text"]
     profiles = profiles_from_graph(graph)
     logger = make_logger(trt_gpu)
-    result = build_engine(trt_gpu, path, profiles, logger=logger)
+    result = build_engine(trt_gpu, path, [profiles], logger=logger)
     runtime = trt_gpu.Runtime(logger)  # only here: a GPU is known to be present
     engine = runtime.deserialize_cuda_engine(result.plan_bytes)
     assert engine is not None, [str(m) for m in logger.messages]
@@ -385,10 +419,28 @@ def test_gpu_engine_deserializes_with_the_spec_profile(trt_gpu: Any, example_onn
 
 
 @pytest.mark.gpu
+def test_gpu_engine_deserializes_with_every_profile(trt_gpu: Any, example_onnx: dict) -> None:
+    path, graph = example_onnx["text"]
+    buckets = _text_buckets(graph)
+    logger = make_logger(trt_gpu)
+    result = build_engine(trt_gpu, path, buckets, logger=logger)
+    runtime = trt_gpu.Runtime(logger)  # only here: a GPU is known to be present
+    engine = runtime.deserialize_cuda_engine(result.plan_bytes)
+    assert engine is not None, [str(m) for m in logger.messages]
+    assert engine.num_optimization_profiles == 2
+    for k, bucket in enumerate(buckets):
+        for profile in bucket:
+            shapes = engine.get_tensor_profile_shape(profile.name, k)
+            assert [tuple(s) for s in shapes] == [profile.min, profile.opt, profile.max]
+    del engine, runtime
+
+
+@pytest.mark.gpu
 def test_gpu_hardware_compatibility_applied(trt_gpu: Any, example_onnx: dict) -> None:
     gpu = current_gpu(detect_gpus())
     if gpu is None or gpu.compute_capability is None or float(gpu.compute_capability) < 8.0:
         raise missing("gpu_ampere", "hardware compatibility ampere_plus needs an Ampere or newer GPU")
     path, graph = example_onnx["mlp"]
-    result = build_engine(trt_gpu, path, profiles_from_graph(graph), BuildOptions(hardware_compatibility="ampere_plus"))
+    result = build_engine(trt_gpu, path, [profiles_from_graph(graph)],
+                          BuildOptions(hardware_compatibility="ampere_plus"))
     assert "hardware_compatibility_level=AMPERE_PLUS" in result.applied_flags
