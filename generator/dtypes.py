@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "BACKEND_DATA_TYPES",
     "DATA_TYPES",
     "DTYPES",
     "DType",
@@ -183,6 +184,17 @@ def numpy_dtype(data_type: str) -> np.dtype[Any]:
 SAFETENSORS_TO_NUMPY: dict[str, str] = {
     **{d.safetensors: d.numpy for d in DTYPES if d.safetensors is not None and d.native_numpy is not None},
     "C64": "complex64",
+}
+
+#: The config data types a Triton 2.51 backend maps to its runtime's tensors, for the backends that refuse the others
+#: at load ("unsupported datatype"): the pytorch backend's ModelConfigDataTypeToTorchType (pytorch_backend
+#: src/libtorch_utils.cc: no unsigned type wider than 8 bits, no BF16; TYPE_STRING is not a torch type, the backend
+#: takes it apart, as 1-D lists), the onnxruntime backend's ModelConfigDataTypeToOnnxDataType (onnxruntime_backend
+#: src/onnxruntime_utils.cc: no BF16 before 2.52). Other backends take every type at load.
+BACKEND_DATA_TYPES: dict[str, frozenset[str]] = {
+    "pytorch": frozenset({"TYPE_BOOL", "TYPE_UINT8", "TYPE_INT8", "TYPE_INT16", "TYPE_INT32", "TYPE_INT64",
+                          "TYPE_FP16", "TYPE_FP32", "TYPE_FP64"}),
+    "onnxruntime": frozenset(d.triton for d in DTYPES if d.triton != "TYPE_BF16"),
 }
 
 #: Servable torch dtype (AITune's string form) -> Triton data type; anything else is refused with a clear message.

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generator.lint.environment import Environment
+from generator.lint.environment import Environment, RateLimitResource
 
-#: A python-backend model that answers every request with zeros for each configured output (warmup included).
+#: A python-backend model that answers every request with zeros for each configured output (warmup included), through
+#: the response sender when the model is decoupled.
 PY_MODEL = '''import json
 
 import numpy as np
@@ -32,6 +33,7 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.batching = int(config.get("max_batch_size", 0)) > 0
+        self.decoupled = bool(config.get("model_transaction_policy", {}).get("decoupled"))
         self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"]),
                          [max(int(d), 1) for d in o["dims"]]) for o in config.get("output", [])]
 
@@ -40,17 +42,26 @@ class TritonPythonModel:
         for request in requests:
             inputs = request.inputs()
             batch = [inputs[0].as_numpy().shape[0] if inputs else 1] if self.batching else []
-            responses.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor(name, np.zeros(batch + dims, dtype=dtype)) for name, dtype, dims in self.outputs]))
-        return responses
+            response = pb_utils.InferenceResponse(
+                [pb_utils.Tensor(name, np.zeros(batch + dims, dtype=dtype)) for name, dtype, dims in self.outputs])
+            if self.decoupled:
+                request.get_response_sender().send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:
+                responses.append(response)
+        return None if self.decoupled else responses
 '''
 PY = {"1/model.py": PY_MODEL}
 B = 'backend: "python"\nmax_batch_size: 4\n'
 X = 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
 Y = 'output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
 IO = X + Y
-#: The environment of the CPU test server (no GPU, the python backend only).
-CPU_SERVER = Environment(gpus=0, backends=frozenset({"python"}), source="the CPU test server")
+#: The environment of the CPU test server (no GPU, the python backend only, auto-complete off).
+CPU_SERVER = Environment(gpus=0, backends=frozenset({"python"}), source="the CPU test server", auto_complete=False)
+#: The CPU test server with its rate limiter on, and with a count for one resource.
+RATE_LIMITED = Environment(auto_complete=False, rate_limit="execution_count", source="--rate-limit=execution_count")
+RATE_LIMITED_TO = Environment(auto_complete=False, rate_limit="execution_count",
+                              rate_limit_resources=(RateLimitResource("limited", 3),),
+                              source="--rate-limit=execution_count --rate-limit-resource=limited:3")
 
 
 @dataclass(frozen=True)
@@ -84,8 +95,11 @@ class Case:
     also: tuple[tuple[str, str | None], ...] = ()
     #: findings of other rules on the same value: (model key, text in its config, rule)
     plus: tuple[tuple[str, str | tuple[str, int], str], ...] = ()
+    #: what lint is told (None: nothing, Triton's default options); the server test starts tritonserver with its
+    #: options (:meth:`Environment.tritonserver_args`; None: :data:`CPU_SERVER`'s)
     environment: Environment | None = None
     external: tuple[str, ...] = ()  #: model keys named as loaded elsewhere
+    load_first: tuple[str, ...] = ()  #: model keys the server loads, and keeps loaded, before the subject
 
     def name(self, side: str, key: str) -> str:
         """Folder name of model ``key`` on ``side``."""
@@ -242,10 +256,51 @@ TWO_PROFILES = {**PY, "1/gen_repo/contract.json": '{"format": "gen-repo-contract
 SCATTER_Y = 'batch_output [ { target_name: [ "y" ] kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: [ "x" ] } ]\n'
 PRIORITY = "dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: %d value: "
 
+# ---------------------------------------------------------------------------- backends the CPU server lacks
+PT = 'platform: "pytorch_libtorch"\nmax_batch_size: 4\n'
+PT_FILE = {"1/model.pt": "torchscript"}  # lint reads the config, never the TorchScript file
+ORT = 'platform: "onnxruntime_onnx"\nmax_batch_size: 4\n'
+
+
+def pytorch(config: str) -> dict:
+    """A pytorch model (its config after the platform line)."""
+    return one(PT + config, dict(PT_FILE))
+
+
+def pt_controls(name: str, kind: str, values: str = "int32_false_true: [ 0, 1 ]") -> str:
+    """A pytorch config body with one control tensor of ``CONTROL_SEQUENCE_<kind>``."""
+    return f"sequence_batching {{ control_input [ {control(name, f'CONTROL_SEQUENCE_{kind}', values)} ] }}\n" + IO
+
+
+def onnx_sequence(graph_control: OnnxTensor | None, values: str = "int32_false_true: [ 0, 1 ]") -> dict:
+    """An onnxruntime sequence model with a START control 'S' and this graph input for it (None: no such input)."""
+    graph = [*ONNX_OK, *([graph_control] if graph_control else [])]
+    return one(ORT + f'sequence_batching {{ control_input [ {control("S", "CONTROL_SEQUENCE_START", values)} ] }}\n'
+               + IO, _onnx(graph))
+
+
+def rate_limited(*resources: tuple[str, bool, int]) -> str:
+    """A python model with one KIND_CPU instance group per resource: (name, global, count)."""
+    groups = ", ".join(f'{{ kind: KIND_CPU rate_limiter {{ resources [ {{ name: "{name}" '
+                       f'{"global: true " if is_global else ""}count: {count} }} ] }} }}'
+                       for name, is_global, count in resources)
+    return B + f"instance_group [ {groups} ]\n" + IO
+
+
+CACHE = "response_cache { enable: true }\n"
+DECOUPLED = Model(B + "model_transaction_policy { decoupled: true }\n" + IO)
+MIXED = ('input_map { key: "x" value: "t" } input_map { key: "z" value: "x" } output_map { key: "y" value: "y" }')
+TO_T = 'input_map { key: "x" value: "x" } output_map { key: "y" value: "t" }'
+
 CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------------------------------------ layout
     Case("model-duplicate", {"m": Model(), "m@1": Model()}, one(), where="", also=(("m@1", None),)),
-    Case("config-missing", one(None), one(), where=""),
+    # Triton's default, auto-complete on: the python backend fills in a config (no I/O) and the model loads
+    Case("config-missing", one(None), one(), where="", environment=Environment()),
+    Case("config-required", one(None), one(), where="", environment=CPU_SERVER),
+    Case("config-required-pytorch", {"m": Model(None, dict(PT_FILE))}, pytorch(IO), where=""),
+    Case("config-required-graphdef", {"m": Model(None, {"1/model.graphdef": "graph"})},
+         one('platform: "tensorflow_graphdef"\nmax_batch_size: 4\n' + IO, {"1/model.graphdef": "graph"}), where=""),
     Case("config-parse", one(B + 'input [ { name: "x" data_type: TYPE_FP32 dimz: [ 4 ] } ]\n' + Y), one(), at="dimz"),
     Case("config-name-mismatch", one('name: "other"\n' + B + IO, named=False), one(), at='name: "other"'),
     Case("version-missing", one(files={"model.py": PY_MODEL}), one(), where=""),
@@ -330,6 +385,39 @@ CASES: tuple[Case, ...] = (
          one(NO_PLATFORM + IO, _onnx(ONNX_OK)), at="4 ]"),
     Case("onnx-batch-inferred", one(NO_PLATFORM + IO, _onnx([("x", "FLOAT", [1, 4])])),
          one(NO_PLATFORM + IO, _onnx(ONNX_OK)), at="max_batch_size"),
+    # what each backend takes in a config (Triton QA L0_libtorch_io_types: the first three)
+    Case("backend-data-type-pytorch-input", pytorch(IO.replace("TYPE_FP32", "TYPE_UINT32", 1)), pytorch(IO),
+         at="data_type: TYPE_UINT32"),
+    Case("backend-data-type-pytorch-output", pytorch(X + Y.replace("TYPE_FP32", "TYPE_UINT64")), pytorch(IO),
+         at="data_type: TYPE_UINT64"),
+    Case("backend-data-type-pytorch-corrid", pytorch(pt_controls("CORRID__2", "CORRID", "data_type: TYPE_UINT32")),
+         pytorch(pt_controls("CORRID__2", "CORRID", "data_type: TYPE_INT64")), at="data_type: TYPE_UINT32"),
+    Case("backend-data-type-pytorch-string", pytorch(X.replace("TYPE_FP32", "TYPE_STRING") + Y),
+         one(PT.replace("4", "0") + X.replace("TYPE_FP32", "TYPE_STRING") + Y, dict(PT_FILE)), at="dims"),
+    Case("backend-data-type-onnx-bf16",
+         one(ORT + IO.replace("TYPE_FP32", "TYPE_BF16", 1), _onnx([("x", "BFLOAT16", ["b", 4])])),
+         one(ORT + IO, _onnx(ONNX_OK)), at="data_type: TYPE_BF16"),
+    Case("backend-control-name-pytorch", pytorch(pt_controls("START", "START")),
+         pytorch(pt_controls("START__1", "START")), at='name: "START"'),
+    Case("backend-control-dims-onnx", onnx_sequence(("S", "INT32", ["b", 2])),
+         onnx_sequence(("S", "INT32", ["b", 1])), at='name: "S"'),
+    Case("backend-control-type-onnx", onnx_sequence(("S", "FLOAT", ["b", 1])),
+         onnx_sequence(("S", "FLOAT", ["b", 1]), "fp32_false_true: [ 0, 1 ]"), at='name: "S"'),
+    Case("backend-control-missing-onnx", onnx_sequence(None), onnx_sequence(("S", "INT32", ["b", 1])),
+         at='name: "S"'),
+    Case("backend-io-required-pytorch", pytorch(Y), pytorch(IO), at="name:"),
+    Case("optional-input-onnxruntime",
+         one(ORT + TWO_INPUTS.replace(B, "").replace("[ 4 ] } ]", "[ 4 ] optional: true } ]", 1),
+             _onnx([*ONNX_OK, ("z", "FLOAT", ["b", 4])])),
+         one(ORT + TWO_INPUTS.replace(B, ""), _onnx([*ONNX_OK, ("z", "FLOAT", ["b", 4])])), at="optional"),
+    Case("instance-kind-tensorrt-cpu",
+         one(TRT + NO_PLATFORM + "instance_group [ { kind: KIND_CPU } ]\n" + IO, {"1/model.plan": "p"}),
+         one(TRT + NO_PLATFORM + "instance_group [ { kind: KIND_GPU } ]\n" + IO, {"1/model.plan": "p"}), at="kind"),
+    Case("instance-kind-openvino-gpu",
+         one('backend: "openvino"\n' + NO_PLATFORM + "instance_group [ { kind: KIND_GPU } ]\n" + IO,
+             {"1/model.xml": "<net/>"}),
+         one('backend: "openvino"\n' + NO_PLATFORM + "instance_group [ { kind: KIND_CPU } ]\n" + IO,
+             {"1/model.xml": "<net/>"}), at="kind"),
     # ------------------------------------------------------------------------------------------------ model_config
     Case("max-batch-size", one('backend: "python"\nmax_batch_size: -1\n' + IO), one(), at="max_batch_size"),
     Case("tensor-name", one(B + 'input [ { data_type: TYPE_FP32 dims: [ 4 ] } ]\n' + Y), one(), at="{ data_type"),
@@ -627,9 +715,30 @@ CASES: tuple[Case, ...] = (
                         + step("s", maps='input_map { key: "x" value: "t" } output_map { key: "y" value: "y" }')),
           "d": Model(B + "model_transaction_policy { decoupled: true }\n" + IO), "s": Model()},
          at=("model_name", 2)),
+    # the inner ensemble is decoupled through its step: its output and an ensemble input meet in step 's'
+    Case("ensemble-decoupled-nested",
+         {"o": ensemble(step("i", maps=TO_T) + ", " + step("s", maps=MIXED)), "i": ensemble(step("d")),
+          "d": DECOUPLED, "s": Model(TWO_INPUTS)},
+         {"o": ensemble(step("i", maps=TO_T) + ", " + step("s", maps=MIXED)), "i": ensemble(step("p")),
+          "p": Model(), "s": Model(TWO_INPUTS)}, at=("model_name", 2)),
+    Case("response-cache-ensemble-step", {"e": ensemble(step("d"), extra=CACHE), "d": DECOUPLED},
+         {"e": ensemble(step(), extra=CACHE), "s": Model()}, at="response_cache"),
+    Case("response-cache-nested-ensemble",
+         {"o": ensemble(step("i"), extra=CACHE), "i": ensemble(step("d")), "d": DECOUPLED},
+         {"o": ensemble(step("i"), extra=CACHE), "i": ensemble(step()), "s": Model()}, at="response_cache"),
     Case("ensemble-step-batching", {"e": ensemble(step()), "s": Model('backend: "python"\nmax_batch_size: 0\n' + IO)},
          {"e": ensemble(step()), "s": Model('backend: "python"\nmax_batch_size: 0\n'
                                             + IO.replace("[ 4 ]", "[ -1, 4 ]"))}, at='key: "x"'),
+    # ------------------------------------------------------------------------------------------------ rate limiter
+    # the server loads 'g' first: the second model to declare the resource is refused (Triton QA L0_rate_limiter)
+    Case("rate-limiter-scope", {"m": Model(rate_limited(("r1", False, 1))), "g": Model(rate_limited(("r1", True, 2)))},
+         {"m": Model(rate_limited(("r2", False, 1))), "g": Model(rate_limited(("r2", False, 2)))},
+         at='{ name: "r1"', also=(("g", '{ name: "r1"'),), environment=RATE_LIMITED, load_first=("g",)),
+    Case("rate-limiter-scope-one-model", one(rate_limited(("r3", True, 1), ("r3", False, 1))),
+         one(rate_limited(("r4", False, 1), ("r4", False, 1))), at='{ name: "r3"',
+         plus=(("m", ('{ name: "r3"', 2), "rate-limiter-resource"),), environment=RATE_LIMITED),
+    Case("rate-limiter-count", one(rate_limited(("limited", False, 5))), one(rate_limited(("limited", False, 3))),
+         at='{ name: "limited"', environment=RATE_LIMITED_TO),
     # ------------------------------------------------------------------------------------------------ environment
     Case("environment-no-gpu", one(B + "instance_group [ { kind: KIND_GPU } ]\n" + IO),
          one(B + "instance_group [ { kind: KIND_AUTO } ]\n" + IO), at="kind", environment=CPU_SERVER),

@@ -31,7 +31,7 @@ def test_no_heldout_architecture_is_in_the_zoo():
 
     zoo = (ZOO / "zoo_models.py").read_text()
     for factory in ("BartFor", "Whisper", "Hubert", "Qwen2", "DistilBert", "AutoencoderKL", "Siglip", "nn.GRU",
-                    "KeepMask"):
+                    "KeepMask", "Mamba"):
         assert factory not in zoo, factory
 
 
@@ -78,3 +78,34 @@ def test_heldout_run_builds_serves_and_range_checks_three_of_them(tmp_path):
     for score, count in ((5.0, 75), (-5.0, 0)):
         (got,) = session.run(None, {"input_boxes": boxes, "input_scores": np.full((3, 25), score, np.float32)})
         assert got.shape == (count, 4)
+
+
+@pytest.mark.slow
+def test_a_state_space_model_that_runs_in_torch_and_not_in_onnxruntime_blames_the_export(tmp_path):
+    """Mamba (transformers, one layer, no mamba_ssm kernels): the TorchScript exporter unrolls the selective scan at
+    the traced sequence length, so onnxruntime fails the min and max cases torch ran in the reference stage. The build
+    says the export is at fault (the node, the op, the shapes that fail and run, the exporter and the other one to
+    try) and does not ask for value ranges: the data is not to blame."""
+    import yaml
+
+    from generator.building.pipeline import BuildFailed, BuildOptions, build_repository
+
+    manifest = tmp_path / "gen-repo.yaml"
+    manifest.write_text(yaml.safe_dump({"defaults": {"target": "python"}, "models": [
+        {"name": "mamba", "spec": str(HELDOUT / "specs" / "mamba.graphspec.json"),
+         "source": {"factory": "heldout_models:make_mamba"}, "export": {"exporter": "torchscript"}}]}))
+    options = BuildOptions(allow_code=True, target="python", cache_dir=tmp_path / "cache", jobs=1,
+                           code_path=(str(HELDOUT),), allow_outside=True)
+    with pytest.raises(BuildFailed) as failed:
+        build_repository(manifest, options, output_dir=tmp_path / "repo")
+    problems = failed.value.problems
+    assert not any("made-up" in p.message or "value_range" in p.message for p in problems), problems
+    (blame,) = [p for p in problems if p.pointer == "/models/0/export"]
+    assert blame.message.startswith("model 'mamba', stage check: the export is at fault, not the data: torch ran these "
+                                    "very inputs (stage reference), the ONNX graph does not: "), blame.message
+    assert "case 'min' (input_input_ids [1, 2]) fails in node '/module/backbone/layers.0/mixer/Gather_" in blame.message
+    assert "(Gather: indices element out of data bounds" in blame.message
+    assert "case 'opt' (input_input_ids [2, 16]) runs" in blame.message
+    assert ("The TorchScript-based exporter torch.onnx.export(dynamo=False) wrote the graph from an example of "
+            "input_input_ids [2, 16]; the other exporter was not tried (export.exporter is 'torchscript'): try it with "
+            "`export: {exporter: dynamo}` in this model's manifest entry") in blame.message

@@ -291,9 +291,10 @@ def _build_stages(
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
 ) -> ModelArtifacts:
+    from generator.building.export.fault import export_fault
     from generator.building.export.onnx import EXPORTER_NAMES, export_onnx, load_pt2, prepare_source_onnx
     from generator.building.export.onnx_checks import check_onnx
-    from generator.building.export.plans import ForwardError, constants_from_graph
+    from generator.building.export.plans import ForwardError, OnnxCheckError, constants_from_graph
 
     where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
     notes: list[str] = []
@@ -314,6 +315,7 @@ def _build_stages(
         module = import_factory(str(source.factory), options, where)
     samples = _read_samples(model, options, notes)
     tried: dict[str, Any] = {}  # masks the export's example had to flip
+    export = None
     example = _export_example(samples, model.inputs) if module is not None else None
     if source.kind == "onnx":
         assert source.path is not None
@@ -324,17 +326,17 @@ def _build_stages(
         enter("export", "torch -> ONNX")
         _quiet_torch_onnx_logs()
         try:
-            result = export_onnx(
+            export = export_onnx(
                 module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature,
                 constants=constants, example=example, exporter=model.exporter,
             )
         except ForwardError:
             enter.made_up = example is None  # the forward raised on the made-up example
             raise
-        notes.extend(result.notes)
-        notes.append(f"exported with {EXPORTER_NAMES[result.exporter]} in {result.seconds:.1f} s")
-        notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in result.masks.items())
-        tried = result.masks
+        notes.extend(export.notes)
+        notes.append(f"exported with {EXPORTER_NAMES[export.exporter]} in {export.seconds:.1f} s")
+        notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in export.masks.items())
+        tried = export.masks
 
     enter("reference", "reference inputs and outputs at the min, opt and max shapes")
     import onnx
@@ -345,16 +347,27 @@ def _build_stages(
     from generator.building.reference import make_reference_cases
     from generator.contracts.reference_data import write_reference
 
-    cases, case_notes = make_reference_cases(
-        module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
-        forward_signature=forward_signature, constants=constants, domains=domains, samples=samples,
-        run=None if module is not None else _onnxruntime_runner(model, onnx_path), profiles=model.profiles,
-    )
+    def reference_cases() -> tuple[list[Any], list[str]]:
+        return make_reference_cases(
+            module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
+            forward_signature=forward_signature, constants=constants, domains=domains, samples=samples,
+            run=None if module is not None else _onnxruntime_runner(model, onnx_path),
+            profiles=model.profiles,
+        )
+
+    cases, case_notes = reference_cases()
     notes.extend(case_notes)
-    if module is not None:
-        # onnxruntime must reproduce torch on every case (min, opt, max and the samples).
-        enter("check", "onnxruntime against torch", made_up=True)
-        results = check_onnx(onnx_path, model.inputs, model.outputs, cases, compare=model.compare)
+    if module is not None and export is not None:
+        # onnxruntime must reproduce torch on every case (min, opt, max and the samples): torch ran these inputs,
+        # so a failure here is the export's (or, when torch disagrees with itself, the model's), never the data's.
+        enter("check", "onnxruntime against torch")
+        try:
+            results = check_onnx(onnx_path, model.inputs, model.outputs, cases, compare=model.compare)
+        except OnnxCheckError as error:
+            blame = _unrepeatable(model, cases, reference_cases()[0]) or export_fault(
+                error.problems, cases, export, model.exporter, replace(where, pointer=model.manifest_pointer
+                                                                        + "/export"))
+            raise OnnxCheckError([*error.problems, blame]) from error
         padding = model.compare.padding
         left_out = sum(r.left_out for r in results)
         if padding is not None:
@@ -383,6 +396,27 @@ def _build_stages(
         files += build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
         onnx_path.unlink()
     return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains, ranges)
+
+
+def _unrepeatable(model: ModelPlan, cases: Sequence[Any], again: Sequence[Any]) -> Problem | None:
+    """A problem when torch gave other outputs the second time it ran the same cases (None when it repeats itself).
+
+    Such a module is not deterministic (dropout left on, sampling): no export can match it.
+    """
+    import numpy as np
+
+    from generator.planning.compare import compare_output
+
+    for first, second in zip(cases, again, strict=True):
+        for name, want in first.outputs.items():
+            problem = compare_output(model.compare, name, np.asarray(second.outputs[name]), np.asarray(want),
+                                     first.inputs)[3]
+            if problem:
+                return Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source",
+                               f"the model is at fault, not the export: torch gives other outputs for the same inputs "
+                               f"when run again (case {first.name!r} output {name!r}: {problem}); it is not "
+                               "deterministic (dropout or sampling left on?), so onnxruntime cannot reproduce it")
+    return None
 
 
 def derive_output_ranges(

@@ -12,6 +12,7 @@ onnx is imported lazily, only when a repository holds an ONNX model.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,12 @@ else:  # the same module, without tritonclient.grpc's grpc and numpy imports (se
     from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
+    "AUTO_COMPLETE_FILLS",
     "BACKEND_PLATFORM",
+    "ENSEMBLE",
+    "NO_AUTO_COMPLETE",
     "PLATFORM_BACKEND",
+    "auto_complete_fills",
     "backend_refused",
     "check_model_files",
     "check_platform",
@@ -66,6 +71,26 @@ BACKEND_MODEL_FILE = {
     "openvino": "model.xml",
     "python": PYTHON_FILE,
 }
+#: Backend or platform -> why a model of it without config.pbtxt is refused even with auto-complete on (Triton 2.51):
+#: the backend fills in nothing. The words are Triton's refusal.
+NO_AUTO_COMPLETE: dict[str, str] = {
+    "pytorch": "the pytorch backend skips auto-complete (libtorch.cc AutoCompleteConfig), so the model has no inputs "
+               "('model configuration must contain at least one input')",
+    GRAPHDEF: "the tensorflow backend fills in no config for a GraphDef model ('model configuration is not provided')",
+}
+#: What a backend's auto-complete fills into a config that lacks it (Triton 2.51, auto-complete on), by backend (or
+#: platform: a TensorFlow SavedModel; a GraphDef fills nothing): ``io``, every input and output when the config lists
+#: none; ``tensors``, a listed input's or output's missing data_type and dims too (Triton's QA L0_model_config
+#: autofill_noplatform_success: incomplete_input, incomplete_output). The onnxruntime backend fills inputs and outputs
+#: only when the config lists none (onnxruntime.cc AutoCompleteConfig); a python model fills what its model.py's
+#: auto_complete_config does, so everything when it defines one.
+AUTO_COMPLETE_FILLS: dict[str, frozenset[str]] = {
+    "tensorrt": frozenset({"io", "tensors"}),
+    "openvino": frozenset({"io", "tensors"}),
+    SAVEDMODEL: frozenset({"io", "tensors"}),
+    "onnxruntime": frozenset({"io"}),
+}
+_AUTO_COMPLETE_DEF = re.compile(rb"^[ \t]*def[ \t]+auto_complete_config\b", re.MULTILINE)
 #: ONNX TensorProto element type -> config data type (from :mod:`generator.dtypes`).
 ONNX_DATA_TYPES = {d.onnx: d.triton for d in DTYPES}
 EXECUTION_ENV_PATH = "EXECUTION_ENV_PATH"
@@ -157,6 +182,30 @@ def resolve(config: mc.ModelConfig, folder: FsPath, model_name: str) -> Resolved
     return i.result()
 
 
+def auto_complete_fills(folder: ModelFolder, auto_complete: bool) -> frozenset[str]:
+    """What the backend's auto-complete fills into ``folder``'s config (:data:`AUTO_COMPLETE_FILLS`).
+
+    Empty when the server runs with auto-complete off. A python model's model.py is read as text, never run: it
+    fills what it fills when it defines ``auto_complete_config``.
+    """
+    resolved = folder.resolved
+    if not auto_complete or resolved is None:
+        return frozenset()
+    fills = AUTO_COMPLETE_FILLS.get(resolved.backend) or AUTO_COMPLETE_FILLS.get(resolved.platform)
+    if fills is not None:
+        return fills
+    filename = resolved.default_model_filename
+    if resolved.backend != "python" or not filename or relative_path_problem(filename):
+        return frozenset()
+    for version in folder.loaded:
+        try:
+            if _AUTO_COMPLETE_DEF.search(read_bytes(folder.path / str(version) / filename)):
+                return frozenset({"io", "tensors"})
+        except OSError:  # missing or unreadable: model-file-missing's, or the stub's, to say
+            continue
+    return frozenset()
+
+
 def backend_refused(resolved: Resolved) -> bool:
     """Triton refuses the platform/backend pair itself (so no backend-specific rule applies)."""
     platform, backend = resolved.platform, resolved.backend
@@ -228,7 +277,8 @@ def check_model_files(folder: ModelFolder) -> list[Finding]:
                        f"which is missing in version {version}", cf.entry(("cc_model_filenames",), cc, "value"))
         onnx_file = version_dir / (expected if resolved.backend == "onnxruntime" and expected else "model.onnx")
         if resolved.backend in ("onnxruntime", "python") and onnx_file.is_file():
-            _check_onnx(cf, onnx_file, f"{rel}/{onnx_file.name}")
+            _check_onnx(cf, onnx_file, f"{rel}/{onnx_file.name}", controls=resolved.backend == "onnxruntime",
+                        filled="io" in folder.fills and resolved.backend == "onnxruntime")
     return findings
 
 
@@ -249,7 +299,13 @@ def _check_python(cf: ConfigFile, folder: ModelFolder, resolved: Resolved) -> No
 
 
 # ---------------------------------------------------------------------------- ONNX agreement
-def _check_onnx(cf: ConfigFile, onnx_path: FsPath, onnx_rel: str) -> None:
+def _check_onnx(cf: ConfigFile, onnx_path: FsPath, onnx_rel: str, *, controls: bool, filled: bool) -> None:
+    """The graph's inputs and outputs against the config (and its control tensors, with ``controls``).
+
+    With ``controls`` (the onnxruntime backend) the sequence batcher's control tensors are checked too: that backend
+    feeds them as graph inputs. With ``filled``, its auto-complete lists every graph input when the config lists
+    none.
+    """
     try:
         import onnx  # lazily: only repositories with ONNX models pay for it
     except ImportError:
@@ -273,9 +329,12 @@ def _check_onnx(cf: ConfigFile, onnx_path: FsPath, onnx_rel: str) -> None:
     }
     config = cf.config
     batching = config.max_batch_size > 0
+    # Graph inputs Triton feeds besides the config's inputs: control tensors, implicit states, batch inputs.
+    fed = {ci.name for ci in config.sequence_batching.control_input} | {
+        s.input_name for s in config.sequence_batching.state} | {t for bi in config.batch_input for t in bi.target_name}
     for kind, tensors in (("input", config.input), ("output", config.output)):
         graph_tensors = graph_io[kind]
-        configured = {io.name for io in tensors}
+        configured = {io.name for io in tensors} | (fed if kind == "input" else set())
         unlisted = sorted(set(graph_tensors) - configured)
         for index, io in enumerate(tensors):
             label = f"{kind} '{io.name}'"
@@ -291,13 +350,55 @@ def _check_onnx(cf: ConfigFile, onnx_path: FsPath, onnx_rel: str) -> None:
                 continue
             _compare_onnx_tensor(cf, kind, index, io, value_info, batching, onnx_rel)
         # Every graph input must be fed; a renamed one is already reported above with the graph's names.
-        if kind == "input" and configured <= set(graph_tensors):
+        if kind == "input" and configured <= set(graph_tensors) and not (filled and not tensors):
             for name in unlisted:
                 cf.add(
                     "onnx-io-name",
                     f"graph input '{name}' of {onnx_rel} is not in the config; Triton must feed every graph input",
                     ("input",) if len(config.input) else (),
                 )
+    if controls:
+        _check_onnx_controls(cf, graph_io["input"], onnx_rel)
+
+
+#: A boolean control's value list -> the config data type core gives its tensor (GetBooleanSequenceControlProperties).
+_CONTROL_VALUE_TYPES = {"int32_false_true": "TYPE_INT32", "fp32_false_true": "TYPE_FP32",
+                        "bool_false_true": "TYPE_BOOL"}
+
+
+def _check_onnx_controls(cf: ConfigFile, graph_inputs: dict[str, Any], onnx_rel: str) -> None:
+    """The onnxruntime backend's ValidateBooleanSequenceControl and ValidateTypedSequenceControl.
+
+    Each START, END, READY and CORRID tensor is a graph input of dims [1] (after the batch axis) and of the control's
+    data type.
+    """
+    Control = mc.ModelSequenceBatching.Control  # noqa: N806 (the proto's nested class)
+    batching = cf.config.max_batch_size > 0
+    for i, ci in enumerate(cf.config.sequence_batching.control_input):
+        for control in ci.control:
+            if not ci.name or control.kind not in Control.Kind.values():
+                continue
+            if control.kind == Control.CONTROL_SEQUENCE_CORRID:
+                data_type = mc.DataType.Name(control.data_type) if control.data_type else ""
+            else:
+                data_type = next((t for field, t in _CONTROL_VALUE_TYPES.items() if getattr(control, field)), "")
+            where = ("sequence_batching", 0, "control_input", i, "name")
+            label = f"control tensor '{ci.name}' ({Control.Kind.Name(control.kind)})"
+            value_info = graph_inputs.get(ci.name)
+            if value_info is None:
+                cf.add("backend-sequence-control", f"{label} is not a graph input of {onnx_rel}; the onnxruntime "
+                       "backend refuses a control the model does not provide", where)
+                continue
+            tensor_type = value_info.type.tensor_type
+            graph_type = ONNX_DATA_TYPES.get(tensor_type.elem_type, f"ONNX element type {tensor_type.elem_type}")
+            if data_type and graph_type != data_type:
+                cf.add("backend-sequence-control", f"{label} is {data_type} in the config but {graph_type} in "
+                       f"{onnx_rel}; the onnxruntime backend refuses it", where)
+            if tensor_type.HasField("shape"):
+                dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim][batching:]
+                if dims != [1]:
+                    cf.add("backend-sequence-control", f"{label} has dims {dims} in {onnx_rel}"
+                           f"{' after the batch axis' if batching else ''}; the onnxruntime backend needs [1]", where)
 
 
 def _compare_onnx_tensor(

@@ -79,7 +79,10 @@ def check_ensembles(models: Mapping[str, ModelFolder], external: frozenset[str] 
                  if m.cf is not None and m.resolved is not None and m.resolved.platform == ENSEMBLE
                  and m.cf.config.HasField("ensemble_scheduling")}
     cycles = _cycle_members(ensembles)
-    for name, folder in sorted(ensembles.items()):
+    #: ensemble -> why Triton makes it decoupled ("" when it does not): inner ensembles first, as Triton loads them
+    decoupled: dict[str, str] = {}
+    for name in _inner_first(ensembles):
+        folder = ensembles[name]
         assert folder.cf is not None
         cf = folder.cf
         steps = cf.config.ensemble_scheduling.step
@@ -100,10 +103,33 @@ def check_ensembles(models: Mapping[str, ModelFolder], external: frozenset[str] 
         if any(f.rule == "ensemble-config" for f in cf.findings):
             continue  # Triton stops at the structure; the wiring of a malformed ensemble says nothing more
         steps_ok = all(s.model_name in models and models[s.model_name].cf is not None for s in steps)
-        if not steps_ok or name in cycles:
-            _wiring(cf, folder, models, decoupled=False)
-        else:
-            _wiring(cf, folder, models, decoupled=True)
+        why = _wiring(cf, folder, models, None if not steps_ok or name in cycles else decoupled)
+        if why is not None:
+            decoupled[name] = why
+
+
+def _inner_first(ensembles: Mapping[str, ModelFolder]) -> list[str]:
+    """Every ensemble after the ensembles its steps run (depth first, by name; a cycle is broken where it closes).
+
+    Iterative, so a deep nesting of ensembles cannot exhaust the interpreter's stack.
+    """
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in sorted(ensembles):
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(ensembles[root].cf.config.ensemble_scheduling.step))]  # type: ignore[union-attr]
+        while stack:
+            name, steps = stack[-1]
+            inner = next((s.model_name for s in steps if s.model_name in ensembles and s.model_name not in seen), None)
+            if inner is None:
+                order.append(name)
+                stack.pop()
+                continue
+            seen.add(inner)
+            stack.append((inner, iter(ensembles[inner].cf.config.ensemble_scheduling.step)))  # type: ignore[union-attr]
+    return order
 
 
 def _check_step_version(cf: ConfigFile, index: int, step: Any, target: ModelFolder) -> None:
@@ -192,8 +218,16 @@ def _wiring_path(cf: ConfigFile, where: Location) -> FieldPath:
     return cf.entry((*step, str(where[2])), str(where[3]), "key")
 
 
-def _wiring(cf: ConfigFile, folder: ModelFolder, models: Mapping[str, ModelFolder], *, decoupled: bool) -> None:
-    """generator.triton.ensemble's wiring rules, then (when they pass) the decoupled-origin and step-batching checks."""
+def _wiring(cf: ConfigFile, folder: ModelFolder, models: Mapping[str, ModelFolder],
+            decoupled: Mapping[str, str] | None) -> str | None:
+    """generator.triton.ensemble's wiring rules, then the decoupled-origin, response-cache and step-batching checks.
+
+    The latter run when the wiring passes and ``decoupled`` knows the inner ensembles.
+
+    Returns why Triton makes the ensemble decoupled ("" when it does not; None when undecided): ValidateEnsembleConfig
+    sets ``decoupled`` on the ensemble's loaded config when a decoupled step's outputs reach its walk, whatever its
+    config.pbtxt says, and an outer ensemble reads that loaded config (``ensemble_utils.cc``).
+    """
     config = cf.config
     steps = config.ensemble_scheduling.step
     step_models = {s.model_name: _step_model(models[s.model_name]) for s in steps
@@ -205,11 +239,28 @@ def _wiring(cf: ConfigFile, folder: ModelFolder, models: Mapping[str, ModelFolde
                 if p.rule not in ("ensemble-config", "ensemble-model-missing")]
     for problem in problems:
         cf.add(problem.rule, problem.message, _wiring_path(cf, problem.where))
-    if decoupled and not any(p.rule != "ensemble-shape-range" for p in problems):
-        transaction = {s.model_name: models[s.model_name].cf.config.model_transaction_policy.decoupled  # type: ignore[union-attr]
-                       for s in steps}
-        _check_decoupled(cf, wiring, transaction)
-        _check_step_batching(cf, wiring, step_models)
+    if decoupled is None or any(p.rule != "ensemble-shape-range" for p in problems):
+        return None
+    origins = {s.model_name: _decoupled_origin(s.model_name, models, decoupled) for s in steps}
+    reached = _check_decoupled(cf, wiring, {name: bool(why) for name, why in origins.items()})
+    _check_step_batching(cf, wiring, step_models)
+    if reached is None:
+        return None
+    why = f"step {reached[0]!r} {origins[reached[0]]}" if reached else ""
+    if why and config.response_cache.enable and not config.model_transaction_policy.decoupled:
+        cf.add("response-cache", f"response_cache is enabled on an ensemble that Triton makes decoupled (its {why}); "
+               "Triton does not support a response cache on a decoupled model", ("response_cache",))
+    return why
+
+
+def _decoupled_origin(name: str, models: Mapping[str, ModelFolder], ensembles: Mapping[str, str]) -> str:
+    """Why step model ``name`` is decoupled ("" when it is not): its own policy, or an ensemble made decoupled."""
+    if name in ensembles:
+        return f"is an ensemble Triton makes decoupled ({ensembles[name]})" if ensembles[name] else ""
+    config = models[name].config
+    is_ensemble = models[name].resolved is not None and models[name].resolved.platform == ENSEMBLE  # type: ignore[union-attr]
+    return "is decoupled" if config is not None and not is_ensemble and config.model_transaction_policy.decoupled \
+        else ""
 
 
 @dataclass(eq=False)
@@ -218,6 +269,7 @@ class _Node:
 
     where: FieldPath
     decoupled: bool = False
+    model: str = ""  #: the step model that writes it
     label: int = 0
     visited: bool = False
     prev: list[_Node] = field(default_factory=list)
@@ -225,11 +277,13 @@ class _Node:
     sibling: _Node | None = None
 
 
-def _check_decoupled(cf: ConfigFile, wiring: Wiring, decoupled: Mapping[str, bool]) -> None:
+def _check_decoupled(cf: ConfigFile, wiring: Wiring, decoupled: Mapping[str, bool]) -> list[str] | None:
     """ValidateEnsembleConfig's walk: tensors carry a label per decoupled origin; a consumer of mixed labels is refused.
 
     A decoupled step's outputs get a new label; anything else inherits its inputs' one. Tensors from an ensemble input
     and from a decoupled step (or from two decoupled steps) may not meet in one step, nor in the ensemble's outputs.
+    Returns the decoupled steps the walk reached, in order (Triton then makes the ensemble decoupled), or None when
+    it refused the ensemble.
     """
     tensors: dict[str, _Node] = {}
     for i, io in enumerate(wiring.inputs):
@@ -249,11 +303,11 @@ def _check_decoupled(cf: ConfigFile, wiring: Wiring, decoupled: Mapping[str, boo
             node.sibling, node.where = sibling, step_path  # located at its producer
         for tensor in step.output_map.values():
             node = tensors[tensor]
-            node.decoupled = decoupled.get(step.model_name, False)
+            node.decoupled, node.model = decoupled.get(step.model_name, False), step.model_name
             for source in step.input_map.values():
                 node.prev.append(tensors[source])
                 tensors[source].next.append(node)
-    counter = 0
+    reached: list[str] = []
     queue = deque(tensors[io.name] for io in wiring.inputs)
     for node in queue:
         node.visited = True
@@ -267,17 +321,18 @@ def _check_decoupled(cf: ConfigFile, wiring: Wiring, decoupled: Mapping[str, boo
                 what = "the ensemble's outputs come" if nxt is sink else "a step is fed by tensors that come"
                 cf.add("ensemble-decoupled", f"{what} from different decoupled models (or from a decoupled model and "
                        "elsewhere); Triton refuses that", nxt.where)
-                return
+                return None
             if nxt.sibling is not None and nxt.sibling.visited:
                 nxt.label = nxt.sibling.label
             else:
                 if nxt.decoupled:
-                    counter += 1
-                nxt.label = counter if nxt.decoupled else label
+                    reached.append(nxt.model)
+                nxt.label = len(reached) if nxt.decoupled else label
                 if nxt.sibling is not None:
                     nxt.sibling.label, nxt.sibling.visited = nxt.label, True
             nxt.visited = True
             queue.append(nxt)
+    return reached
 
 
 def _check_step_batching(cf: ConfigFile, wiring: Wiring, step_models: Mapping[str, StepModel]) -> None:

@@ -1,4 +1,4 @@
-"""What the target machine has: GPUs and installed backends, and the rules that need to know.
+"""What the target machine has (GPUs, installed backends) and how its server runs, and the rules that need to know.
 
 Triton refuses a KIND_GPU instance group on a machine without GPUs, or naming a GPU id it lacks (core
 ``model_config_utils.cc`` ValidateInstanceGroup, after NormalizeInstanceGroup turned KIND_AUTO into KIND_CPU where
@@ -6,6 +6,12 @@ GPUs are missing), and a backend it cannot find (``backend_model.cc`` GetBackend
 ``libtriton_<backend>.so`` in the version folder, the model folder or the backends folder, or a python-based
 ``<backends>/<backend>/model.py``). The repository alone cannot tell: :class:`Environment` says what the machine has
 (``--gpus``, ``--backends``, or what a running server shows); what it leaves unknown is skipped, and said so.
+
+It also holds the server options some refusals depend on, spelled and defaulted as ``tritonserver``'s own, so a
+deployment's command line can be copied: ``--disable-auto-complete-config`` (a model folder without config.pbtxt is
+refused; Triton's default is auto-complete on) and ``--rate-limit``/``--rate-limit-resource`` (the rate limiter's
+resource rules; Triton's default is ``off``, which ignores every resource). :meth:`Environment.tritonserver_args`
+gives the options back as tritonserver takes them.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from generator.lint.backends import backend_refused
 from generator.lint.folders import ModelFolder
@@ -23,12 +29,53 @@ if TYPE_CHECKING:
 else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
     from generator.triton.proto import model_config_pb2 as mc
 
-__all__ = ["ENVIRONMENT_RULES", "Environment", "check_environment", "environment_from_server", "parse_backends"]
+__all__ = [
+    "ENVIRONMENT_RULES",
+    "RATE_LIMIT_MODES",
+    "Environment",
+    "RateLimitResource",
+    "check_environment",
+    "environment_from_server",
+    "normalized_kind",
+    "parse_backends",
+    "parse_rate_limit_resource",
+]
 
 #: The rules that need an Environment, and what each needs to know.
 ENVIRONMENT_RULES = {"environment-gpus": "the GPU count (--gpus N, or --url)",
                      "environment-backend": "the installed backends (--backends LIST, or --url)"}
 _MISSING_BACKEND = re.compile(r"unable to find backend library for backend '([^']+)'")
+#: tritonserver --rate-limit's values (server command_line_parser.cc; "off" is its default).
+RATE_LIMIT_MODES = ("off", "execution_count")
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitResource:
+    """One ``--rate-limit-resource=NAME:COUNT[:DEVICE]``: ``device`` None applies to every device."""
+
+    name: str
+    count: int
+    device: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.count}" + ("" if self.device is None else f":{self.device}")
+
+
+def parse_rate_limit_resource(text: str) -> RateLimitResource:
+    """``NAME:COUNT[:DEVICE]`` as tritonserver's ParseRateLimiterResourceOption reads it; ValueError when malformed.
+
+    The name is kept as written: tritonserver lowercases a copy of the option and parses the original.
+    """
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0]:
+        raise ValueError(f"{text!r} is not NAME:COUNT or NAME:COUNT:DEVICE")
+    try:
+        numbers = [int(part) for part in parts[1:]]
+    except ValueError:
+        raise ValueError(f"{text!r}: COUNT and DEVICE must be integers") from None
+    if numbers[0] < 0 or (len(numbers) == 2 and numbers[1] < 0):
+        raise ValueError(f"{text!r}: COUNT and DEVICE must be >= 0")
+    return RateLimitResource(parts[0], numbers[0], numbers[1] if len(numbers) == 2 else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +83,47 @@ class Environment:
     """The target machine: ``gpus`` (ids 0..gpus-1) and the complete set of installed ``backends``; None = unknown.
 
     ``absent`` are backends known to be missing although the complete list is unknown (a server's refusals);
-    ``source`` says where the facts came from.
+    ``source`` says where the facts came from. ``auto_complete``, ``rate_limit`` and ``rate_limit_resources`` are
+    the server's options of those names, with tritonserver's defaults.
     """
 
     gpus: int | None = None
     backends: frozenset[str] | None = None
     absent: frozenset[str] = frozenset()
     source: str = ""
+    auto_complete: bool = True
+    rate_limit: str = "off"
+    rate_limit_resources: tuple[RateLimitResource, ...] = ()
+
+    @classmethod
+    def from_tritonserver_args(cls, args: Iterable[str], **facts: Any) -> Environment:
+        """The options of a tritonserver command line (others are ignored), with ``facts`` (``gpus``, ...).
+
+        ``--strict-model-config=true`` is the deprecated spelling of ``--disable-auto-complete-config``. Raises
+        ValueError for a value tritonserver refuses.
+        """
+        options: dict[str, Any] = {}
+        resources: list[RateLimitResource] = []
+        for arg in args:
+            name, _, value = arg.partition("=")
+            if name == "--disable-auto-complete-config":
+                options["auto_complete"] = False
+            elif name == "--strict-model-config":
+                options["auto_complete"] = value.lower() not in ("true", "1")
+            elif name == "--rate-limit":
+                if value.lower() not in RATE_LIMIT_MODES:
+                    raise ValueError(f"invalid argument for --rate-limit: {value!r}")
+                options["rate_limit"] = value.lower()
+            elif name == "--rate-limit-resource":
+                resources.append(parse_rate_limit_resource(value))
+        return cls(**facts, **options, rate_limit_resources=tuple(resources))
+
+    def tritonserver_args(self) -> list[str]:
+        """The tritonserver options this environment stands for (none where Triton's defaults hold)."""
+        args = [] if self.auto_complete else ["--disable-auto-complete-config"]
+        if self.rate_limit != "off":
+            args.append(f"--rate-limit={self.rate_limit}")
+        return args + [f"--rate-limit-resource={resource}" for resource in self.rate_limit_resources]
 
     def skipped(self) -> dict[str, str]:
         """Environment rules skipped for lack of facts: rule -> what would enable it."""
@@ -73,6 +154,20 @@ def environment_from_server(url: str, protocol: str = "grpc", timeout: float = 1
     return Environment(absent=absent, source=f"server {url}")
 
 
+def normalized_kind(group: mc.ModelInstanceGroup, gpus: int | None) -> int | None:
+    """The kind core's NormalizeInstanceGroup gives a group (None for KIND_AUTO when the GPU count is unknown).
+
+    KIND_AUTO becomes KIND_CPU on a machine without GPUs or when it lists a GPU the machine lacks, else KIND_GPU.
+    """
+    if group.kind != mc.ModelInstanceGroup.KIND_AUTO:
+        return int(group.kind)
+    if gpus is None:
+        return None
+    if gpus == 0 or any(gpu >= gpus for gpu in group.gpus):
+        return int(mc.ModelInstanceGroup.KIND_CPU)
+    return int(mc.ModelInstanceGroup.KIND_GPU)
+
+
 def _ships_backend(folder: ModelFolder, library: str) -> bool:
     """The backend library lies in a version folder or the model folder (Triton searches there first)."""
     return (folder.path / library).is_file() or any((folder.path / str(v) / library).is_file() for v in folder.loaded)
@@ -98,7 +193,7 @@ def check_environment(folder: ModelFolder, environment: Environment) -> None:
         base = ("instance_group", index)
         label = f"instance_group #{index}" + (f" '{group.name}'" if group.name else "")
         if group.kind == mc.ModelInstanceGroup.KIND_AUTO and group.gpus \
-                and (environment.gpus == 0 or max(group.gpus) >= environment.gpus):
+                and normalized_kind(group, environment.gpus) == mc.ModelInstanceGroup.KIND_CPU:
             cf.add("environment-gpus", f"{label} has kind KIND_AUTO and lists gpus {list(group.gpus)}; on a machine "
                    f"with {_gpus_text(environment.gpus)} ({environment.source}) Triton turns it into KIND_CPU, which "
                    "refuses listed gpus", (*base, "gpus"))

@@ -58,6 +58,8 @@ class ModelFolder:
     versions: dict[int, list[str]] = field(default_factory=dict)
     loaded: list[int] = field(default_factory=list)
     resolved: Resolved | None = None
+    #: what the backend's auto-complete fills into the config (:func:`generator.lint.backends.auto_complete_fills`)
+    fills: frozenset[str] = frozenset()
 
     @property
     def config(self) -> mc.ModelConfig | None:

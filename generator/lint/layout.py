@@ -29,6 +29,7 @@ from google.protobuf import text_format
 from generator.bounded import UnreadableFileError, read_bytes
 from generator.confinement import config_path_escapes, relative_path_problem
 from generator.dtypes import by_triton
+from generator.lint.backends import NO_AUTO_COMPLETE, resolve
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
@@ -135,15 +136,30 @@ def read_config(folder: ModelFolder, rel: str = "config.pbtxt") -> tuple[ConfigF
     return cf, text, findings
 
 
-def load_config(folder: ModelFolder) -> list[Finding]:
-    """Set ``folder.cf`` from its config.pbtxt; findings for a missing or unparsable one."""
+def load_config(folder: ModelFolder, *, auto_complete: bool = True) -> list[Finding]:
+    """Set ``folder.cf`` from its config.pbtxt; findings for a missing or unparsable one.
+
+    Without config.pbtxt, Triton reads the file anyway when auto-complete is off (``--disable-auto-complete-config``),
+    and otherwise infers the backend from the model files and lets it fill a config in: refused where it infers none
+    or the backend fills in nothing (:data:`~generator.lint.backends.NO_AUTO_COMPLETE`).
+    """
     path = folder.path / "config.pbtxt"
-    if not path.exists() and not path.is_symlink():  # a FIFO or a device there is config-unreadable
-        return [folder_finding("config-missing", folder.show(),
-                               f"model '{folder.name}' has no config.pbtxt; only a server with auto-complete can load "
-                               "it (and only for backends that fill in a config)")]
-    folder.cf, folder.text, findings = read_config(folder)
-    return findings
+    if path.exists() or path.is_symlink():  # a FIFO or a device there is config-unreadable
+        folder.cf, folder.text, findings = read_config(folder)
+        return findings
+    what = f"model '{folder.name}' has no config.pbtxt"
+    if not auto_complete:
+        return [folder_finding("config-required", folder.show(), f"{what} and auto-complete is off "
+                               "(--disable-auto-complete-config): Triton fails to open config.pbtxt and refuses it")]
+    resolved = resolve(mc.ModelConfig(), folder.path, folder.name)
+    if resolved.failure:
+        return [folder_finding("platform-missing", folder.show(), f"{what}, so Triton infers its backend from the "
+                               f"files: {resolved.failure}")]
+    why = NO_AUTO_COMPLETE.get(resolved.backend) or NO_AUTO_COMPLETE.get(resolved.platform)
+    if why is not None:
+        return [folder_finding("config-required", folder.show(), f"{what} ({resolved.how}); {why}")]
+    return [folder_finding("config-missing", folder.show(), f"{what}; Triton loads it only with auto-complete on (its "
+                           f"default), from what the {resolved.backend} backend fills in ({resolved.how})")]
 
 
 def alternative_configs(folder: ModelFolder) -> list[str]:

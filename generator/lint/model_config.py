@@ -30,12 +30,16 @@ TENSORRT_PLAN = "tensorrt_plan"
 _STOI = re.compile(r"^[ \t\n\v\f\r]*([+-]?\d+)")
 
 
-def check_model_config(cf: ConfigFile, resolved: Resolved) -> None:
-    """Every rule of this area on one parsed config (no file system access)."""
+def check_model_config(cf: ConfigFile, resolved: Resolved, fills: frozenset[str] = frozenset()) -> None:
+    """Every rule of this area on one parsed config (no file system access).
+
+    ``fills`` is what the backend's auto-complete fills in (:func:`generator.lint.backends.auto_complete_fills`):
+    with ``tensors``, a missing data_type or dims is the backend's to fill, and Triton checks them after it did.
+    """
     config = cf.config
     if config.max_batch_size < 0:
         cf.add("max-batch-size", f"max_batch_size is {config.max_batch_size}; it must be >= 0", ("max_batch_size",))
-    _check_tensors(cf, resolved.platform)
+    _check_tensors(cf, resolved, "tensors" in fills)
     _check_batch_io(cf)
     if resolved.platform != "ensemble":
         _check_instance_groups(cf, resolved.platform)
@@ -45,9 +49,11 @@ def check_model_config(cf: ConfigFile, resolved: Resolved) -> None:
 
 
 # ---------------------------------------------------------------------------- inputs and outputs
-def _check_tensors(cf: ConfigFile, platform: str) -> None:
-    config = cf.config
-    batching_scheduler = config.HasField("dynamic_batching") or config.HasField("sequence_batching")
+def _check_tensors(cf: ConfigFile, resolved: Resolved, filled: bool) -> None:
+    config, platform = cf.config, resolved.platform
+    # (the onnxruntime backend refuses any optional input on a batching model: optional-input-onnxruntime's finding)
+    batching_scheduler = resolved.backend != "onnxruntime" and (
+        config.HasField("dynamic_batching") or config.HasField("sequence_batching"))
     for kind, tensors in (("input", config.input), ("output", config.output)):
         seen: dict[str, int] = {}
         for index, io in enumerate(tensors):
@@ -61,9 +67,9 @@ def _check_tensors(cf: ConfigFile, platform: str) -> None:
                        f"Triton loads it but {consequence}", (kind, index, "name"))
             else:
                 seen[io.name] = index
-            if io.data_type == mc.TYPE_INVALID:
+            if io.data_type == mc.TYPE_INVALID and not filled:
                 cf.add("tensor-data-type", f"{label} must specify 'data_type'", (kind, index, "name"))
-            _check_dims(cf, kind, index, label, io)
+            _check_dims(cf, kind, index, label, io, filled)
             if kind == "input":
                 if io.format in (mc.ModelInput.FORMAT_NCHW, mc.ModelInput.FORMAT_NHWC) and len(io.dims) != 3:
                     cf.add("tensor-format", f"{label} has format {mc.ModelInput.Format.Name(io.format)}, which "
@@ -100,9 +106,9 @@ def _count_text(count: int) -> str:
     return "variable size" if count == -1 else f"{count} elements"
 
 
-def _check_dims(cf: ConfigFile, kind: str, index: int, label: str, io: Any) -> None:
+def _check_dims(cf: ConfigFile, kind: str, index: int, label: str, io: Any, filled: bool) -> None:
     dims = list(io.dims)
-    if not dims:
+    if not dims and not filled:
         cf.add("dims-empty", f"{label} must specify 'dims' (use dims: [ 1 ] with reshape: {{ shape: [ ] }} for a "
                "scalar)", (kind, index, "name"))
     bad_dims = False

@@ -33,11 +33,13 @@ WARNING = "warning"
 #: Areas of Triton's rules: one module of :mod:`generator.lint` each.
 AREAS = {
     "layout": "Repository layout and the files a config names (layout.py)",
-    "backends": "Platform and backend inference, model files, runtimes, ONNX agreement (backends.py)",
+    "backends": "Platform and backend inference, model files, runtimes, ONNX agreement (backends.py); what each "
+                "backend takes in a config: data types, control tensors, instance kinds (backend_config.py)",
     "model_config": "Model configuration: inputs and outputs, batch I/O, instance groups, warmup, metrics "
                     "(model_config.py)",
     "batching": "Dynamic and sequence batching (batching.py)",
     "ensembles": "Ensembles: scheduling, steps across repositories, versions, dependencies, wiring (ensembles.py)",
+    "rate_limiter": "Rate limiter resources across models, with --rate-limit=execution_count (rate_limiter.py)",
     "environment": "What the target machine has: GPUs and installed backends (environment.py)",
     "tensorrt": "TensorRT plans: the optimization profiles instance groups list, against each other and the plan's "
                 "(tensorrt.py)",
@@ -55,6 +57,12 @@ PYTHON_STUB = "python_backend: src/pb_stub.cc"
 TRT_MODEL = "tensorrt_backend: src/model_state.cc"
 NO_TENSORRT = "the CPU server has no TensorRT backend"
 NO_ONNXRUNTIME = "the CPU server has no onnxruntime backend"
+NO_PYTORCH = "the CPU server has no pytorch backend"
+NO_TENSORFLOW = "the CPU server has no tensorflow backend"
+NO_OPENVINO = "the CPU server has no openvino backend"
+LIBTORCH = "pytorch_backend: src/libtorch.cc"
+ONNXRUNTIME = "onnxruntime_backend: src/onnxruntime.cc"
+RATE_LIMITER = "src/rate_limiter.cc"
 METRICS_252 = ("model_metrics is newer than Triton 2.51 (2.52+); 2.51 refuses the field itself "
                "('failed to read text proto')")
 
@@ -104,9 +112,20 @@ RULE_TABLE: tuple[Rule, ...] = (
          tests=("tests/lint/test_run.py::test_hidden_folders_are_models_to_triton",
                 "tests/lint/test_triton.py::test_a_hidden_folder_stops_triton_in_model_control_none")),
     Rule("config-missing", WARNING, "layout",
-         "model folder without config.pbtxt (loads only where a backend auto-completes the config)",
-         checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo",
-                    "config.pbtxt: No such file or directory", "config-missing"),)),
+         "model folder without config.pbtxt, on a server with auto-complete on (Triton's default) and a backend that "
+         "fills a config in (python, onnxruntime, tensorrt, openvino, a TensorFlow SavedModel)",
+         cases=("config-missing",)),
+    Rule("config-required", ERROR, "layout",
+         "model folder without config.pbtxt where Triton needs one: auto-complete is off (lint "
+         "--disable-auto-complete-config, as the server's), or the backend fills none in (pytorch, a TensorFlow "
+         "GraphDef)",
+         checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo (auto-complete off: ReadTextProto)",
+                    "config.pbtxt: No such file or directory", "config-required"),
+                 _c(LIBTORCH, "ModelState::AutoCompleteConfig (skipped), ModelInstanceState::ValidateInputs",
+                    "model configuration must contain at least one input, none were specified",
+                    "config-required-pytorch", server=NO_PYTORCH),
+                 _c("src/model.cc", "Model::Init", "model configuration is not provided for model",
+                    "config-required-graphdef", server=NO_TENSORFLOW))),
     Rule("config-parse", ERROR, "layout", "config.pbtxt does not parse as ModelConfig (protobuf text format)",
          checks=(_c(MRM, "ModelRepositoryManager::InitializeModelInfo (ReadTextProto)",
                     "failed to read text proto from", "config-parse"),)),
@@ -220,7 +239,9 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("onnx-load", ERROR, "backends", "model.onnx cannot be read as an ONNX model",
          checks=(_c("onnxruntime_backend: src/onnxruntime.cc", "ModelState::LoadModel", "(onnxruntime backend)",
                     "onnx-load", server=NO_ONNXRUNTIME),)),
-    Rule("onnx-io-name", ERROR, "backends", "config and ONNX graph disagree on input/output names or counts",
+    Rule("onnx-io-name", ERROR, "backends",
+         "config and ONNX graph disagree on input/output names or counts (with auto-complete on, a config that lists "
+         "no inputs gets the graph's)",
          checks=(_c("onnxruntime_backend: src/onnxruntime.cc", "ModelInstanceState::ValidateInputs",
                     "(onnxruntime backend)", "onnx-io-name-inferred", server=NO_ONNXRUNTIME),
                  _c("onnxruntime_backend: src/onnxruntime.cc", "ModelInstanceState::ValidateInputs",
@@ -239,6 +260,57 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "(onnxruntime backend)", "onnx-batch-inferred", server=NO_ONNXRUNTIME))),
     Rule("onnx-dim-dynamic", WARNING, "backends", "config says -1 where the ONNX graph fixes the size",
          tests=("tests/lint/test_run.py::test_bad_case_reports_exactly_the_planted_defect",)),
+    Rule("backend-data-type", ERROR, "backends",
+         "a data type the backend refuses: pytorch's TYPE_UINT16/32/64 and TYPE_BF16 (inputs, outputs, states), a "
+         "CORRID control torch has no type for, TYPE_STRING beyond a 1-D list; onnxruntime 2.51's TYPE_BF16",
+         checks=(_c(LIBTORCH, "ModelInstanceState::ValidateInputs",
+                    "unsupported datatype TYPE_UINT32 for input", "backend-data-type-pytorch-input",
+                    server=NO_PYTORCH),
+                 _c(LIBTORCH, "ModelInstanceState::ValidateOutputs",
+                    "unsupported datatype TYPE_UINT64 for output", "backend-data-type-pytorch-output",
+                    server=NO_PYTORCH),
+                 _c(LIBTORCH, "ModelInstanceState::ValidateTypedSequenceControl",
+                    "input 'CORRID__2' type 'TYPE_UINT32' is not supported by PyTorch.",
+                    "backend-data-type-pytorch-corrid", server=NO_PYTORCH),
+                 _c(LIBTORCH, "ModelInstanceState::ValidateInputs",
+                    "Triton only supports 1 dimensional List of String as input", "backend-data-type-pytorch-string",
+                    server=NO_PYTORCH),
+                 _c(ONNXRUNTIME, "ModelInstanceState::ValidateInputs (ModelConfigDataTypeToOnnxDataType)",
+                    "unsupported datatype TYPE_BF16 for input", "backend-data-type-onnx-bf16",
+                    server=NO_ONNXRUNTIME))),
+    Rule("backend-sequence-control", ERROR, "backends",
+         "a sequence control tensor the backend refuses: pytorch's not named <name>__<index>; onnxruntime's not a "
+         "graph input of dims [1] and the control's data type",
+         checks=(_c(LIBTORCH, "ModelInstanceState::ValidateBooleanSequenceControl",
+                    "does not follow <name>__<index> naming convention", "backend-control-name-pytorch",
+                    server=NO_PYTORCH),
+                 _c(ONNXRUNTIME, "ModelInstanceState::ValidateBooleanSequenceControl",
+                    "in model has dims [2] but dims [1] is expected", "backend-control-dims-onnx",
+                    server=NO_ONNXRUNTIME),
+                 _c(ONNXRUNTIME, "ModelInstanceState::ValidateBooleanSequenceControl",
+                    "but the model configuration specifies data-type TYPE_INT32",
+                    "backend-control-type-onnx", server=NO_ONNXRUNTIME),
+                 _c(ONNXRUNTIME, "ModelInstanceState::ValidateBooleanSequenceControl",
+                    "but model does not provide that input", "backend-control-missing-onnx",
+                    server=NO_ONNXRUNTIME))),
+    Rule("backend-io-required", ERROR, "backends",
+         "a pytorch config without inputs or outputs (the pytorch backend fills none in)",
+         checks=(_c(LIBTORCH, "ModelInstanceState::ValidateInputs",
+                    "model configuration must contain at least one input, none were specified",
+                    "backend-io-required-pytorch", server=NO_PYTORCH),)),
+    Rule("optional-input-onnxruntime", ERROR, "backends",
+         "an optional input on an onnxruntime model with max_batch_size > 0 (the python backend loads it)",
+         checks=(_c(ONNXRUNTIME, "ModelInstanceState::ValidateInputs",
+                    "is not supported for models that support batching", "optional-input-onnxruntime",
+                    server=NO_ONNXRUNTIME),)),
+    Rule("instance-kind-backend", ERROR, "backends",
+         "an instance kind the backend cannot run: tensorrt only KIND_GPU, openvino only KIND_CPU (KIND_AUTO as core "
+         "normalizes it, when --gpus is known)",
+         checks=(_c("tensorrt_backend: src/instance_state.cc", "ModelInstanceState::ModelInstanceState",
+                    "TensorRT backend supports only GPU device", "instance-kind-tensorrt-cpu", server=NO_TENSORRT),
+                 _c("openvino_backend: src/openvino.cc", "ModelInstanceState::ModelInstanceState",
+                    "Triton openVINO backend supports only CPU device", "instance-kind-openvino-gpu",
+                    server=NO_OPENVINO))),
     # ------------------------------------------------------------------------------------------------ model_config
     Rule("max-batch-size", ERROR, "model_config", "max_batch_size is negative",
          checks=(_c(MCU, "ValidateModelConfig", "'max_batch_size' must be non-negative value", "max-batch-size"),)),
@@ -248,9 +320,12 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("tensor-duplicate-name", WARNING, "model_config",
          "two inputs (or two outputs) share a name: Triton keeps one, and counts both inputs as required",
          cases=("tensor-duplicate-name",)),
-    Rule("tensor-data-type", ERROR, "model_config", "an input or output without data_type",
+    Rule("tensor-data-type", ERROR, "model_config",
+         "an input or output without data_type (with auto-complete on, only where the backend fills none in: not "
+         "tensorrt, openvino, a SavedModel, or a python model.py with auto_complete_config)",
          checks=(_c(MCU, "ValidateIOShape", "must specify 'data_type'", "tensor-data-type"),)),
-    Rule("dims-empty", ERROR, "model_config", "an input or output without dims (empty shapes are not allowed)",
+    Rule("dims-empty", ERROR, "model_config",
+         "an input or output without dims (empty shapes are not allowed; auto-complete as for tensor-data-type)",
          checks=(_c(MCU, "ValidateIOShape", "must specify 'dims'", "dims-empty"),)),
     Rule("dims-invalid", ERROR, "model_config", "a dim (or reshape dim) that is neither -1 nor >= 1",
          checks=(_c(MCU, "ValidateIOShape", "dimension must be integer >= 1, or -1", "dims-invalid"),
@@ -313,10 +388,17 @@ RULE_TABLE: tuple[Rule, ...] = (
                     "instance-group-profile-int32",
                     server="tritonserver 2.51 aborts (SIGABRT) loading it; "
                            "tests/lint/test_triton.py::test_a_profile_past_int32_takes_triton_down"))),
-    Rule("response-cache", ERROR, "model_config", "response cache with decoupled transactions or sequence batching",
+    Rule("response-cache", ERROR, "model_config",
+         "response cache with decoupled transactions or sequence batching, also on an ensemble Triton makes "
+         "decoupled through a step (nested ensembles included)",
          checks=(_c(MCU, "ValidateModelConfig", "Response Cache does not currently support model",
                     "response-cache-decoupled"),
-                 _c(MCU, "ValidateModelConfig", "with sequence batching scheduler", "response-cache-sequence"))),
+                 _c(MCU, "ValidateModelConfig", "with sequence batching scheduler", "response-cache-sequence"),
+                 _c(ENSEMBLE_UTILS, "ValidateEnsembleConfig (sets the ensemble decoupled), then Model::Init's "
+                    "ValidateModelConfig", "Response Cache does not currently support model",
+                    "response-cache-ensemble-step"),
+                 _c(ENSEMBLE_UTILS, "ValidateEnsembleConfig (an outer ensemble reads the inner one's loaded config)",
+                    "Response Cache does not currently support model", "response-cache-nested-ensemble"))),
     Rule("model-metrics", ERROR, "model_config",
          "model_metrics (ModelConfig field 26): a metric control without identifier, family or histogram buckets",
          checks=(_c(MCU, "ValidateModelMetrics", "metric control must specify 'metric_identifier'",
@@ -478,7 +560,9 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("ensemble-decoupled", ERROR, "ensembles",
          "a step fed by tensors from different decoupled models (or from a decoupled model and anything else)",
          checks=(_c(ENSEMBLE_UTILS, "ValidateEnsembleConfig",
-                    "receives inputs originated from different decoupled models", "ensemble-decoupled"),)),
+                    "receives inputs originated from different decoupled models", "ensemble-decoupled"),
+                 _c(ENSEMBLE_UTILS, "ValidateEnsembleConfig (a nested ensemble made decoupled by its step)",
+                    "receives inputs originated from different decoupled models", "ensemble-decoupled-nested"))),
     Rule("ensemble-step-batching", WARNING, "ensembles",
          "a non-batching step fed batched tensors in a batching ensemble: requests with batch > 1 fail",
          cases=("ensemble-step-batching",),
@@ -486,6 +570,17 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("ensemble-shape-range", ERROR, "ensembles",
          "beyond Triton: a step output's shape range (gen-repo contract) outside its consumer's",
          tests=("tests/lint/test_run.py::test_ensemble_shape_ranges_come_from_the_steps_contracts",)),
+    # ------------------------------------------------------------------------------------------------ rate limiter
+    Rule("rate-limiter-resource", ERROR, "rate_limiter",
+         "with --rate-limit=execution_count: a resource global in one instance group and device-specific in another "
+         "(of any model), or needing more than --rate-limit-resource gives",
+         checks=(_c(RATE_LIMITER, "ResourceManager::ValidateMaxResources",
+                    "is present as both global and device-specific resource", "rate-limiter-scope"),
+                 _c(RATE_LIMITER, "ResourceManager::ValidateMaxResources",
+                    "is present as both global and device-specific resource", "rate-limiter-scope-one-model"),
+                 _c(RATE_LIMITER, "ResourceManager::ParseAndValidateExplicitResources",
+                    'Resource count for "limited" is limited to 3 which will prevent scheduling',
+                    "rate-limiter-count"))),
     # ------------------------------------------------------------------------------------------------ environment
     Rule("environment-gpus", ERROR, "environment",
          "a KIND_GPU instance group on a machine without GPUs, or a gpu id the machine lacks (KIND_AUTO included)",
@@ -527,8 +622,8 @@ NOT_PORTED: tuple[tuple[str, str, str], ...] = (
      "unreachable from a repository: Triton fills both in first (the folder name, the latest version)"),
     (MCU, "ValidateInstanceGroup: KIND_GPU on a server built without GPU support",
      "a fact of the server build, not of the machine's GPUs (--gpus covers those)"),
-    ("src/rate_limiter.cc", "ResourceManager::ValidateMaxResources, ParseAndValidateExplicitResources",
-     "reached only with the server option --rate-limit=execution_count and its --rate-limit-resource list"),
+    ("backend: src/backend_model_instance.cc", "BackendModelInstance: 'GPU instances not supported'",
+     "a fact of how a backend was built (without GPU support, as Triton QA's identity backend), not of its name"),
     (MRM, "CreateAgentModelListWithLoadAction (model_repository_agents)",
      "a repository agent is a library installed on the server: an environment fact lint is not told"),
     (BACKEND_MODEL, "TritonModel::SetBatchingStrategy", "whether a TRITON_BATCH_STRATEGY_PATH library defines the "
@@ -588,7 +683,12 @@ def rules_markdown() -> str:
         "rules that depend on the target machine run with `--gpus N` and `--backends python,onnxruntime`, or",
         "`--url HOST:PORT` of a running server (which tells the backends it refused models for; Triton's API lists",
         "neither its backends nor its GPUs); without them they are skipped and the output says so (`skipped` in",
-        "`--json`). For the pre-commit hook, see `docs/release-pipelines.md`.",
+        "`--json`). The server's options some refusals depend on are given as `tritonserver` takes them, with its",
+        "defaults: `--disable-auto-complete-config` (a model folder without `config.pbtxt` is then `config-required`;",
+        "with auto-complete on, Triton's default, it is `config-missing`, a warning, where the backend fills a config",
+        "in), `--rate-limit execution_count` and `--rate-limit-resource NAME:COUNT[:DEVICE]`",
+        "(`rate-limiter-resource`; with `--rate-limit off`, the default, Triton ignores every resource). For the",
+        "pre-commit hook, see `docs/release-pipelines.md`.",
         "",
         "## The rules",
         "",
@@ -597,8 +697,9 @@ def rules_markdown() -> str:
         "words of Triton's refusal, and its case in `tests/lint_cases.py`. Every case is",
         "held twice: `tests/lint/test_run.py::test_case_is_flagged_and_its_neighbour_is_not` (lint flags it at",
         "`file:line:col`, its accepted neighbour has no finding) and `tests/lint/test_triton.py::test_real_triton`",
-        "(the real Triton 2.51 on CPU refuses it with these words and loads the neighbour), unless *server* says why",
-        "not. Rows with no Triton check are configurations Triton loads (warnings) or rules beyond Triton.",
+        "(the real Triton 2.51 on CPU, started with the options lint was given, refuses it with these words and loads",
+        "the neighbour), unless *server* says why not. Rows with no Triton check are configurations Triton loads",
+        "(warnings) or rules beyond Triton.",
         "",
     ]
     for area, title in AREAS.items():

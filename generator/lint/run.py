@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 
-from generator.lint.backends import check_model_files, check_platform, resolve
+from generator.lint.backend_config import check_backend_config
+from generator.lint.backends import auto_complete_fills, check_model_files, check_platform, resolve
 from generator.lint.batching import check_batching
 from generator.lint.ensembles import check_ensemble_config, check_ensembles
 from generator.lint.environment import Environment, check_environment
@@ -29,6 +30,7 @@ from generator.lint.layout import (
     scan_versions,
 )
 from generator.lint.model_config import check_model_config
+from generator.lint.rate_limiter import check_rate_limiter
 from generator.lint.tensorrt import check_plan_profiles, check_profile_sets
 
 __all__ = ["LintReport", "lint", "lint_repository"]
@@ -52,35 +54,40 @@ class LintReport:
         return len(self.findings) - self.errors
 
 
-def check_config(cf: ConfigFile, resolved: Resolved) -> None:
-    """Every per-config rule (no file system access) on one parsed, resolved config."""
+def check_config(cf: ConfigFile, resolved: Resolved, environment: Environment,
+                 fills: frozenset[str] = frozenset()) -> None:
+    """Every per-config rule (no file system access) on one parsed, resolved config.
+
+    ``fills`` is what the backend's auto-complete fills into it (none with auto-complete off).
+    """
     check_platform(cf, resolved)
-    check_model_config(cf, resolved)
+    check_model_config(cf, resolved, fills)
+    check_backend_config(cf, resolved, environment)
     check_batching(cf)
     check_ensemble_config(cf, resolved)
     check_profile_sets(cf, resolved)
     check_confinement(cf)
 
 
-def _lint_folder(folder: ModelFolder, environment: Environment | None) -> list[Finding]:
+def _lint_folder(folder: ModelFolder, environment: Environment) -> list[Finding]:
     findings = check_symlinks(folder)
-    findings += load_config(folder)
+    findings += load_config(folder, auto_complete=environment.auto_complete)
     findings += scan_versions(folder)
     if folder.cf is not None:
         folder.resolved = resolve(folder.cf.config, folder.path, folder.name)
     findings += check_versions(folder)
     if folder.cf is not None and folder.resolved is not None:
-        check_config(folder.cf, folder.resolved)
+        folder.fills = auto_complete_fills(folder, environment.auto_complete)
+        check_config(folder.cf, folder.resolved, environment, folder.fills)
         check_files(folder)
         findings += check_model_files(folder)
         check_plan_profiles(folder)
-        if environment is not None:
-            check_environment(folder, environment)
+        check_environment(folder, environment)
     for rel in alternative_configs(folder):  # --model-config-name alternatives: the same per-config rules
         cf, _, parse_findings = read_config(folder, rel)
         findings += parse_findings
         if cf is not None:
-            check_config(cf, resolve(cf.config, folder.path, folder.name))
+            check_config(cf, resolve(cf.config, folder.path, folder.name), environment, folder.fills)
             findings += cf.findings
     return findings
 
@@ -90,9 +97,11 @@ def lint(paths: Sequence[str | FsPath], *, external_models: Iterable[str] = (),
     """Lint the repositories ``paths`` together, as one server serving all of them.
 
     ``external_models`` are model names loaded from elsewhere (an ensemble step may name them); ``environment``
-    enables the rules that depend on the target machine (skipped, and listed in the report, where unknown).
-    Findings name files relative to their repository, prefixed by the repository path when there are several.
+    says what the target machine has and how its server runs (None: nothing known, Triton's default options); the
+    rules that need a fact it lacks are skipped, and listed in the report. Findings name files relative to their
+    repository, prefixed by the repository path when there are several.
     """
+    environment = environment or Environment()
     folders, findings = discover(paths)
     for folder in folders:
         findings += _lint_folder(folder, environment)
@@ -100,11 +109,11 @@ def lint(paths: Sequence[str | FsPath], *, external_models: Iterable[str] = (),
     for folder in folders:
         by_name.setdefault(folder.name, folder)
     check_ensembles(by_name, frozenset(external_models))
+    check_rate_limiter(folders, environment)
     for folder in folders:
         if folder.cf is not None:
             findings += folder.cf.findings
-    skipped = (environment or Environment()).skipped()
-    return LintReport(sorted(findings, key=Finding.sort_key), skipped)
+    return LintReport(sorted(findings, key=Finding.sort_key), environment.skipped())
 
 
 def lint_repository(path: str | FsPath) -> list[Finding]:

@@ -3,8 +3,8 @@
 Each is built from a tiny config with random weights (no downloads), ``torch.manual_seed`` making the weights the
 same in every process. The GraphSpecs in ``specs/`` were recorded from these factories with aitune 0.6.0's own code
 (``record_heldout.py``); ``bench/heldout_zoo.py`` builds, serves and smoke-tests all of them with one manifest
-(``gen-repo.yaml``). ``*_calls`` functions return sample calls ``[(args, kwargs), ...]`` for the manifest's
-``samples: {factory: ...}``.
+(``gen-repo.yaml``; Mamba, whose export fails, is left out of it). ``*_calls`` functions return sample calls
+``[(args, kwargs), ...]`` for the manifest's ``samples: {factory: ...}``.
 """
 
 from __future__ import annotations
@@ -222,3 +222,15 @@ class ScoreFilter(torch.nn.Module):
 def make_score_filter() -> torch.nn.Module:
     """The score filter (boxes [b, n, 4] and scores [b, n] in, the kept boxes [k, 4] out)."""
     return ScoreFilter().eval()
+
+
+# State-space language model -------------------------------------------------------------------------------------------
+def make_mamba() -> torch.nn.Module:
+    """A one-layer Mamba with its LM head: without the mamba_ssm kernels (none on CPU), transformers runs the selective
+    scan as a Python loop over the sequence, which an exporter traces at the example's length."""
+    from transformers import MambaConfig, MambaForCausalLM
+
+    torch.manual_seed(50)
+    config = MambaConfig(vocab_size=VOCAB, hidden_size=16, state_size=4, num_hidden_layers=1, expand=2, conv_kernel=4,
+                         use_cache=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    return MambaForCausalLM(config).eval()

@@ -124,6 +124,18 @@ def _filter_calls() -> list:
             for b, n in ((1, 10), (3, 25), (2, 17))]
 
 
+def _mamba_calls() -> list:
+    generator = torch.Generator().manual_seed(51)
+    return [(b, (), {"input_ids": torch.randint(3, held.VOCAB, (b, s), generator=generator), "use_cache": False})
+            for b, s in ((1, 7), (3, 13), (2, 19), (4, 10))]
+
+
+def _mamba_ranges() -> dict:
+    from aitune.torch.dynamic_shapes import BatchDim, DynamicDim
+
+    return {"input_ids": (BatchDim("batch", min=1, opt=2, max=4), DynamicDim("seq", min=2, opt=16, max=40))}
+
+
 CASES = {
     "bart": Case(held.make_bart, _bart_calls()),
     "whisper_encoder": Case(held.make_whisper_encoder, _whisper_calls()),
@@ -136,4 +148,5 @@ CASES = {
     "keep_mask_encoder": Case(held.make_keep_mask_encoder, _keep_mask_calls()),
     "distilbert_tagger_fp16": Case(held.make_distilbert_tagger_fp16, _distilbert_fp16_calls()),
     "score_filter": Case(held.make_score_filter, _filter_calls()),
+    "mamba": Case(held.make_mamba, _mamba_calls(), dynamic_shapes=_mamba_ranges),
 }

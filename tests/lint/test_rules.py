@@ -25,10 +25,11 @@ def test_every_case_is_named_once_and_every_named_case_exists() -> None:
 
 def test_most_cases_run_on_the_cpu_server() -> None:
     """Cases left out of tests/lint/test_triton.py say why (in the table); they are the few a CPU server cannot
-    reach (TensorRT, onnxruntime, fields newer than 2.51, loads that never finish or crash it)."""
+    reach (the backends it lacks: TensorRT, onnxruntime, pytorch, TensorFlow, OpenVINO; fields newer than 2.51;
+    loads that never finish or crash it)."""
     reasons = {c.case: c.server for r in RULE_TABLE for c in r.checks} | {
         case: r.server for r in RULE_TABLE for case in r.cases}
-    assert len([c for c in CASES if not reasons[c.id]]) >= 0.85 * len(CASES)
+    assert len([c for c in CASES if not reasons[c.id]]) >= 0.8 * len(CASES)
 
 
 def test_every_rule_is_held_by_a_case_or_a_test_that_exists() -> None:
@@ -41,8 +42,8 @@ def test_every_rule_is_held_by_a_case_or_a_test_that_exists() -> None:
 
 
 def test_severity_follows_triton() -> None:
-    """Errors are what Triton refuses; warnings what it loads. config-missing is refused only with auto-complete
-    off (with it, a backend may fill the config in), so it stays a warning; ensemble-shape-range, config-unreadable
+    """Errors are what Triton refuses; warnings what it loads (config-missing: with auto-complete on, from a
+    config the backend fills in; config-required is its refusal); ensemble-shape-range, config-unreadable
     and the ONNX and TensorRT file rules are errors beyond core (gen-repo's contracts and read limits, the backend
     that loads the model); so are the version folder names Triton loads but reads otherwise than gen-repo's tools
     (verify and publish refuse them), and symlinks in a model folder, which Triton follows wherever they lead (its
@@ -51,7 +52,7 @@ def test_severity_follows_triton() -> None:
     for rule in RULE_TABLE:
         if rule.cases:
             assert rule.severity == (ERROR if rule.id in beyond_triton else WARNING), rule.id
-        if rule.checks and rule.id != "config-missing":
+        if rule.checks:
             assert rule.severity == ERROR, rule.id  # (path-escape: also values Triton 2.51 follows out of the model)
         if rule.loaded_by:
             assert rule.id in beyond_triton and rule.cases, rule.id

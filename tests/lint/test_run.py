@@ -415,3 +415,12 @@ def test_folders_that_are_not_exactly_a_version_are_errors(tmp_path: Path, name:
     (finding,) = lint_repository(tmp_path)
     assert (finding.rule, finding.file, finding.severity) == (rule, f"mlp_python/{name}", "error"), str(finding)
     assert ascii(name) in finding.message
+
+
+def test_ensembles_nested_deeper_than_the_interpreter_stack_are_linted(tmp_path: Path) -> None:
+    """Ensembles are walked inner first (an inner one's decoupledness reaches the outer): 1,100 nested ensembles,
+    deeper than Python's default recursion limit, lint clean."""
+    depth = 1100
+    models = {f"e{i}": ensemble(step(f"e{i + 1}")) for i in range(depth)}
+    write_side(Case("deep", {**models, f"e{depth}": Model()}, {}), "bad", [tmp_path / f"r{r}" for r in range(3)])
+    assert lint([tmp_path / "r0"]).findings == []

@@ -1,10 +1,13 @@
 """Every lint case against the real Triton 2.51 (CPU, python backend): the flagged side is refused with the words of
 the Triton check the rule ports (or loads, for warnings), and the accepted neighbour loads.
 
-One server serves every case (explicit model control, ``--disable-auto-complete-config``, three repositories: the
-two lint reads and one "elsewhere" only the server sees) and loads the models one by one, unloading each after it
-loaded. Cases whose check the CPU server cannot reach (a TensorRT or onnxruntime model, a field newer than 2.51, a
-load that never finishes) are left out and say why in ``generator/lint/rules.py``.
+One server per set of server options serves the cases (explicit model control, three repositories: the two lint
+reads and one "elsewhere" only the server sees). A case's options are its environment's, the options lint was told
+(:meth:`generator.lint.Environment.tritonserver_args`); a case without one is served by the CPU test server
+(``--disable-auto-complete-config``). The servers run one after another and load the models one by one: a case's
+``load_first`` models, kept loaded, then its subject; each loaded model is unloaded after. Cases whose check the CPU
+server cannot reach (a backend it lacks, a field newer than 2.51, a load that never finishes) are left out and say
+why in ``generator/lint/rules.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import pytest
 
 from generator.lint.rules import RULE_TABLE
-from tests.lint_cases import CASE_IDS, CASES, Case, Model, ensemble, one, step, write_side
+from tests.lint_cases import CASE_IDS, CASES, CPU_SERVER, Case, Model, ensemble, one, step, write_side
 from tests.requirements import missing
 
 pytestmark = pytest.mark.triton
@@ -33,6 +36,11 @@ for _rule in RULE_TABLE:
 SERVED = [c for c in CASES if not EXPECTED[c.id][1]]
 
 
+def server_args(case: Case) -> tuple[str, ...]:
+    """The tritonserver options a case is served with."""
+    return tuple((case.environment or CPU_SERVER).tritonserver_args())
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What the server did with one model: loaded, or refused with this text (client error and new log lines)."""
@@ -42,15 +50,15 @@ class Outcome:
 
 
 def _signature(case: Case, side: str) -> tuple[Any, ...]:
-    """What a side's models are, names aside."""
-    return tuple((key, model.config, model.named, tuple(sorted((rel, str(content)) for rel, content in
-                                                                model.files.items())))
-                 for key, model in case.models(side).items())
+    """What a side's models are, names aside, and how they are served."""
+    return (server_args(case), case.load_first, *(
+        (key, model.config, model.named, tuple(sorted((rel, str(content)) for rel, content in model.files.items())))
+        for key, model in case.models(side).items()))
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Outcome]]:
-    """Load every served case's subject, both sides, into one real server; unload each loaded one."""
+    """Load every served case's subject, both sides, into a real server with its options; unload what loaded."""
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
@@ -61,53 +69,74 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[st
     except TritonNotFoundError as exc:
         raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
     roots = [tmp_path_factory.mktemp(f"triton-repo{r}") for r in range(3)]
+    groups: dict[tuple[str, ...], list[Case]] = {}
     for case in SERVED:
+        groups.setdefault(server_args(case), []).append(case)
         for side in ("bad", "good"):
             write_side(case, side, roots)
     servers: list[TritonServer] = []
 
-    def start() -> tuple[TritonServer, Any]:
+    def launch(args: tuple[str, ...]) -> TritonServer:
         server = TritonServer(binary)
         servers.append(server)
-        server.start(roots[0], model_control="explicit", disable_auto_complete_config=True,
-                     extra_args=[f"--model-repository={roots[1]}", f"--model-repository={roots[2]}"])
+        server.start(roots[0], model_control="explicit", extra_args=[
+            *args, f"--model-repository={roots[1]}", f"--model-repository={roots[2]}"])
+        return server
+
+    def start(args: tuple[str, ...], server: TritonServer | None = None) -> tuple[TritonServer, Any]:
+        server = server or launch(args)
         server.wait_ready(120)
         return server, grpcclient.InferenceServerClient(server.grpc_url)
 
-    def load(name: str) -> Outcome:
-        """One load; a server that crashed (2.51 does, now and then, after a sequence batcher failed to set up) is
-        started again and the load tried again, up to four times in all."""
+    def load(args: tuple[str, ...], names: list[str]) -> Outcome:
+        """Load ``names`` in order, keeping each loaded, and say what happened to the last; unload them all. A server
+        that crashed (2.51 does, now and then, after a sequence batcher failed to set up) is started again and the
+        loads tried again, up to four times in all."""
         nonlocal server, client
         for _ in range(4):
             seen = len(server.log_text())
             try:
-                client.load_model(name, client_timeout=60)
+                for name in names:
+                    client.load_model(name, client_timeout=60)
             except InferenceServerException as exc:
                 time.sleep(0.05)  # the poll error reaches the log just after the answer
                 if server.running:
-                    return Outcome(False, f"{exc.message()}\n{server.log_text()[seen:]}")
+                    outcome = Outcome(False, f"{exc.message()}\n{server.log_text()[seen:]}")
+                    _unload(client, names)
+                    return outcome
                 server.stop()
-                server, client = start()
+                server, client = start(args)
                 continue
-            with contextlib.suppress(InferenceServerException):  # a crash right after is the next load's concern
-                client.unload_model(name, unload_dependents=True, client_timeout=60)
+            _unload(client, names)
             return Outcome(True, "")
         return Outcome(False, "tritonserver crashed on every try")
 
     try:
-        server, client = start()
-        done: dict[tuple[Any, ...], Outcome] = {}
+        launched = {args: launch(args) for args in groups}  # they start side by side, then serve one after another
         results: dict[tuple[str, str], Outcome] = {}
-        for case in SERVED:
-            for side in ("bad", "good"):
-                key = _signature(case, side)  # identical models (most neighbours are the plain model) load once
-                if key not in done:
-                    done[key] = load(case.name(side, next(iter(case.models(side)))))
-                results[(case.id, side)] = done[key]
+        for args, cases in groups.items():
+            server, client = start(args, launched[args])
+            done: dict[tuple[Any, ...], Outcome] = {}
+            for case in cases:
+                for side in ("bad", "good"):
+                    key = _signature(case, side)  # identical models (most neighbours are the plain model) load once
+                    if key not in done:
+                        names = [case.name(side, k) for k in (*case.load_first, next(iter(case.models(side))))]
+                        done[key] = load(args, names)
+                    results[(case.id, side)] = done[key]
+            server.stop()
         yield results
     finally:
         for each in servers:
             each.stop()
+
+
+def _unload(client: Any, names: list[str]) -> None:
+    from tritonclient.utils import InferenceServerException
+
+    for name in reversed(names):
+        with contextlib.suppress(InferenceServerException):  # not loaded, or a crash the next load's concern
+            client.unload_model(name, unload_dependents=True, client_timeout=60)
 
 
 @pytest.mark.parametrize("case", SERVED, ids=[c.id for c in SERVED])
@@ -136,6 +165,9 @@ def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any,
     client = grpcclient.InferenceServerClient(server.grpc_url)
     with pytest.raises(InferenceServerException):
         client.load_model(case.name("bad", "m"), client_timeout=60)
+    deadline = time.monotonic() + 30  # a crash answers the load before the process is gone
+    while server.running and "max allowed is 4" not in server.log_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not server.running or "max allowed is 4" in server.log_text()
 
 

@@ -206,7 +206,8 @@ def export_onnx(
         notes.insert(0, f"{EXPORTER_NAMES['dynamo']}: not tried: {reordered}" if used != "dynamo" else
                      f"{EXPORTER_NAMES['legacy']} tried first: {reordered}")
     return ExportResult(onnx_path, used, input_names, output_names, dynamic, time.monotonic() - started, notes,
-                        masks)
+                        masks, {name: tuple(t.shape) for name, t in zip(input_names, tensors, strict=True)},
+                        tuple(failures))
 
 
 def exporter_order(module: Any, inputs: Sequence[InputPlanLike], choice: str = "auto") -> tuple[tuple[str, ...],

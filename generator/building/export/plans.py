@@ -113,6 +113,10 @@ class ExportResult:
     notes: list[str] = field(default_factory=list)
     #: Masks whose synthetic fill had to be flipped for forward to run (by input name): which value keeps a position.
     masks: dict[str, ValueDomain] = field(default_factory=dict)
+    #: The example the graph was traced from: each input's shape, by name.
+    example_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: The exporters tried before ``exporter`` and why each failed, in order.
+    failed: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
