@@ -6,7 +6,8 @@ import ast
 import re
 from pathlib import Path
 
-from generator.lint.rules import ERROR, RULE_TABLE, RULES, WARNING, rules_markdown
+from generator.lint.rules import ERROR, RULE_TABLE, RULES, WARNING
+from generator.lint.rules_doc import rules_markdown
 from tests.lint_cases import CASES
 
 ROOT = Path(__file__).parents[2]
