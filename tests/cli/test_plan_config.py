@@ -222,3 +222,15 @@ def test_plan_says_where_a_spec_path_was_looked_for_and_what_to_write(tmp_path, 
             ) in result.output
     manifest.write_text(manifest.read_text().replace("examples/specs", "../examples/specs"))
     assert CliRunner().invoke(main, ["plan", "--allow-outside", "mine/gen-repo.yaml"]).exit_code == 0
+
+
+def test_plan_shows_the_output_folder_build_would_write_with_o(tmp_path):
+    """`plan -o DIR` plans for the folder `build -o DIR` writes (README's quickstart plans what it then builds)."""
+    default = _run("plan", str(EXAMPLES_MANIFEST), "--target", "python")
+    assert default.output.splitlines()[1] == f"output:   {EXAMPLES_MANIFEST.parent.resolve() / 'model_repository'}"
+    given = _run("plan", str(EXAMPLES_MANIFEST), "--target", "python", "-o", str(tmp_path / "served"))
+    assert given.exit_code == 0, given.output
+    assert given.output.splitlines()[1] == f"output:   {tmp_path / 'served'}"
+    assert given.output.splitlines()[2:] == default.output.splitlines()[2:]  # only the folder differs
+    as_json = json.loads(_run("plan", str(EXAMPLES_MANIFEST), "--json", "-o", str(tmp_path / "served")).output)
+    assert as_json["output"] == str(tmp_path / "served")
