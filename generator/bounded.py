@@ -80,6 +80,8 @@ LIMITS: dict[str, Limit] = {
         Limit("array_members", 65_536, "arrays", "the arrays of one .npz or .safetensors file"),
         Limit("array_inflate_ratio", 100, "times",
               "how much one .npz member may inflate (deflate bombs), for members of 64 MiB or more"),
+        Limit("request_check_bytes", 64 * _MIB, "bytes",
+              "an array check-request reads to judge its values though its shape or dtype is refused"),
         Limit("yaml_aliases", 100, "aliases", "YAML aliases in one document (alias bombs use thousands)"),
         Limit("nesting", 64, "levels", "containers nested in one document (a GraphSpec nests about 8)"),
         Limit("document_values", 1_000_000, "values",

@@ -29,7 +29,7 @@ import numpy as np
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.bounded import read_text
+from generator.bounded import limit, read_text
 from generator.confinement import confined_path
 from generator.contracts.array_files import ArrayHeader, open_array_file
 from generator.dtypes import DATA_TYPES, config_data_type, numpy_dtype, wire_datatype
@@ -353,8 +353,10 @@ class ModelContract:
         Checks names (missing required, unknown), dtype, rank, the batch axis (``1..max_batch_size``, one batch size
         for all inputs), each axis against its range and, where the contract gives an input's values (an index into
         a table, or the manifest's ``inputs:``), the values. ``raise_on_error`` raises
-        :class:`RequestValidationError`. An :class:`~generator.contracts.array_files.ArrayHeader` may stand for an array
-        that was not read (see :meth:`refuses_header`): its dtype and shape are checked, its values cannot be.
+        :class:`RequestValidationError`. Every problem is found in one pass: values are judged even when the same input
+        has a wrong dtype or shape, and one input's problems never hide another's. An
+        :class:`~generator.contracts.array_files.ArrayHeader` may stand for an array that was not read (see
+        :meth:`reads_values`): its dtype and shape are checked, its values cannot be.
         """
         problems: list[RequestProblem] = []
         known = {t.name for t in self.inputs}
@@ -409,6 +411,20 @@ class ModelContract:
         tensor = next((t for t in self.inputs if t.name == name), None)
         return tensor is None or bool(self._check_tensor(tensor, header, {}))
 
+    def reads_values(self, name: str, header: ArrayHeader) -> bool:
+        """Whether an array declared as ``header`` for input ``name`` is worth reading for :meth:`validate`.
+
+        An array that fits the contract is read. One the contract refuses is read too when the input has a value
+        domain its dtype can be judged against and it takes at most the ``request_check_bytes`` limit
+        (:data:`generator.bounded.LIMITS`): its values are then reported beside its shape or dtype problem. Anything
+        larger is judged from its header alone, so a file declaring a huge array costs nothing.
+        """
+        if not self.refuses_header(name, header):
+            return True
+        tensor = next((t for t in self.inputs if t.name == name), None)
+        return (tensor is not None and tensor.values is not None and header.dtype.kind in "biuf"
+                and header.nbytes <= limit("request_check_bytes"))
+
     def _check_tensor(
         self, tensor: TensorContract, value: np.ndarray[Any, Any] | ArrayHeader, batch_sizes: dict[str, int]
     ) -> list[RequestProblem]:
@@ -423,7 +439,9 @@ class ModelContract:
                     f"input '{name}' has dtype {value.dtype}, expected {expected} ({tensor.data_type})",
                 )
             )
-        if tensor.values is not None and not problems and isinstance(value, np.ndarray):
+        # Values are judged whatever else is wrong (a wrong dtype or shape, checked below): one pass lists every
+        # problem, and an index past its table is as wrong in a [4, 70] array as in a [4, 64] one.
+        if tensor.values is not None and isinstance(value, np.ndarray):
             outside = tensor.values.array_problem(value)
             if outside is not None:
                 source = f" ({tensor.values.source})" if tensor.values.source else ""
@@ -638,7 +656,8 @@ def check_request_file(
     checked case by case (see :func:`generator.contracts.reference_data.request_members`). Raises GenRepoError when the
     contract cannot be had or the file cannot be read within the limits of :mod:`generator.bounded` (exit 2) and
     :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within ``timeout``
-    (exit 3). Arrays are read only when their headers fit the contract (:meth:`ModelContract.refuses_header`).
+    (exit 3). Arrays are read only when their headers fit the contract, or when their values can be judged within
+    the ``request_check_bytes`` limit (:meth:`ModelContract.reads_values`).
     """
     from generator.contracts.reference_data import request_members
 
@@ -664,7 +683,7 @@ def check_request_file(
             inputs: dict[str, Any] = {}
             for tensor, member in members.items():
                 header = arrays.headers[member]
-                inputs[tensor] = header if contract.refuses_header(tensor, header) else arrays.read(member)
+                inputs[tensor] = arrays.read(member) if contract.reads_values(tensor, header) else header
             problems = contract.validate(inputs)
             cases.append({"case": name, "ok": not problems, "problems": [p.to_dict() for p in problems]})
     return {"ok": all(c["ok"] for c in cases), "model": contract.name, "source": contract.source, "cases": cases}

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from google.protobuf import json_format, text_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2, service_pb2
 from tritonclient.utils import triton_to_np_dtype
 
@@ -26,6 +29,9 @@ from generator.client import (
     to_infer_inputs,
     wire_datatype,
 )
+from tests.manifest_helpers import EXAMPLES_MANIFEST, REPO
+
+ZOO = REPO / "tests" / "zoo"
 
 GOOD = Path(__file__).parent / "lint_corpus" / "good"
 
@@ -293,6 +299,172 @@ def test_raise_on_error_carries_every_problem(text: ModelContract) -> None:
     ]
     assert "request for model 'text' is invalid (4 problem(s))" in str(info.value)
     assert text.validate(text.example_inputs(), raise_on_error=True) == []
+
+
+# ---------------------------------------------------------------------------- every problem in one pass
+def _planned_contracts() -> dict[str, ModelContract]:
+    """The example's and the zoo's contracts as the build writes them (planned: no export, no torch).
+
+    Integer inputs the manifest gives no values get the domain the build finds in the exported graph
+    (:mod:`generator.building.export.onnx_indices`, :mod:`generator.building.export.onnx_masks`): an index into a
+    100-row table (the example's embedding), a mask 0..1.
+    """
+    from generator.manifest.loading import load_manifest
+    from generator.planning.contract import contract_from_plan
+    from generator.planning.plan import plan_repository
+    from generator.planning.values import ValueDomain, is_mask_like
+
+    contracts = {}
+    for manifest in (EXAMPLES_MANIFEST, ZOO / "gen-repo.yaml"):
+        plan = plan_repository(load_manifest(manifest))
+        for model in (*plan.models, *plan.ensembles):
+            found = {}
+            for tensor in model.inputs:
+                kind = numpy_dtype(tensor.data_type).kind if tensor.data_type != "TYPE_STRING" else "O"
+                if kind in "biu" and is_mask_like(tensor.name):
+                    found[tensor.name] = ValueDomain(0, 1, mask_keep=False if kind == "b" else 1, source="mask")
+                elif kind in "iu":
+                    found[tensor.name] = ValueDomain(0, 99, source="index into the 100-row table 'embed.weight'")
+            contracts[f"{manifest.parent.name}/{model.name}"] = ModelContract.from_contract_dict(
+                contract_from_plan(model, found))
+    return contracts
+
+
+PLANNED = _planned_contracts()
+Planted = set[tuple[RequestProblemKind, str]]
+
+
+def _grow(array: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """``array`` with ``axis`` of ``size``, its entries repeated (so every value stays a valid one)."""
+    return np.take(array, np.arange(size) % array.shape[axis], axis=axis)
+
+
+def _outside(tensor, dtype: np.dtype) -> float | None:
+    """A value outside ``tensor``'s domain that ``dtype`` holds exactly; None when there is none to plant."""
+    domain = tensor.values
+    if domain is None or dtype.kind not in "iuf":
+        return None
+    value = max(domain.values) + 1 if domain.values is not None else (domain.high + 1 if domain.high is not None
+                                                                        else None)
+    if value is None or (dtype.kind in "iu" and value > np.iinfo(dtype).max):
+        return None
+    return value
+
+
+def _plant_faults(data: st.DataObject, contract: ModelContract) -> tuple[dict[str, np.ndarray], Planted]:
+    """A valid request for ``contract`` with independent faults planted in it, and the problems each must give."""
+    request = contract.example_inputs(data.draw(st.sampled_from(["min", "opt", "max"])),
+                                      seed=data.draw(st.integers(0, 2**32 - 1)))
+    planted: Planted = set()
+    too_large = contract.batching and data.draw(st.booleans(), label="batch above max_batch_size")
+    if too_large:
+        request = {n: _grow(a, 0, contract.max_batch_size + 1) for n, a in request.items()}
+    for tensor in contract.inputs:
+        array = request[tensor.name]
+        faults = data.draw(st.sets(st.sampled_from(["missing", "value", "dtype", "shape"]), max_size=3),
+                           label=tensor.name)
+        if "missing" in faults:
+            del request[tensor.name]
+            planted.add((RequestProblemKind.MISSING, tensor.name))
+            continue
+        shape_fault = data.draw(st.sampled_from(["rank", "dim"])) if "shape" in faults else None
+        growable = [axis for axis in range(array.ndim) if not (contract.batching and axis == 0)
+                    and tensor.max_shape[axis] is not None]
+        if shape_fault == "dim" and growable:
+            axis = data.draw(st.sampled_from(growable))
+            array = _grow(array, axis, int(tensor.max_shape[axis]) + 1)  # one past the largest size allowed
+            planted.add((RequestProblemKind.DIM_OUT_OF_RANGE, tensor.name))
+        wrong = np.dtype(np.float32 if array.dtype == np.float64 else np.int8 if array.dtype.kind == "b"
+                         else np.float64)
+        outside = _outside(tensor, array.dtype)
+        if "value" in faults and outside is not None:
+            array = array.copy()
+            array.flat[data.draw(st.integers(0, array.size - 1))] = outside
+            planted.add((RequestProblemKind.VALUE_OUT_OF_RANGE, tensor.name))
+        if "dtype" in faults:
+            array = array.astype(wrong) if array.dtype != object else np.zeros(array.shape, wrong)
+            planted.add((RequestProblemKind.DTYPE, tensor.name))
+        if shape_fault == "rank":
+            array = array[..., np.newaxis]
+            planted.add((RequestProblemKind.RANK, tensor.name))
+        elif too_large:  # an input of the wrong rank has no batch axis to judge
+            planted.add((RequestProblemKind.BATCH_TOO_LARGE, tensor.name))
+        request[tensor.name] = array
+    if data.draw(st.booleans(), label="unknown input"):
+        request["not_an_input"] = np.zeros((1, 2), np.float32)
+        planted.add((RequestProblemKind.UNKNOWN, "not_an_input"))
+    return request, planted
+
+
+def _check_file(contract: ModelContract, request: dict[str, np.ndarray]) -> list[tuple[str, str]]:
+    """check-request's problems for ``request`` saved as an .npz, against ``contract`` written as contract.json."""
+    from generator.client import check_request_file
+    from generator.planning.contract import render_contract
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        written = root / "repo" / contract.name / "1" / "gen_repo" / "contract.json"
+        written.parent.mkdir(parents=True)
+        written.write_text(render_contract(contract.to_dict()))
+        np.savez(root / "request.npz", **request)
+        (case,) = check_request_file(contract.name, root / "request.npz", repo=root / "repo")["cases"]
+    return [(p["kind"], p["input"]) for p in case["problems"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_every_planted_fault_is_reported_in_one_pass(data: st.DataObject) -> None:
+    """Faults planted in a valid request, several at once and several in one input (a value past its domain in an
+    array of the wrong shape or dtype), are each reported by one ``validate``, and nothing else is."""
+    contract = PLANNED[data.draw(st.sampled_from(sorted(PLANNED)), label="model")]
+    request, planted = _plant_faults(data, contract)
+    problems = contract.validate(request)
+    found = [(p.kind, p.input) for p in problems]
+    assert sorted(found) == sorted(planted), "\n".join(p.message for p in problems)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_check_request_reports_every_planted_fault_from_the_file(data: st.DataObject) -> None:
+    """The same through check-request's .npz reading: arrays it refuses by their headers still have values judged."""
+    contract = PLANNED[data.draw(st.sampled_from(sorted(PLANNED)), label="model")]
+    request, planted = _plant_faults(data, contract)
+    assert sorted(_check_file(contract, request)) == sorted((k.value, n) for k, n in planted)
+
+
+@pytest.mark.parametrize("name", sorted(PLANNED))
+def test_no_fault_is_reported_for_a_valid_request(name: str) -> None:
+    contract = PLANNED[name]
+    for shape in ("min", "opt", "max"):
+        for seed in range(3):
+            request = contract.example_inputs(shape, seed=seed)
+            assert contract.validate(request) == []
+    assert _check_file(contract, contract.example_inputs("max")) == []
+
+
+def test_check_request_lists_a_value_past_its_table_beside_a_sequence_too_long(tmp_path: Path) -> None:
+    """The issue's request: ids of 150 (the example's table has 100 rows) in a sequence of 70 (at most 64), without
+    its attention mask. Every problem is listed at once, not the value only after the shape is fixed."""
+    contract = PLANNED["examples/text"]
+    repo = tmp_path / "repo" / "text" / "1" / "gen_repo"
+    repo.mkdir(parents=True)
+    from generator.planning.contract import render_contract
+
+    (repo / "contract.json").write_text(render_contract(contract.to_dict()))
+    ids = np.full((2, 70), 150, np.int64)
+    np.savez(tmp_path / "request.npz", input_input_ids=ids)
+    result = CliRunner().invoke(main, ["check-request", "--repo", str(tmp_path / "repo"), "text",
+                                       str(tmp_path / "request.npz")])
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "invalid: text [request]",
+        "  value_out_of_range: input 'input_input_ids': value 150 is above 0..99 (index into the 100-row table "
+        "'embed.weight')",
+        "  dim_out_of_range: input 'input_input_ids' axis 1 is 70, allowed 4..64 (shape [2, 70], expected "
+        "[1..16, 4..64])",
+        "  missing: input 'input_attention_mask' is missing (required by model 'text', TYPE_INT64, shape "
+        "[1..16, 4..64])",
+    ]
 
 
 # ---------------------------------------------------------------------------- InferInput conversion

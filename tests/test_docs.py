@@ -3,7 +3,8 @@ command shown in README.md and docs/*.md runs on a copy of the clone with its do
 
 A shell block is a fenced block whose info string starts with ``bash``. ``bash norun: <why>`` marks a block that cannot
 run here (a GPU, a cluster, a bucket, a shell's own state) and must say why. A command's expected exit code is the
-``exit N`` of its comment (0 without one).
+``exit N`` of its comment (0 without one). An ``output`` block after a shell block shows what its commands print: it
+is compared line for line with their real output, elisions marked ``...`` (:mod:`tests.docs_output`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_docs import DOC, render
+from tests.docs_output import Block, fenced_blocks, output_mismatch, quickstart_steps, shown_outputs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ["README.md", *sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "docs").glob("*.md"))]
@@ -43,23 +45,8 @@ class Command:
 
 def _shell_blocks(document: str) -> list[tuple[str, int, list[str]]]:
     """(info string, first line number, lines) of every fenced block whose info string starts with ``bash``."""
-    blocks: list[tuple[str, int, list[str]]] = []
-    lines = (REPO_ROOT / document).read_text(encoding="utf-8").splitlines()
-    index = 0
-    while index < len(lines):
-        fence = re.match(r"^(\s*)```(\S.*)?$", lines[index])
-        if fence is None:
-            index += 1
-            continue
-        info, start, body = (fence.group(2) or "").strip(), index + 1, []
-        index += 1
-        while index < len(lines) and lines[index].strip() != "```":
-            body.append(lines[index][len(fence.group(1)):])
-            index += 1
-        index += 1
-        if info.split(" ", 1)[0] == "bash":
-            blocks.append((info, start + 1, body))
-    return blocks
+    return [(block.info, block.line, list(block.body)) for block in fenced_blocks(document)
+            if block.info.split(" ", 1)[0] == "bash"]
 
 
 def _commands(document: str, line: int, body: list[str]) -> list[Command]:
@@ -167,6 +154,18 @@ def clone(tmp_path_factory: pytest.TempPathFactory, example_repository: Path) ->
     return root
 
 
+def _run_elsewhere(block: Block) -> bool:
+    """Whether a shell block runs a command another test runs (that test compares its shown output)."""
+    return any(" ".join(line.split("#")[0].split()) in RUN_ELSEWHERE for line in block.body)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """A documented command's environment: this Python's gen-repo first on PATH, a build cache of its own."""
+    bin_dir = Path(sys.executable).parent
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "GEN_REPO_CACHE": str(tmp_path / "cache")}
+
+
 #: The commands this module runs: every runnable one but those another test runs (RUN_ELSEWHERE).
 RUN_HERE = [c for c in _documented_commands()[0] if c.text not in RUN_ELSEWHERE]
 
@@ -175,10 +174,46 @@ RUN_HERE = [c for c in _documented_commands()[0] if c.text not in RUN_ELSEWHERE]
 def test_documented_command_runs_with_its_exit_code(command: Command, clone: Path, tmp_path: Path) -> None:
     """Each command as a reader types it, in the clone's root, with its documented exit code and no traceback."""
     assert command.text.startswith(("gen-repo ", "python ")), f"{command}: not a gen-repo command; mark it norun"
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-           "GEN_REPO_CACHE": str(tmp_path / "cache")}
-    done = subprocess.run(command.text, shell=True, cwd=clone, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(command.text, shell=True, cwd=clone, capture_output=True, text=True, timeout=300,
+                          env=_env(tmp_path))
     output = done.stdout[-2000:] + done.stderr[-2000:]
     assert done.returncode == command.exit_code, (command, output)
     assert "Traceback" not in done.stdout + done.stderr, (command, output)
+
+
+#: Every shell block that shows its output: (document, bash block, output block).
+SHOWN = [(document, command, shown) for document in DOCUMENTS for command, shown in shown_outputs(document)]
+
+
+def test_the_quickstart_shows_the_output_of_every_step() -> None:
+    """README's quickstart: every step a reader runs (all but the activation) shows what it prints."""
+    steps, shown = quickstart_steps()
+    assert len(steps) == 5 and [command for command, _ in shown] == steps
+
+
+def test_output_matching_takes_only_marked_elisions() -> None:
+    """The comparison can fail: a changed, missing or extra line is found; ``...`` stands only where it is written."""
+    printed = "a: 1\nb: 2\nc: 3 (port 4711)\n"
+    assert output_mismatch(["a: 1", "b: 2", "c: 3 (port ...)"], printed) is None
+    assert output_mismatch(["a: 1", "...", "c: 3 (port ...)"], printed) is None
+    assert output_mismatch(["...", "c: 3 (port ...)"], printed) is None
+    assert output_mismatch(["a: 1", "c: 3 (port ...)"], printed) is not None  # b elided without a mark
+    assert output_mismatch(["a: 1", "b: 2"], printed) is not None  # the last line left out without a mark
+    assert output_mismatch(["a: 1", "b: 20", "..."], printed) is not None
+    assert output_mismatch(["a: 1", "b: 2", "c: 3 (port 4711)", "d: 4"], printed) is not None
+
+
+@pytest.mark.parametrize("document,command,shown", [s for s in SHOWN if not _run_elsewhere(s[1])],
+                         ids=[f"{d}:{c.line}" for d, c, _ in SHOWN if not _run_elsewhere(c)])
+def test_shown_output_is_what_the_commands_print(document: str, command: Block, shown: Block, clone: Path,
+                                                 tmp_path: Path) -> None:
+    """A block's commands run in order in a copy of the clone; what they print together is what the block shows."""
+    root = tmp_path / "clone"
+    shutil.copytree(clone, root, symlinks=True)
+    printed = ""
+    for each in _commands(document, command.line, list(command.body)):
+        done = subprocess.run(each.text, shell=True, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=300, env=_env(tmp_path))
+        assert done.returncode == each.exit_code, (each, done.stdout[-2000:])
+        printed += done.stdout
+    assert (why := output_mismatch(shown.body, printed)) is None, f"{document}:{shown.line}: {why}"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs_output import output_mismatch, quickstart_steps
 from tests.requirements import missing
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -89,24 +90,10 @@ def test_wheel_installs_and_validates_outside_the_checkout(tmp_path: Path, wheel
     assert {"graphspec.schema.json", "tune_report.schema.json"} <= {p.name for p in schemas.glob("*.schema.json")}
 
 
-#: Per quickstart command, the output README says it prints.
-QUICKSTART_OUTPUT = {
-    "validate": "2 graph(s) in 2 file(s) valid",
-    "plan": "target",
-    "build": "repository written to model_repository",
-    "verify": "ok: 12 artifact(s) match gen-repo.lock.json",
-    "lint": "0 error(s), 0 warning(s) in model_repository",
-    "smoke": "smoke: 14 passed, 0 failed, 0 error, 0 skipped",
-}
-
-
-def _tour_commands() -> list[str]:
-    """The ``gen-repo`` command lines of README's quickstart (its ``bash`` blocks, in order)."""
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
-    blocks = [part.split("```", 1)[0] for part in section.split("```bash")[1:]]
-    return [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()
-            if line.strip().startswith("gen-repo ")]
+def _tour() -> list[tuple[list[str], tuple[str, ...]]]:
+    """README's quickstart: each step's ``gen-repo`` command lines and the output it shows (``output`` blocks)."""
+    return [([line.split("#", 1)[0].strip() for line in block.body if line.strip().startswith("gen-repo ")],
+             shown.body) for block, shown in quickstart_steps()[1]]
 
 
 @pytest.mark.slow
@@ -125,9 +112,9 @@ def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path
         find_tritonserver()
     except TritonNotFoundError as exc:
         raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
-    commands = _tour_commands()
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert [c.split()[1] for c in commands] == ["validate", "plan", "build", "verify", "lint", "smoke"]
+    tour = _tour()
+    assert [c.split()[1] for commands, _ in tour for c in commands] == ["validate", "plan", "build", "verify", "lint",
+                                                                       "smoke"]
     root = tmp_path / "checkout"
     tracked = subprocess.run(["git", "ls-files", "-z", "README.md", "examples"], cwd=REPO_ROOT, check=True,
                              capture_output=True).stdout.decode().split("\0")
@@ -140,15 +127,17 @@ def test_readme_tour_runs_from_the_repository_root_with_the_wheel(tmp_path: Path
     probe = _run([str(python), "-c", "import generator, torch; print(generator.__file__)"], root, 120)
     assert probe.returncode == 0 and str(wheel_venv) in probe.stdout, probe.stdout + probe.stderr
     env_path = f"{wheel_venv / 'bin'}:{os.environ.get('PATH', '')}"
-    for command in commands:
-        result = subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True, timeout=600,
-                                env={**_clean_env(), "PATH": env_path, "GEN_REPO_CACHE": str(tmp_path / "cache")})
-        shown = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("PASS"))
-        assert result.returncode == 0, (command, shown[-3000:], result.stderr[-3000:])
-        assert "Traceback" not in result.stdout + result.stderr, command
-        # The output README's quickstart tells the reader to expect.
-        expected = QUICKSTART_OUTPUT[command.split()[1]]
-        assert expected in readme and expected in result.stdout + result.stderr, (command, expected)
+    for commands, shown in tour:
+        printed = ""
+        for command in commands:
+            result = subprocess.run(command, shell=True, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, timeout=600,
+                                    env={**_clean_env(), "PATH": env_path, "GEN_REPO_CACHE": str(tmp_path / "cache")})
+            assert result.returncode == 0, (command, result.stdout[-3000:])
+            assert "Traceback" not in result.stdout, command
+            printed += result.stdout
+        # The output README's quickstart shows, line for line but for its marked elisions (tests/docs_output.py).
+        assert (why := output_mismatch(shown, printed)) is None, (commands, why)
     assert (root / "model_repository" / "mlp" / "1" / "model.onnx").is_file()
 
 

@@ -71,8 +71,12 @@ def _print_text(summary: dict[str, Any]) -> None:
 @click.option("--allow-outside", is_flag=True, help="Allow manifest paths that leave the manifest's folder.")
 @click.option("--target", type=click.Choice(["auto", "tensorrt", "onnx", "python"]),
               help="Override every model's target, as `gen-repo build --target` does.")
+@click.option("-o", "--output", "output_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The repository folder the build would write, as `gen-repo build -o` (default: the manifest's "
+                   "`output`).")
 @report_errors
-def command(manifest: str, json_output: bool, allow_outside: bool, target: str | None) -> None:
+def command(manifest: str, json_output: bool, allow_outside: bool, target: str | None,
+            output_dir: Path | None) -> None:
     """Show what `gen-repo config`/`build` would generate for MANIFEST, without writing anything.
 
     Every model that can be planned is shown, with each decision; a model that cannot is listed as refused with
@@ -85,7 +89,7 @@ def command(manifest: str, json_output: bool, allow_outside: bool, target: str |
 
     # The same planning (and `target: auto` resolution) as `gen-repo build --keep-going`: every model is shown.
     plan, notes = plan_build(Path(manifest), BuildOptions(allow_outside=allow_outside, target=target,
-                                                          keep_going=True))
+                                                          keep_going=True), output_dir)
     summary = {**describe_plan(plan), "notes": notes}
     problems = [p for refused in plan.refused for p in refused.problems]
     if json_output:

@@ -160,7 +160,8 @@ def read_manifest(path: Path | str, *, allow_outside: bool = False) -> ManifestD
         if message:
             problems.append(Problem(file, f"/code_path/{index}", message))
         elif not folder.is_dir():
-            problems.append(Problem(file, f"/code_path/{index}", f"code_path folder {raw!r} not found"))
+            problems.append(Problem(file, f"/code_path/{index}",
+                                    _not_found("code_path folder", raw, base_dir, allow_outside)))
         code_path.append(folder)
     for index, ensemble in enumerate(document.get("ensembles") or []):
         for key, field_descriptor in (("version", VERSION_FIELD), ("max_batch_size", MAX_BATCH_SIZE_FIELD)):
@@ -346,6 +347,27 @@ def _resolve(base_dir: Path, raw: str, allow_outside: bool) -> tuple[Path, str |
     return Path(resolved), None
 
 
+def _not_found(what: str, raw: str, base_dir: Path, allow_outside: bool) -> str:
+    """Why ``raw`` (a manifest path) was not found: the folder it was resolved from and the path tried.
+
+    When the user meant a file that exists relative to the folder the command runs in (a path typed from there, not
+    from the manifest), the message says so and gives the path to write, or says that it needs ``--allow-outside``.
+    """
+    looked = os.path.normpath(os.path.join(base_dir, raw))
+    message = (f"{what} {raw!r} not found: paths in a manifest are relative to its folder {base_dir}, so it was "
+               f"looked for at {looked}")
+    cwd = os.getcwd()
+    here = os.path.normpath(os.path.join(cwd, raw))
+    if here == looked or not os.path.isfile(here):
+        return message
+    relative = Path(os.path.relpath(os.path.realpath(here), base_dir)).as_posix()
+    found = f"; {raw!r} exists relative to the current folder {cwd}: "
+    if relative.split("/", 1)[0] != ".." or allow_outside:
+        return f"{message}{found}write {relative!r} (relative to the manifest)"
+    return (f"{message}{found}from the manifest it is {relative!r}, outside the manifest's folder: write that and "
+            f"pass --allow-outside, or move the file under {base_dir}")
+
+
 def _merge_options(defaults: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(dict(defaults))
     for key, value in own.items():
@@ -382,7 +404,8 @@ def _load_model(
                 problems.append(Problem(file, json_pointer((*base, "source", kind)), message))
             elif not source_path.is_file():
                 problems.append(
-                    Problem(file, json_pointer((*base, "source", kind)), f"{kind} file {raw_source[kind]!r} not found")
+                    Problem(file, json_pointer((*base, "source", kind)),
+                            _not_found(f"{kind} file", raw_source[kind], base_dir, allow_outside))
                 )
             source = ModelSource(kind, source_path, None)
 
@@ -401,7 +424,7 @@ def _load_model(
             elif kind is None:
                 problems.append(Problem(file, where, f"samples file {raw_path!r} must be .npz or .safetensors"))
             elif not samples_path.is_file():
-                problems.append(Problem(file, where, f"samples file {raw_path!r} not found"))
+                problems.append(Problem(file, where, _not_found("samples file", raw_path, base_dir, allow_outside)))
             samples = SampleSource(kind or "npz", samples_path, None)
 
     loaded, spec_problems = _load_spec(manifest_path, base_dir, index, entry["spec"], allow_outside, cache)
@@ -469,7 +492,7 @@ def _profiles_file(
     if message:
         return None, [Problem(file, where, message)]
     if not path.is_file():
-        return None, [Problem(file, where, f"AITune profiles file {raw['aitune']!r} not found")]
+        return None, [Problem(file, where, _not_found("AITune profiles file", raw["aitune"], base_dir, allow_outside))]
     try:
         document = load_document(path)
     except GenRepoError as error:
@@ -514,7 +537,7 @@ def _load_spec(
     if message:
         return None, [Problem(file, where, message)]
     if not spec_path.is_file():
-        return None, [Problem(file, where, f"spec file {raw!r} not found")]
+        return None, [Problem(file, where, _not_found("spec file", raw, base_dir, allow_outside))]
     if spec_path not in cache:
         try:
             cache[spec_path] = (

@@ -9,6 +9,7 @@ accepted by ``gen-repo plan`` unchanged (tests/manifest/test_starter.py). Nothin
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,7 +55,8 @@ OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
 _HEADER = """\
 # gen-repo manifest written by `gen-repo init` from:
 {sources}
-# `gen-repo plan {name}` shows what would be generated; `gen-repo config {name}` writes the configs.
+# `gen-repo plan {flag}{name}` shows what would be generated; `gen-repo config {flag}{name}` writes the
+# configs.{outside}
 # `gen-repo build` also needs each model's source: uncomment its `source:` line and point it at an ONNX file
 # ({{onnx: model.onnx}}), a torch.export file ({{pt2: model.pt2}}) or a factory ({{factory: "package.module:make"}},
 # imported only with --allow-code). Paths are relative to this file.
@@ -65,6 +67,9 @@ defaults:
   # (a model's own value wins).
 """
 
+
+#: Said in the header when a spec lies outside the manifest's folder (written by ``init --allow-outside``).
+_OUTSIDE_COMMENT = " Some specs lie outside this file's folder ('../'): plan, config and build need --allow-outside."
 
 _SOURCE_COMMENT = '    # source: {onnx: model.onnx}  # or {pt2: model.pt2} or {factory: "package.module:make"}'
 
@@ -99,21 +104,30 @@ def _graph_key(graphs: list[LoadedGraph], index: int) -> str:
     return str(index)
 
 
-def _relative(spec: Path, manifest: Path) -> str:
-    """``spec`` relative to the manifest's folder (POSIX separators); refused outside it, as ``plan`` would be."""
+def _relative(spec: Path, manifest: Path, allow_outside: bool) -> str:
+    """``spec`` relative to the manifest's folder (POSIX separators), as ``plan`` resolves it.
+
+    A spec outside that folder is written as a ``../`` path with ``allow_outside`` (``plan`` then needs
+    ``--allow-outside`` too) and refused without it, as ``plan`` would refuse it.
+    """
     base = manifest.resolve().parent
     target = spec.resolve()
-    if not target.is_relative_to(base):
+    if target.is_relative_to(base):
+        return target.relative_to(base).as_posix()
+    if not allow_outside:
         raise GenRepoError([Problem(str(spec), "", f"is outside {base}, the folder of the manifest {manifest}; "
-                                    "write the manifest in a folder that holds every spec (-o)")])
-    return target.relative_to(base).as_posix()
+                                    "write the manifest in a folder that holds every spec (-o), or pass "
+                                    "--allow-outside to refer to it with '..' (plan and build then need "
+                                    "--allow-outside too)")])
+    return Path(os.path.relpath(target, base)).as_posix()
 
 
-def starter_manifest(specs: Sequence[Path | str], manifest: Path | str) -> str:
+def starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *, allow_outside: bool = False) -> str:
     """The text of a starter manifest at ``manifest`` for every graph in ``specs`` (in order, duplicates once).
 
-    Raises GenRepoError with every problem of every file (each validated as ``gen-repo validate`` does) and for a
-    spec outside the manifest's folder.
+    Spec paths are relative to ``manifest``'s folder, wherever the command runs. Raises GenRepoError with every
+    problem of every file (each validated as ``gen-repo validate`` does) and, unless ``allow_outside``, for a spec
+    outside the manifest's folder.
     """
     manifest = Path(manifest)
     problems: list[Problem] = []
@@ -121,18 +135,22 @@ def starter_manifest(specs: Sequence[Path | str], manifest: Path | str) -> str:
     for spec in dict.fromkeys(Path(s) for s in specs):
         try:
             files.append((spec, load_graphspecs(spec)))
-            _relative(spec, manifest)
+            _relative(spec, manifest, allow_outside)
         except GenRepoError as error:
             problems.extend(error.problems)
     if problems:
         raise GenRepoError(problems)
-    lines = [_HEADER.format(sources="\n".join(f"#   {spec}" for spec, _ in files), name=manifest.name).rstrip("\n")]
+    paths = {spec: _relative(spec, manifest, allow_outside) for spec, _ in files}
+    outside = any(path.startswith("../") for path in paths.values())
+    flag = "--allow-outside " if outside else ""
+    lines = [_HEADER.format(sources="\n".join(f"#   {spec}" for spec, _ in files), name=manifest.name, flag=flag,
+                            outside=_OUTSIDE_COMMENT if outside else "").rstrip("\n")]
     for key, (default, note) in OPTION_COMMENTS.items():
         lines.append(f"  # {key}: {default}  # {note}" if default is not None else f"  # {key}:  # {note}")
     lines.append("models:")
     taken: set[str] = set()
     for spec, graphs in files:
-        path = json.dumps(_relative(spec, manifest))
+        path = json.dumps(paths[spec])
         for index, loaded in enumerate(graphs):
             lines.append(f"  - name: {json.dumps(_unique(_model_name(loaded), taken))}")
             if len(graphs) == 1:
@@ -143,19 +161,21 @@ def starter_manifest(specs: Sequence[Path | str], manifest: Path | str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str) -> tuple[Path, int]:
-    """Write :func:`starter_manifest` to ``manifest``, never over an existing file; return it and its model count.
+def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *,
+                           allow_outside: bool = False) -> tuple[Path, int, bool]:
+    """Write :func:`starter_manifest` to ``manifest``, never over an existing file.
 
-    The text goes to a temporary file in the same folder first and is then linked to its name, which fails if the
-    name exists (:func:`generator.atomic_write.write_atomically` without overwrite): nothing is half-written, and a
-    file that appears meanwhile is not replaced either.
+    Returns the manifest, its model count and whether it refers to specs outside its folder (``plan`` then needs
+    ``--allow-outside``). The text goes to a temporary file in the same folder first and is then linked to its name,
+    which fails if the name exists (:func:`generator.atomic_write.write_atomically` without overwrite): nothing is
+    half-written, and a file that appears meanwhile is not replaced either.
     """
     manifest = Path(manifest)
     refused = Problem(str(manifest), "", "already exists; gen-repo init never overwrites a file (remove it or "
                                          "choose another name with -o)")
     if manifest.exists() or manifest.is_symlink():
         raise GenRepoError([refused])
-    text = starter_manifest(specs, manifest)
+    text = starter_manifest(specs, manifest, allow_outside=allow_outside)
     folder = manifest.resolve().parent
     if not folder.is_dir():
         raise GenRepoError([Problem(str(manifest), "", f"folder {folder} does not exist")])
@@ -163,4 +183,4 @@ def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str) ->
         write_atomically(folder / manifest.name, text, overwrite=False)
     except FileExistsError:
         raise GenRepoError([refused]) from None
-    return manifest, text.count("\n  - name: ")
+    return manifest, text.count("\n  - name: "), _OUTSIDE_COMMENT in text

@@ -203,3 +203,34 @@ def test_validate_and_plan_say_that_an_input_changed_by_the_call_is_lost(tmp_pat
     (tmp_path / "streaming.graphspec.json").write_text(json.dumps(document), encoding="utf-8")
     planned = _run("plan", "--json", str(manifest))
     assert not any("post_input_spec" in d for d in json.loads(planned.output)["models"][0]["decisions"])
+
+
+def test_plan_says_where_a_spec_path_was_looked_for_and_what_to_write(tmp_path, monkeypatch):
+    """A new manifest pointed at an existing spec with the path typed from the current folder (issue 38): one error
+    names the folder, the path tried and the manifest-relative path with --allow-outside; that path then plans."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples" / "specs").mkdir(parents=True)
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "examples" / "specs" / "mlp.json")
+    manifest = write_manifest(tmp_path / "mine", {"models": [{"name": "m", "spec": "examples/specs/mlp.json"}]})
+    result = CliRunner().invoke(main, ["plan", "mine/gen-repo.yaml"])
+    assert result.exit_code == 2
+    assert (f"error: mine/gen-repo.yaml: /models/0/spec: spec file 'examples/specs/mlp.json' not found: paths in a "
+            f"manifest are relative to its folder {tmp_path / 'mine'}, so it was looked for at "
+            f"{tmp_path / 'mine' / 'examples' / 'specs' / 'mlp.json'}; 'examples/specs/mlp.json' exists relative to "
+            f"the current folder {tmp_path}: from the manifest it is '../examples/specs/mlp.json', outside the "
+            f"manifest's folder: write that and pass --allow-outside, or move the file under {tmp_path / 'mine'}"
+            ) in result.output
+    manifest.write_text(manifest.read_text().replace("examples/specs", "../examples/specs"))
+    assert CliRunner().invoke(main, ["plan", "--allow-outside", "mine/gen-repo.yaml"]).exit_code == 0
+
+
+def test_plan_shows_the_output_folder_build_would_write_with_o(tmp_path):
+    """`plan -o DIR` plans for the folder `build -o DIR` writes (README's quickstart plans what it then builds)."""
+    default = _run("plan", str(EXAMPLES_MANIFEST), "--target", "python")
+    assert default.output.splitlines()[1] == f"output:   {EXAMPLES_MANIFEST.parent.resolve() / 'model_repository'}"
+    given = _run("plan", str(EXAMPLES_MANIFEST), "--target", "python", "-o", str(tmp_path / "served"))
+    assert given.exit_code == 0, given.output
+    assert given.output.splitlines()[1] == f"output:   {tmp_path / 'served'}"
+    assert given.output.splitlines()[2:] == default.output.splitlines()[2:]  # only the folder differs
+    as_json = json.loads(_run("plan", str(EXAMPLES_MANIFEST), "--json", "-o", str(tmp_path / "served")).output)
+    assert as_json["output"] == str(tmp_path / "served")

@@ -120,10 +120,53 @@ def test_missing_files_are_problems(tmp_path):
         {"name": "b", "spec": {"file": "gone.json", "graph": 0}, "source": {"onnx": "model.onnx"}},
         {"name": "c", "spec": batch_graph(), "source": {"pt2": "model.pt2"}},
     ]})
-    assert "/models/0/spec: spec file 'missing.json' not found" in problems
-    assert "/models/1/spec/file: spec file 'gone.json' not found" in problems
-    assert "/models/1/source/onnx: onnx file 'model.onnx' not found" in problems
-    assert "/models/2/source/pt2: pt2 file 'model.pt2' not found" in problems
+    assert sorted(p.split(": paths in a manifest")[0] for p in problems) == [
+        "/models/0/spec: spec file 'missing.json' not found",
+        "/models/1/source/onnx: onnx file 'model.onnx' not found",
+        "/models/1/spec/file: spec file 'gone.json' not found",
+        "/models/2/source/pt2: pt2 file 'model.pt2' not found",
+    ]
+
+
+def test_a_missing_path_names_the_folder_it_was_resolved_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    problems = _load_error(folder, {"models": [{"name": "a", "spec": "specs/nope.json"}],
+                                    "code_path": ["lib"]})
+    assert (f"/models/0/spec: spec file 'specs/nope.json' not found: paths in a manifest are relative to its folder "
+            f"{folder}, so it was looked for at {folder / 'specs' / 'nope.json'}") in problems
+    assert (f"/code_path/0: code_path folder 'lib' not found: paths in a manifest are relative to its folder {folder}, "
+            f"so it was looked for at {folder / 'lib'}") in problems
+
+
+def test_a_path_typed_from_the_current_folder_gets_the_path_to_write(tmp_path, monkeypatch):
+    """The issue's two tries: a spec path written from where the command runs, then refused for leaving the folder.
+    The message says where the file is and what to write, or that it needs --allow-outside."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples" / "specs").mkdir(parents=True)
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "examples" / "specs" / "mlp.json")
+    shutil.copy(AITUNE / "mlp.graphspec.json", tmp_path / "examples" / "samples.npz")  # only its existence counts
+    outside = tmp_path / "manifests"
+    outside.mkdir()
+    document = {"models": [{"name": "a", "spec": "examples/specs/mlp.json", "samples": "examples/samples.npz"}]}
+    problems = _load_error(outside, document)
+    found = f"'examples/specs/mlp.json' exists relative to the current folder {tmp_path}: "
+    assert any(p.startswith("/models/0/spec: spec file 'examples/specs/mlp.json' not found: ") and p.endswith(
+        f"{found}from the manifest it is '../examples/specs/mlp.json', outside the manifest's folder: write that and "
+        f"pass --allow-outside, or move the file under {outside}") for p in problems), problems
+    assert any(p.startswith("/models/0/samples: samples file") and "'../examples/samples.npz'" in p
+               for p in problems), problems
+    # With --allow-outside the path is simply the one to write; the path written then loads.
+    problems = _load_error(outside, document, allow_outside=True)
+    assert any(p.endswith(f"{found}write '../examples/specs/mlp.json' (relative to the manifest)") for p in problems)
+    fixed = {"models": [{"name": "a", "spec": "../examples/specs/mlp.json"}]}
+    assert [m.name for m in load_manifest(write_manifest(outside, fixed), allow_outside=True).models] == ["a"]
+    # A manifest in a folder above the file: the path to write stays inside it, no flag needed.
+    (tmp_path / "examples" / "gen-repo.yaml").unlink(missing_ok=True)
+    problems = _load_error(tmp_path / "examples", {"models": [{"name": "a", "spec": "examples/specs/mlp.json"}]})
+    assert any(p.endswith(f"{found}write 'specs/mlp.json' (relative to the manifest)") for p in problems), problems
+    assert load_manifest(write_manifest(tmp_path / "examples", {"models": [{"name": "a", "spec": "specs/mlp.json"}]}))
 
 
 def test_factory_is_recorded_never_imported(tmp_path):

@@ -118,7 +118,43 @@ def test_spec_outside_the_manifest_folder_is_refused(specs: list[Path], tmp_path
     manifest.parent.mkdir()
     code, output = _init([str(specs[0]), "-o", str(manifest)])
     assert code == 2 and f"error: {specs[0]}: /: is outside {manifest.parent}" in output
+    assert "or pass --allow-outside to refer to it with '..'" in output
     assert not manifest.exists()
+
+
+def test_spec_paths_are_relative_to_the_manifest_wherever_init_runs(specs: list[Path], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from an unrelated folder with -o into another one: the paths written are the manifest's, not the
+    current folder's, so `plan FILE` works from anywhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    spec = Path("..", "project", "specs", specs[0].name)
+    manifest = Path("..", "project", "sub", "..", "gen-repo.yaml")
+    code, output = _init([str(spec), "-o", str(manifest)])
+    assert (code, output.strip()) == (0, f"wrote {manifest}: 1 model(s); next: gen-repo plan {manifest}")
+    assert f'    spec: "specs/{specs[0].name}"' in (tmp_path / "project" / "gen-repo.yaml").read_text().splitlines()
+    monkeypatch.chdir(tmp_path)
+    assert len(_plan(tmp_path / "project" / "gen-repo.yaml")["models"]) == 1
+
+
+def test_allow_outside_writes_dot_dot_paths_that_plan_takes_with_the_same_flag(specs: list[Path],
+                                                                              tmp_path: Path) -> None:
+    manifest = tmp_path / "manifests" / "gen-repo.yaml"
+    manifest.parent.mkdir()
+    code, output = _init([str(specs[0]), "-o", str(manifest), "--allow-outside"])
+    assert (code, output.strip()) == (0, f"wrote {manifest}: 1 model(s); next: gen-repo plan --allow-outside "
+                                         f"{manifest}")
+    text = manifest.read_text()
+    assert f'    spec: "../project/specs/{specs[0].name}"' in text.splitlines()
+    assert "plan, config and build need --allow-outside" in text
+    plan = CliRunner().invoke(main, ["plan", "--json", "--target", "onnx", "--allow-outside", str(manifest)])
+    assert plan.exit_code == 0, plan.output
+    assert len(json.loads(plan.output)["models"]) == 1
+    refused = CliRunner().invoke(main, ["plan", str(manifest)])
+    assert refused.exit_code == 2
+    assert f"path '../project/specs/{specs[0].name}' leads outside the manifest's folder" in refused.output
+    assert "(--allow-outside)" in refused.output
 
 
 def test_names_are_made_triton_safe_and_unique(specs: list[Path]) -> None:

@@ -100,7 +100,9 @@ def test_build_summary_lists_the_refused_model_first(example_build_cache: Path, 
     assert section.startswith("### ❌ gen-repo build\n")
     assert _counts(section) == {"errors": 1}
     assert _table(section) == [["file", "pointer", "problem"],
-                               [str(manifest), "/models/2/spec", "spec file 'specs/nope.graphspec.json' not found"]]
+                               [str(manifest), "/models/2/spec", "spec file 'specs/nope.graphspec.json' not found: "
+                                f"paths in a manifest are relative to its folder {tmp_path}, so it was looked for at "
+                                f"{tmp_path / 'specs' / 'nope.graphspec.json'}"]]
 
     summary.write_text(EARLIER, encoding="utf-8")
     code, out, err = _run(*build, "--keep-going")
