@@ -154,8 +154,11 @@ class LocalStore:
                     where = f"{base}/{rel}" if rel else base
                     if rel and not dirs and not files:
                         found[where + "/"] = {"size": 0, "type": "directory"}
-                    for name in sorted(files):
+                    # fwalk lists a symlink to a folder among the folders (without entering it): checked too.
+                    for name in sorted({*files, *dirs}):
                         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        if stat.S_ISDIR(st.st_mode):
+                            continue
                         if not stat.S_ISREG(st.st_mode):
                             kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "a special file"
                             refused.append(Problem(f"{where}/{name}", "", f"refused: {kind} in the destination; "
