@@ -256,8 +256,11 @@ def test_triton_serves_the_folder_and_rolls_to_version_2(warmup_example_reposito
                 and e.state == "READY"}
 
     assert ready() == {"1"}
+    assert list((dest / "mlp" / "1").rglob("*.pyc"))  # the Python backend wrote bytecode beside model.py
+    assert {m.status for m in publish(warmup_example_repository, str(dest)).models} == {"unchanged"}
     second = publish(warmup_example_repository, str(dest), force=True)
-    assert {m.version for m in second.models} == {2}
+    assert {(m.version, m.damaged_versions) for m in second.models} == {(2, ())}
+    assert _versions(dest, "mlp") == ["1", "2"]  # version 1 kept for servers still on it
     deadline = time.monotonic() + 120
     while ready() != {"2"}:
         assert time.monotonic() < deadline, client.get_model_repository_index()
