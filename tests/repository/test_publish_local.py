@@ -21,7 +21,6 @@ import pytest
 from generator.errors import GenRepoError
 from generator.repository.contract_sources import diff_locations
 from generator.repository.local_store import LocalStore
-from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import LOCK_OBJECT, PublishLock, PublishLocked, ReleaseRefused, publish
 from generator.repository.storage import STAGING_PREFIX, parse_destination
 from generator.repository.verify import verify_repository
