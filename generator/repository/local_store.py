@@ -36,14 +36,15 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
+from generator.atomic_write import fsync_dir
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
 from generator.repository.bytecode import PYCACHE, bytecode_problem, bytecode_source
 from generator.repository.files import RENAME_NOREPLACE, renameat2
 
 __all__ = ["LocalStore", "LocalStoreFailed"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Bytecode larger than this is listed, never read to be compared (no model.py compiles to it).
 _MAX_BYTECODE = 64 << 20
 
@@ -106,13 +107,13 @@ class LocalStore:
 
     def _dir(self, parts: list[str], *, create: bool = False) -> int:
         """An fd of the folder ``parts`` below the root, opened one part at a time without following symlinks."""
-        fd = os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the root was resolved by parse_destination
+        fd = os.open(self.root, _DIR_OPEN & ~os.O_NOFOLLOW)  # the root was resolved by parse_destination
         try:
             for part in parts:
                 if create:
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = os.open(part, _DIR_OPEN, dir_fd=fd)
                 os.close(fd)
                 fd = child
         except BaseException:
@@ -180,7 +181,7 @@ class LocalStore:
         try:
             pyc = _read_fd(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd), _MAX_BYTECODE)
             source_name = source.rpartition("/")[2]
-            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            parent = os.open("..", _DIR_OPEN, dir_fd=fd)
             try:
                 source_stat = os.stat(source_name, dir_fd=parent, follow_symlinks=False)
                 if not stat.S_ISREG(source_stat.st_mode):
@@ -242,7 +243,7 @@ class LocalStore:
             for _ in range(100):
                 temporary = f".{name[:100]}.{os.urandom(6).hex()}.partial"
                 try:
-                    file = os.open(temporary, _NEW_FILE, 0o666, dir_fd=fd)
+                    file = os.open(temporary, _NEW_FILE_FLAGS, 0o666, dir_fd=fd)
                     break
                 except FileExistsError:
                     continue
@@ -256,12 +257,12 @@ class LocalStore:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary, dir_fd=fd)
                 raise
-            _sync_folder(fd)
+            fsync_dir(fd)
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         """Create ``path`` holding ``data``; FileExistsError when anything is there (the publishers' lock)."""
         with self._parent(path, create=True) as (fd, name), self._located(path):
-            file = os.open(name, _NEW_FILE, 0o666, dir_fd=fd)
+            file = os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=fd)
             try:
                 with _DurableFile(file, "wb") as out:
                     out.write(data)
@@ -269,7 +270,7 @@ class LocalStore:
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=fd)
                 raise
-            _sync_folder(fd)
+            fsync_dir(fd)
 
     def take_over(self, path: str, holder_token: object, data: bytes) -> bool:
         """Replace the expired lock file ``path`` whose token was ``holder_token`` by ``data``; False if it changed.
@@ -311,7 +312,7 @@ class LocalStore:
         if mode != "wb":
             raise ValueError(f"LocalStore.open writes new files only (mode 'wb'), not {mode!r}")
         with self._parent(path, create=True) as (fd, name), self._located(path):
-            return _DurableFile(os.open(name, _NEW_FILE, 0o666, dir_fd=fd), "wb")
+            return _DurableFile(os.open(name, _NEW_FILE_FLAGS, 0o666, dir_fd=fd), "wb")
 
     def rename_new(self, source: str, target: str) -> None:
         """Rename the folder ``source`` to ``target``, which must not exist (never replaced); fsync both folders.
@@ -329,14 +330,14 @@ class LocalStore:
                     os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
                 else:
                     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
-            _sync_folder(target_fd)
-            _sync_folder(source_fd)
+            fsync_dir(target_fd)
+            fsync_dir(source_fd)
 
     def rm_file(self, path: str) -> None:
         """Remove the file ``path`` (a symlink there is removed, never followed)."""
         with self._parent(path) as (fd, name), self._located(path):
             os.unlink(name, dir_fd=fd)
-            _sync_folder(fd)
+            fsync_dir(fd)
 
     def rm(self, path: str, recursive: bool = False) -> None:
         """Remove ``path``: a file, or with ``recursive`` a folder and all inside it.
@@ -351,7 +352,7 @@ class LocalStore:
                 os.rmdir(name, dir_fd=fd)
             else:
                 os.unlink(name, dir_fd=fd)
-            _sync_folder(fd)
+            fsync_dir(fd)
 
 
 def _read_fd(fd: int, limit: int) -> bytes:
@@ -364,11 +365,3 @@ def _read_fd(fd: int, limit: int) -> bytes:
     finally:
         os.close(fd)
 
-
-def _sync_folder(fd: int) -> None:
-    """Flush a folder's entries (new names, renames); some file systems refuse fsync on a folder: not a failure."""
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
-            raise
