@@ -1,5 +1,9 @@
 """Publishing a model repository to object storage with safe rolling versions (``gen-repo publish DIR URL``).
 
+A shared folder (a path or ``file:///path``) is published the same way, through
+:class:`generator.repository.local_store.LocalStore`; there, step 6 writes each new version under a hidden staging
+name in its model's folder and renames it into place once read back, and every write of step 7 is a rename.
+
 Object stores (S3, GCS) have no atomic rename, and Triton reads a repository from them while it runs. So a publish
 never edits a version Triton may be loading, and it trusts nothing it did not check: the local files are checked
 against the local lock file as they are uploaded, the bucket's objects against the bucket's lock file. In order:
@@ -192,6 +196,8 @@ def publish(
     allowed_by: str | None = None,
 ) -> PublishReport:
     """Publish the repository at ``local_dir`` to ``url`` (see the module docstring); return what was done.
+
+    ``url``: ``s3://``, ``gs://``, or a folder (a path, resolved from the current folder, or ``file:///path``).
 
     ``force`` publishes a new version even of a model whose files and config are unchanged, and publishes over a
     remote lock file that is not valid. Raises GenRepoError (exit 2) for a local repository that does not match its

@@ -214,6 +214,10 @@ def parse_destination(url: str) -> StorageURL:
     """
     if is_storage_url(url):
         return parse_url(url)
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme != FILE_PROTOCOL and "/" not in scheme:
+        raise StorageError([Problem(url, "", f"unknown scheme {scheme!r}: publish to s3://, gs://, file:///path or a "
+                                             "folder's path")])
     path = Path(local_location(url))
     if any(ord(c) < 32 or c in "\\\x7f" for c in str(path)):
         raise StorageError([Problem(url, "", "the path holds a backslash or a control character")])

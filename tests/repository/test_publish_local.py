@@ -86,7 +86,7 @@ def test_relative_paths_and_file_urls_name_the_same_folder(example_repository: P
     report = publish(example_repository, "alias")
     assert report.triton_url == str(tmp_path / "real") and verify_repository(tmp_path / "real") == []
     assert parse_destination(f"file://{tmp_path}/real").path == str(tmp_path / "real")
-    for bad in ("file://other-host/srv/repo", str(tmp_path / "missing")):
+    for bad in ("file://other-host/srv/repo", str(tmp_path / "missing"), "ftp://host/repo"):
         with pytest.raises(GenRepoError) as refused:
             parse_destination(bad)
         assert refused.value.exit_code == 2 and refused.value.problems[0].file == bad
