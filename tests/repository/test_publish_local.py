@@ -21,7 +21,14 @@ import pytest
 from generator.errors import GenRepoError
 from generator.repository.contract_sources import diff_locations
 from generator.repository.local_store import LocalStore
-from generator.repository.publish import LOCK_OBJECT, PublishLock, PublishLocked, ReleaseRefused, publish
+from generator.repository.publish import (
+    LOCK_OBJECT,
+    PublishError,
+    PublishLock,
+    PublishLocked,
+    ReleaseRefused,
+    publish,
+)
 from generator.repository.storage import STAGING_PREFIX, parse_destination
 from generator.repository.verify import verify_repository
 from tests.process_helpers import gen_repo_script
@@ -106,6 +113,25 @@ def test_the_gate_refuses_a_breaking_change_and_diff_agrees(example_repository: 
     assert breaking == {"text"} and any("breaking" in p.message for p in refused.value.problems)
     report = publish(variant_example_repository, str(dest), allow_breaking=True, allowed_by="ci")
     assert next(m for m in report.models if m.name == "text").release["allowed_by"] == "ci"  # type: ignore[index]
+
+
+def test_a_staged_file_damaged_before_the_read_back_is_caught_and_nothing_becomes_visible(
+        example_repository: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "shared"
+    dest.mkdir()
+    publish(example_repository, str(dest))
+    before = _snapshot(dest)
+
+    def damage(fs, paths: list[str]) -> None:  # type: ignore[no-untyped-def]
+        target = next(p for p in paths if p.endswith("/model.py"))
+        assert f"/{STAGING_PREFIX}" in target  # uploaded under the hidden name, not as a version folder
+        data = Path(target).read_bytes()
+        Path(target).write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
+
+    with pytest.raises(PublishError) as refused:
+        publish(example_repository, str(dest), force=True, after_upload=damage)
+    assert refused.value.exit_code == 1 and any("modified: sha256" in p.message for p in refused.value.problems)
+    assert _snapshot(dest) == before  # staging removed, reservation released, configs and lock as they were
 
 
 def test_a_symlink_planted_in_the_destination_is_refused_and_never_followed(example_repository: Path,
