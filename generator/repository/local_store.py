@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import os
 import shutil
 import stat
@@ -289,8 +290,6 @@ class LocalStore:
                 aside = ""
             if aside:
                 try:
-                    import json
-
                     moved = json.loads(_read_fd(os.open(aside, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
                                                         dir_fd=fd), 1 << 20))
                 except (OSError, ValueError):
