@@ -37,12 +37,18 @@ _NAME_KEPT = 100
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def fsync_dir(path: Path | str) -> None:
-    """Flush a folder's entries (new names, renames) to disk; a no-op where folders cannot be opened."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
+def fsync_dir(path: Path | str | int) -> None:
+    """Flush a folder's entries (new names, renames) to disk; a no-op where folders cannot be opened.
+
+    ``path`` may be an open folder's fd (left open).
+    """
+    if isinstance(path, int):
+        fd = path
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return
     try:
         os.fsync(fd)
     except OSError as error:
@@ -50,7 +56,8 @@ def fsync_dir(path: Path | str) -> None:
         if error.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
             raise
     finally:
-        os.close(fd)
+        if not isinstance(path, int):
+            os.close(fd)
 
 
 def _temporary_name(path: Path) -> Path:

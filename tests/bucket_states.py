@@ -18,7 +18,7 @@ from typing import Any
 
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import published_config
-from tests.object_stores import ObjectStore
+from tests.object_stores import FolderStore, ObjectStore
 
 #: How a bucket's lock file can be: as publish writes it, missing, without ``version``, or without one model.
 LOCK_STATES = ("published", "missing", "no version", "partial")
@@ -76,8 +76,8 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sync(store: ObjectStore, prefix: str, repo: Path, *, pinned: bool = True, lock_state: str = "published",
-         foreign: Mapping[str, bytes] | None = None) -> None:
+def sync(store: ObjectStore | FolderStore, prefix: str, repo: Path, *, pinned: bool = True,
+         lock_state: str = "published", foreign: Mapping[str, bytes] | None = None) -> None:
     """Write the built repository ``repo`` (every model at version 1) into ``prefix`` object by object.
 
     ``pinned``: configs as ``publish`` writes them (``version_policy`` pinned to 1), else as built (no policy:

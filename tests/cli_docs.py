@@ -37,7 +37,8 @@ EXIT_CODES: dict[str, str] = {
                "that is not what those commands write (nothing written); 3 the storage endpoint cannot be reached"),
     "publish": ("0 published (or nothing changed); 1 a check failed, another publisher holds the lock, or a new "
                 "version breaks clients of the served one without --allow-breaking; 2 bad usage, "
-                "a repository or lock that cannot be published, a bad URL or no such bucket; 3 the storage endpoint "
+                "a repository or lock that cannot be published, a bad URL, no such bucket or folder, a symlink in "
+                "the destination folder; 3 the storage endpoint "
                 "cannot be reached"),
 }
 

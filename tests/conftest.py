@@ -189,6 +189,19 @@ def store(request, monkeypatch):
     return server
 
 
+@pytest.fixture(params=["s3", "gcs", "local"])
+def publish_store(request, monkeypatch, tmp_path_factory):
+    """Each publish destination in turn: the object stores (as ``store``) and a folder (tests/object_stores.py)."""
+    if request.param == "local":
+        from tests.object_stores import FolderStore
+
+        return FolderStore(tmp_path_factory.mktemp("folder_store"))
+    server = request.getfixturevalue(f"{request.param}_server")
+    for key, value in server.env.items():
+        monkeypatch.setenv(key, value)
+    return server
+
+
 # ---- zoo_build, zoo_repository (tests/test_zoo.py, tests/reports/test_html_page.py) ----------------------------------
 @pytest.fixture(scope="session")
 def zoo_build(tmp_path_factory):  # type: ignore[no-untyped-def]

@@ -97,6 +97,49 @@ class ObjectStore:
         return {p: fs.cat_file(p) for p in fs.find(self.key(prefix))}
 
 
+@dataclass(frozen=True)
+class FolderStore:
+    """A shared folder as a publish destination (``kind`` "local"), with :class:`ObjectStore`'s interface for the
+    tests that run on every store: URLs are folder paths, keys file paths, folder markers (``key/``) folders."""
+
+    root: Path
+    kind: str = "local"
+    env: dict[str, str] = field(default_factory=dict)
+
+    def url(self, prefix: str) -> str:
+        """The destination folder for ``prefix`` (made, as a bucket is made before a publish)."""
+        (self.root / prefix).mkdir(parents=True, exist_ok=True)
+        return str(self.root / prefix)
+
+    def key(self, prefix: str, rel: str = "") -> str:
+        """The path of ``rel`` in the destination ``prefix``."""
+        return "/".join(p for p in (str(self.root), prefix, rel) if p)
+
+    def fs(self) -> _FolderWriter:
+        """Writes files (and a ``key/`` marker as a folder) as a test sets a destination up."""
+        return _FolderWriter()
+
+    def snapshot(self, prefix: str) -> dict[str, bytes]:
+        """Every file under ``prefix`` with its bytes, and every empty folder as ``path/``: b""."""
+        out: dict[str, bytes] = {}
+        for path in sorted((self.root / prefix).rglob("*")):
+            if path.is_dir() and not path.is_symlink():
+                if not any(path.iterdir()):
+                    out[f"{path}/"] = b""
+            else:
+                out[str(path)] = path.read_bytes()
+        return out
+
+
+class _FolderWriter:
+    def pipe_file(self, path: str, data: bytes) -> None:
+        if path.endswith("/"):
+            Path(path).mkdir(parents=True, exist_ok=True)
+            return
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+
+
 def _wait_listening(process: subprocess.Popen[bytes], port: int, what: str) -> None:
     deadline = time.monotonic() + 30
     while True:

@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 def command(old: str, new: str, json_output: bool, markdown_file: Path | None, summary_md: Path | None = None) -> None:
     """Compare the model contracts of OLD and NEW as a client sees them.
 
-    OLD and NEW are repository folders, s3:// or gs:// repositories, or one model's two version folders
-    (old_repo/mlp/1 new_repo/mlp/1). Each model's contract is its served version's gen_repo/contract.json, or for a
-    repository gen-repo did not build its config.pbtxt (the facts a config cannot tell are listed, not compared).
-    Every change is breaking (a request valid before is refused now, or a response changes shape or type) or
+    OLD and NEW are repository folders (or file:// URLs), s3:// or gs:// repositories, or one model's two version
+    folders (old_repo/mlp/1 new_repo/mlp/1). Each model's contract is its served version's gen_repo/contract.json,
+    or for a repository gen-repo did not build its config.pbtxt (the facts a config cannot tell are listed, not
+    compared). Every change is breaking (a request valid before is refused now, or a response changes shape or type) or
     compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input, 3 storage unreachable.
     """
     from generator.reports.markdown import append_summary

@@ -1,10 +1,11 @@
-"""``gen-repo publish DIR URL``: upload a repository to S3/GCS as new, verified, then visible model versions.
+"""``gen-repo publish DIR URL``: publish to S3/GCS or a shared folder as new, verified, then visible versions.
 
 Exit codes: 0 published (or nothing changed), 1 a check failed, a served version's objects do not match the lock
 file, the served state changed while this publish uploaded, another publisher holds the lock (while it reserves
 versions or switches), or a new version breaks clients of the served one without ``--allow-breaking`` (nothing new
 was made visible), 2 bad usage (DIR does not match its lock file, also a file changed while it is uploaded, or its
-lock does not describe a publishable repository; a bad URL, no such bucket, access refused, s3fs/gcsfs missing),
+lock does not describe a publishable repository; a bad URL, no such bucket or folder, a symlink or special file
+in the destination folder, access refused, s3fs/gcsfs missing),
 3 the storage endpoint cannot be reached.
 """
 
@@ -41,7 +42,11 @@ from generator.errors import EXIT_OK
 @report_errors
 def command(directory: Path, url: str, keep_versions: int, force: bool, owner: str | None, lock_ttl: float,
             allow_breaking: bool, allowed_by: str | None, json_output: bool) -> None:
-    """Publish the repository DIR to URL (s3://bucket/prefix, s3://host:port/bucket/prefix, gs://bucket/prefix).
+    """Publish the repository DIR to URL: s3://bucket/prefix, s3://host:port/bucket/prefix, gs://bucket/prefix.
+
+    Or to a shared folder Triton servers read (a path or file:///path; NFS, a Kubernetes volume): there each new
+    version is written under a hidden name, read back, then renamed into place; the config and lock file switch by
+    rename.
 
     Each changed model's contract is first compared with the version the bucket serves (as gen-repo diff does): a
     breaking change refuses the publish (exit 1, every change listed, nothing uploaded) unless --allow-breaking.

@@ -29,7 +29,7 @@ from generator.errors import GenRepoError, Problem
 @report_errors
 def command(repository: str, output: Path, smoke_file: str | None, perf_file: str | None, diff_file: str | None,
             manifest: str | None, target: str | None) -> None:
-    """Write one HTML page about REPOSITORY (a folder, s3:// or gs://) to --output.
+    """Write one HTML page about REPOSITORY (a folder, file://, s3:// or gs://) to --output.
 
     The page holds a summary (models, targets, versions, the lock check of `verify`, `lint`'s findings, the smoke
     result), per model its contract, a chart of its first inputs' min/opt/max per axis, batching, value domains,

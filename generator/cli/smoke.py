@@ -85,8 +85,8 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
               help="Server address HOST:PORT (the gRPC port for --protocol grpc, HTTP port for http).")
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
 @click.option("--repo", "repo_arg", metavar="DIR|URL",
-              help="The model repository the server serves: a folder, or s3://... / gs://... as `gen-repo publish` "
-                   "writes it (read to a temporary folder; --launch serves the URL itself).")
+              help="The model repository the server serves: a folder (or file:///path), or s3://... / gs://... as "
+                   "`gen-repo publish` writes it (read to a temporary folder; --launch serves the URL itself).")
 @click.option("--model", "models", multiple=True, metavar="NAME",
               help="Check only this model (repeatable). Default: every model.")
 @click.option("--launch", is_flag=True, help="Start a local tritonserver on loopback with --repo for this run.")
@@ -124,6 +124,9 @@ def command(
     summary_md: Path | None = None,
 ) -> None:
     """Smoke-test a model repository on a Triton server through tritonclient (exit 0/1/2/3)."""
+    from generator.repository.storage import local_location
+
+    repo_arg = local_location(repo_arg) if repo_arg is not None else None  # file:///path is the folder it names
     bucket = repo_arg is not None and repo_arg.startswith(("s3://", "gs://"))
     repo = Path(repo_arg) if repo_arg is not None and not bucket else None
     problems = []

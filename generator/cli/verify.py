@@ -18,7 +18,7 @@ from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 from generator.reports.markdown import append_summary
 from generator.reports.summaries import verify_summary
 from generator.repository.lock import LOCK_FILE_NAME, read_lock
-from generator.repository.storage import Verification, is_storage_url, verify_published
+from generator.repository.storage import Verification, is_storage_url, local_location, verify_published
 from generator.repository.verify import verify_repository
 
 
@@ -28,9 +28,10 @@ from generator.repository.verify import verify_repository
 @summary_md_option
 @report_errors
 def command(directory: str, json_output: bool, summary_md: Path | None = None) -> None:
-    """Check DIR's files (or those at an s3:// or gs:// URL) against its gen-repo.lock.json (sha256 of each)."""
+    """Check DIR's files (or those at an s3://, gs:// or file:// URL) against its gen-repo.lock.json (their sha256)."""
     # A published repository is read back to a temporary folder; its problems name the objects, not that copy.
-    result = verify_published(directory) if is_storage_url(directory) else _verify_folder(Path(directory))
+    result = verify_published(directory) if is_storage_url(directory) else \
+        _verify_folder(Path(local_location(directory)))  # file:///path: the folder it names
     if summary_md is not None:
         append_summary(summary_md, verify_summary(result))
     if json_output:

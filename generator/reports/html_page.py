@@ -142,10 +142,10 @@ def local_repository(location: str) -> Iterator[Path]:
     A folder is used as it is; s3:// and gs:// are read back to a temporary folder, removed afterwards. GenRepoError
     (exit 2) for a folder that is not there, StorageError (exit 2 or 3) for a bucket.
     """
-    from generator.repository.storage import download_repository, is_storage_url
+    from generator.repository.storage import download_repository, is_storage_url, local_location
 
     if not is_storage_url(location):
-        folder = Path(location)
+        folder = Path(local_location(location))  # file:///path: the folder it names
         if not folder.is_dir():
             raise GenRepoError([Problem(location, "", "not a directory")])
         yield folder

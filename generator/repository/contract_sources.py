@@ -35,6 +35,7 @@ from generator.repository.storage import (
     StorageURL,
     is_storage_url,
     list_objects,
+    local_location,
     open_filesystem,
     parse_url,
     read_object,
@@ -261,7 +262,9 @@ def _load_folder(location: str) -> Location:
 
 def load_location(location: str, filesystem: Any = None) -> Location:
     """The contracts at ``location`` (a folder, a bucket URL or a model's version folder); see the module docstring."""
-    return _load_bucket(location, filesystem) if is_storage_url(location) else _load_folder(location)
+    if is_storage_url(location):
+        return _load_bucket(location, filesystem)
+    return _load_folder(local_location(location))  # file:///path: the folder it names
 
 
 def _both(old: str, new: str) -> Iterator[Location]:

@@ -69,12 +69,16 @@ def _libc_renameat2() -> Any:
     return function
 
 
-def renameat2(source: Path, target: Path, flags: int) -> bool:
-    """``renameat2(source, target, flags)``: True when done, False when unsupported here; OSError otherwise."""
+def renameat2(source: Path | str, target: Path | str, flags: int, *, source_dir_fd: int = _AT_FDCWD,
+              target_dir_fd: int = _AT_FDCWD) -> bool:
+    """``renameat2(source, target, flags)``: True when done, False when unsupported here; OSError otherwise.
+
+    ``source_dir_fd``/``target_dir_fd``: folders the names are relative to (as ``os.rename``'s ``*_dir_fd``).
+    """
     function = _libc_renameat2()
     if function is None:
         return False
-    if function(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
+    if function(source_dir_fd, os.fsencode(source), target_dir_fd, os.fsencode(target), flags) == 0:
         return True
     import ctypes
 

@@ -1,5 +1,9 @@
 """Publishing a model repository to object storage with safe rolling versions (``gen-repo publish DIR URL``).
 
+A shared folder (a path or ``file:///path``) is published the same way, through
+:class:`generator.repository.local_store.LocalStore`; there, step 6 writes each new version under a hidden staging
+name in its model's folder and renames it into place once read back, and every write of step 7 is a rename.
+
 Object stores (S3, GCS) have no atomic rename, and Triton reads a repository from them while it runs. So a publish
 never edits a version Triton may be loading, and it trusts nothing it did not check: the local files are checked
 against the local lock file as they are uploaded, the bucket's objects against the bucket's lock file. In order:
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -89,10 +94,12 @@ from generator.repository.publish_lock import (
     reserved_versions,
 )
 from generator.repository.storage import (
+    FILE_PROTOCOL,
+    STAGING_PREFIX,
     StorageURL,
     list_objects,
     open_filesystem,
-    parse_url,
+    parse_destination,
     repository_objects,
     storage_errors,
 )
@@ -190,6 +197,8 @@ def publish(
 ) -> PublishReport:
     """Publish the repository at ``local_dir`` to ``url`` (see the module docstring); return what was done.
 
+    ``url``: ``s3://``, ``gs://``, or a folder (a path, resolved from the current folder, or ``file:///path``).
+
     ``force`` publishes a new version even of a model whose files and config are unchanged, and publishes over a
     remote lock file that is not valid. Raises GenRepoError (exit 2) for a local repository that does not match its
     lock file (before or while uploading) or whose lock does not describe a publishable repository, a bad URL, a
@@ -209,7 +218,7 @@ def publish(
     lock = read_lock(local)
     versions = local_versions(lock, str(local / LOCK_FILE_NAME))
     models = {m: local_model(local, lock, m, v) for m, v in versions.items()}
-    target = parse_url(url)
+    target = parse_destination(url)
     options = _Options(keep_versions, force, owner or f"{os.environ.get('USER', 'gen-repo')}@{socket.gethostname()}",
                        lock_ttl_s, _Gate(allow_breaking, allowed_by or os.environ.get("USER") or "unknown"),
                        after_upload, progress or (lambda model, message: None))
@@ -251,8 +260,13 @@ def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalMod
         new = {m: 1 + max(_taken(now, bucket, m) | reserved.get(m, set()) | {0}) for m in changed}
         reservation = reserve_versions(fs, target, options.owner, options.lock_ttl_s, new)
     switched = False
+    # A folder gets each new version under a hidden name first, renamed into place once read back.
+    staging = f"{STAGING_PREFIX}{secrets.token_hex(8)}" if target.protocol == FILE_PROTOCOL else ""
+    promoted: list[tuple[str, str]] = []  # (model, area) renamed into place, the only ones removed on failure
     try:
-        uploaded = _upload_and_check(fs, target, local, {m: (models[m], new[m]) for m in changed}, options)
+        uploaded = _upload_and_check(fs, target, local, {m: (models[m], new[m]) for m in changed}, options, staging)
+        for model in changed if staging else ():
+            _promote(fs, target, model, new[model], staging, promoted)
         configs = {m: models[m].config_as(new[m]) for m in changed}
         new_lock = _new_lock(lock, bucket, models, new, configs, releases, retention)
         with PublishLock(fs, target, options.owner, options.lock_ttl_s):  # step 7: the switch
@@ -266,7 +280,14 @@ def _publish(local: Path, lock: Mapping[str, Any], models: Mapping[str, LocalMod
                 for old in retention[model][1]:
                     _remove_version(fs, target, model, old)
     except BaseException:
-        if not switched:
+        if not switched and staging:
+            for model in changed:
+                with contextlib.suppress(Exception):
+                    fs.rm(target.join(model, staging), recursive=True)
+            for model, area in promoted:
+                with contextlib.suppress(Exception):
+                    fs.rm(target.join(model, versioned_path(area, new[model])), recursive=True)
+        elif not switched:
             for model in changed:
                 _remove_version(fs, target, model, new[model])
         raise
@@ -422,30 +443,47 @@ def _retention(fs: Any, target: StorageURL, bucket: BucketState, model: str, opt
     return tuple(sorted(kept)), removed, tuple(sorted(damaged)), foreign
 
 
+def _staged(key: str, staging: str) -> str:
+    """Where the repository-relative ``key`` of a new version is uploaded.
+
+    In place, or (a folder destination) in the model's hidden ``staging`` folder (``mlp/3/model.onnx`` ->
+    ``mlp/.gen-repo-publish.staging.<t>/3/model.onnx``).
+    """
+    if not staging:
+        return key
+    model, _, rest = key.partition("/")
+    return f"{model}/{staging}/{rest}"
+
+
 def _upload_and_check(fs: Any, target: StorageURL, local: Path, plans: Mapping[str, tuple[LocalModel, int]],
-                      options: _Options) -> dict[str, int]:
+                      options: _Options, staging: str = "") -> dict[str, int]:
     """Step 6: upload each new version folder, then read every object back against the local lock's hashes.
 
-    Returns the number of objects uploaded per model. The caller removes the new folders when this raises.
+    With ``staging`` (a folder destination) everything goes under the model's hidden staging folder, and nothing but
+    what the lock lists may sit there. Returns the number of objects uploaded per model. The caller removes the new
+    folders when this raises.
     """
     expected: dict[str, tuple[str, int]] = {}
     counts: dict[str, int] = {}
     for model, (built, version) in plans.items():
         options.say(model, f"uploading version {version} ({len(built.expected(version))} objects)")
         for file in built.files:
-            upload_file(fs, target, local, file, f"{model}/{versioned_path(file.area, version, file.rel)}")
+            upload_file(fs, target, local, file, _staged(f"{model}/{versioned_path(file.area, version, file.rel)}",
+                                                         staging))
         contract = built.contract_as(version)
         if contract is not None:
-            fs.pipe_file(target.join(model, str(version), CONTRACT_KEY), contract)
+            fs.pipe_file(target.join(_staged(f"{model}/{version}/{CONTRACT_KEY}", staging)), contract)
         counts[model] = len(built.expected(version))
-        expected.update(built.expected(version))
+        expected.update({_staged(key, staging): meta for key, meta in built.expected(version).items()})
     if options.after_upload is not None:
         options.after_upload(fs, sorted(target.join(key) for key in expected))
-    objects = repository_objects(list_objects(fs, target))
-    now = VersionIndex.of(objects)
+    listing = list_objects(fs, target)
+    now = VersionIndex.of(repository_objects(listing))
     bad: list[Problem] = []
     for model, (built, version) in plans.items():
-        bad += object_problems(fs, target, objects, now.keys(model, version), built.expected(version),
+        present = [k for k in listing if k.startswith(f"{model}/{staging}/")] if staging else now.keys(model, version)
+        bad += object_problems(fs, target, listing, present,
+                                {_staged(key, staging): meta for key, meta in built.expected(version).items()},
                                 f"version {version} of {model}")
     if bad:
         note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
@@ -489,6 +527,27 @@ def _check_served_state(fs: Any, target: StorageURL, bucket: BucketState) -> Non
                               for key in moved),
                             Problem(target.url, "", "nothing was made visible and the uploaded versions were removed; "
                                                     "publish again to compare with what is served now")])
+
+
+def _promote(fs: Any, target: StorageURL, model: str, version: int, staging: str,
+             promoted: list[tuple[str, str]]) -> None:
+    """A folder destination: rename the read-back version from the staging folder to its version folder.
+
+    Its warmup data too; never replacing a folder (a folder planted meanwhile refuses the publish); then the emptied
+    staging folder is removed. Each rename done is recorded in ``promoted``.
+    """
+    for area in VERSIONED_AREAS[::-1]:  # warmup data first: the version folder's arrival completes the version
+        source = target.join(model, staging, versioned_path(area, version))
+        if not fs.exists(source):
+            continue
+        try:
+            fs.rename_new(source, target.join(model, versioned_path(area, version)))
+        except FileExistsError as error:
+            raise PublishError([Problem(target.object_url(f"{model}/{versioned_path(area, version)}"), "",
+                                        "appeared while this publish uploaded (reserved for it): left as it is; "
+                                        "nothing was made visible")]) from error
+        promoted.append((model, area))
+    fs.rm(target.join(model, staging), recursive=True)
 
 
 def _remove_version(fs: Any, target: StorageURL, model: str, version: int) -> None:

@@ -4,8 +4,13 @@ Concurrent publishers of one repository coordinate through two kinds of objects 
 ignores files there; :func:`generator.repository.storage.repository_objects` leaves them out of every repository read):
 
 - **The lock object** ``.gen-repo-publish.lock``. On S3 it is created with a conditional write
-  (``If-None-Match: *``), so exactly one publisher wins; elsewhere it is written and read back after a pause
-  (:data:`SETTLE_S`). A lock older than its expiry (a publisher that died) is taken over. Another publisher is
+  (``If-None-Match: *``), so exactly one publisher wins; in a folder it is a file created with ``O_CREAT | O_EXCL``
+  (:class:`generator.repository.local_store.LocalStore`; NFS has had an exclusive create since NFSv3); on GCS it is
+  written and read back after a pause (:data:`SETTLE_S`). In a folder a lease file rather than ``fcntl``/``flock``:
+  byte-range locks are missing or per-client on some shared mounts (FUSE, some CSI drivers), where they would pass
+  silently, and a lease names its owner, host and expiry for a refused publisher, as on S3 and GCS; a dead
+  publisher's lease expires with ``--lock-ttl`` as there. A lock older than its expiry (a publisher that died) is
+  taken over. Another publisher is
   refused with who holds the lock (:class:`PublishLocked`, exit 1). A publish holds it twice and briefly: to reserve
   its version numbers, and for the switch (the config writes and the lock file write), never while it compares
   contracts, uploads or reads objects back.
@@ -32,7 +37,13 @@ from typing import Any
 
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
 from generator.naming import MAX_VERSION
-from generator.repository.storage import PUBLISH_LOCK_OBJECT, RESERVATION_PREFIX, StorageURL, read_object
+from generator.repository.storage import (
+    FILE_PROTOCOL,
+    PUBLISH_LOCK_OBJECT,
+    RESERVATION_PREFIX,
+    StorageURL,
+    read_object,
+)
 
 __all__ = [
     "DEFAULT_LOCK_TTL_S",
@@ -145,6 +156,16 @@ class PublishLock:
                 except OSError as error:
                     again, _ = self._read()
                     raise self._refuse(again or {}) from error
+        elif self.target.protocol == FILE_PROTOCOL:
+            try:
+                self.fs.create_exclusive(self.path, body)
+            except FileExistsError:
+                holder, _ = self._read()
+                if holder is not None and not _expired(holder):
+                    raise self._refuse(holder) from None
+                if not self.fs.take_over(self.path, (holder or {}).get("token"), body):
+                    again, _ = self._read()
+                    raise self._refuse(again or {}) from None
         else:
             holder, _ = self._read()
             if holder is not None and not _expired(holder):

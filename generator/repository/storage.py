@@ -1,4 +1,4 @@
-"""Object storage (S3, GCS) for gen-repo and for the tritonserver it launches.
+"""Object storage (S3, GCS) and shared folders for gen-repo and for the tritonserver it launches.
 
 URLs, the fsspec filesystem, storage failures as located errors, reading a published repository back, and what a
 launched server's log says about its storage.
@@ -13,6 +13,11 @@ plain JSON-API client of gcsfs is used with anonymous credentials (as Google's o
 no credential lookup, no metadata-server probe and no gRPC bucket-type lookup happens. tritonserver reads
 ``gs://`` through google-cloud-cpp, which takes the emulator from ``CLOUD_STORAGE_EMULATOR_ENDPOINT`` instead.
 ``s3://host:port/...`` names an S3 endpoint in the URL itself, for gen-repo and tritonserver alike.
+
+A shared folder (NFS, a Kubernetes volume) is a publish destination too: a path or ``file:///path``
+(:func:`parse_destination`), reached through :class:`generator.repository.local_store.LocalStore`, which offers the
+same operations as the object stores' fsspec filesystems. Readers (``verify``, ``diff``, ``report``, ``smoke``)
+take ``file://`` as the folder it names (:func:`local_location`).
 """
 
 from __future__ import annotations
@@ -37,10 +42,12 @@ from generator.repository.lock import LOCK_FILE_NAME, read_lock
 from generator.repository.verify import verify_repository
 
 __all__ = [
+    "FILE_PROTOCOL",
     "GCS_EMULATOR_ENV",
     "PUBLISH_LOCK_OBJECT",
     "READ_CHUNK",
     "RESERVATION_PREFIX",
+    "STAGING_PREFIX",
     "TRITON_GCS_EMULATOR_ENV",
     "StorageError",
     "StorageFailed",
@@ -49,9 +56,11 @@ __all__ = [
     "Verification",
     "download_repository",
     "is_storage_url",
+    "local_location",
     "list_objects",
     "object_sha256",
     "open_filesystem",
+    "parse_destination",
     "parse_url",
     "read_object",
     "relocated",
@@ -71,6 +80,11 @@ PUBLISH_LOCK_OBJECT = ".gen-repo-publish.lock"
 #: A publisher's reservation of the version numbers it uploads (``<prefix><token>`` at the repository root; Triton
 #: ignores files there): not part of the repository either (generator/repository/publish_lock.py).
 RESERVATION_PREFIX = ".gen-repo-publish.reserved."
+#: A publish to a folder writes each new version under ``<model>/<prefix><token>/`` first and renames it into place
+#: once read back (Triton skips a model's sub-folder whose name is no number): not part of the repository either.
+STAGING_PREFIX = ".gen-repo-publish.staging."
+#: The protocol of a folder destination (``file:///path`` or a path).
+FILE_PROTOCOL = "file"
 #: Objects are hashed in ranges of this many bytes: an object of any size in bounded memory.
 READ_CHUNK = 64 << 20
 INSTALL_HINT = {"s3": "pip install 'gen-repo[s3]' (s3fs)", "gs": "pip install 'gen-repo[gcs]' (gcsfs)"}
@@ -141,14 +155,16 @@ class StorageURL:
 
     @property
     def bucket(self) -> str:
-        """The bucket's name."""
-        return self.path.split("/", 1)[0]
+        """The bucket's name (a folder destination's path)."""
+        return self.path if self.protocol == FILE_PROTOCOL else self.path.split("/", 1)[0]
 
     @property
     def endpoint(self) -> str:
         """Where gen-repo reaches the bucket, for messages."""
         if self.protocol == "s3":
             return self.endpoint_url or "AWS S3"
+        if self.protocol == FILE_PROTOCOL:
+            return "the local file system"
         emulator = _gcs_emulator()
         return f"{emulator} ({GCS_EMULATOR_ENV})" if emulator else "Google Cloud Storage"
 
@@ -156,8 +172,11 @@ class StorageURL:
     def triton_url(self) -> str:
         """The URL to give ``tritonserver --model-repository``, in the form the user wrote it.
 
-        Triton reads ``s3://host:port/...`` as plain HTTP, as :func:`parse_url` does, so that form is kept as is.
+        Triton reads ``s3://host:port/...`` as plain HTTP, as :func:`parse_url` does, so that form is kept as is; a
+        folder destination is its absolute path.
         """
+        if self.protocol == FILE_PROTOCOL:
+            return self.path
         if self.protocol == "s3" and self.endpoint_url:
             given_scheme = self.url.partition("://")[2].startswith(("http://", "https://"))
             endpoint = self.endpoint_url if given_scheme else self.endpoint_url.partition("://")[2]
@@ -168,6 +187,45 @@ class StorageURL:
 def is_storage_url(value: str) -> bool:
     """Whether ``value`` is an object-storage URL (``s3://`` or ``gs://``) rather than a folder."""
     return value.startswith(("s3://", "gs://"))
+
+
+def local_location(location: str) -> str:
+    """``location`` with a ``file://`` URL turned into the folder it names (``file:///srv/repo`` -> ``/srv/repo``).
+
+    Anything else is returned as it is. A ``file://`` URL naming another host is a StorageError (exit 2): gen-repo
+    reads local folders only (mount the share).
+    """
+    scheme, sep, rest = location.partition("://")
+    if not sep or scheme != FILE_PROTOCOL:
+        return location
+    host, slash, path = rest.partition("/")
+    if host not in ("", "localhost") or not slash:
+        raise StorageError([Problem(location, "", "a file:// URL names a folder of this machine: file:///path "
+                                                  "(mount a share, then name its mount point)")])
+    return "/" + path
+
+
+def parse_destination(url: str) -> StorageURL:
+    """A publish destination: ``s3://`` or ``gs://`` (:func:`parse_url`), else a folder (a path or ``file:///path``).
+
+    A relative path is resolved against the current folder, and the folder itself (not what is inside it) through
+    its symlinks, so that the lock file, the reservations and the renames all act on one real folder; the folder
+    must exist (as a bucket must). StorageError (exit 2) naming ``url`` otherwise.
+    """
+    if is_storage_url(url):
+        return parse_url(url)
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme != FILE_PROTOCOL and "/" not in scheme:
+        raise StorageError([Problem(url, "", f"unknown scheme {scheme!r}: publish to s3://, gs://, file:///path or a "
+                                             "folder's path")])
+    path = Path(local_location(url))
+    if any(ord(c) < 32 or c in "\\\x7f" for c in str(path)):
+        raise StorageError([Problem(url, "", "the path holds a backslash or a control character")])
+    real = Path(os.path.realpath(path))
+    if not real.is_dir():
+        raise StorageError([Problem(url, "", f"no such folder ({real}): create it first (as a bucket is created "
+                                             "before a publish)")])
+    return StorageURL(url, FILE_PROTOCOL, str(real))
 
 
 def parse_url(url: str) -> StorageURL:
@@ -213,6 +271,10 @@ def open_filesystem(target: StorageURL) -> Any:
     With a GCS emulator configured, gcsfs's plain JSON-API client is used whatever ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT``
     says: its experimental bucket-type lookup needs Google credentials and speaks gRPC, which an emulator does not.
     """
+    if target.protocol == FILE_PROTOCOL:
+        from generator.repository.local_store import LocalStore
+
+        return LocalStore(target.path)
     try:
         if target.protocol == "s3":
             import s3fs
@@ -353,9 +415,10 @@ def list_objects(fs: Any, target: StorageURL) -> dict[str, int]:
 
 
 def repository_objects(objects: Mapping[str, int]) -> dict[str, int]:
-    """``objects`` without the publishers' own (the lock object, reservations): what the repository holds."""
+    """``objects`` without the publishers' own (lock object, reservations, staged versions): the repository."""
     return {key: size for key, size in objects.items()
-            if key != PUBLISH_LOCK_OBJECT and not key.startswith(RESERVATION_PREFIX)}
+            if key != PUBLISH_LOCK_OBJECT and not key.startswith(RESERVATION_PREFIX)
+            and not any(part.startswith(STAGING_PREFIX) for part in key.split("/")[1:2])}
 
 
 def read_object(fs: Any, target: StorageURL, key: str, size: int, limit_name: str) -> bytes:
