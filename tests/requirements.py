@@ -215,6 +215,7 @@ _ALL = (
     Requirement("libyaml", True, "PyPI's PyYAML wheels bundle libyaml", _libyaml),
     Requirement("protobuf_upb", True, "PyPI's protobuf wheels use upb", _upb),
     Requirement("chromium", True, "apt-get install chromium (scripts/setup does, as root)", _chromium),
+    Requirement("node", True, "Node.js (node and npm; the CI machine has them), e.g. Debian's nodejs and npm", _node),
     Requirement("ajv", True, "scripts/setup runs npm ci in tests/node wherever node exists", _ajv),
     Requirement("root", True, "run as root (CI does) with mount(8)", _root),
     Requirement("user_namespaces", True, "unprivileged user namespaces and util-linux", _user_namespaces),
@@ -225,7 +226,6 @@ _ALL = (
     Requirement("gpu_ampere", False, "an Ampere or newer NVIDIA GPU", _gpu_only("an Ampere or newer GPU")),
     Requirement("gpu_two_capabilities", False, "NVIDIA GPUs of two compute capabilities",
                 _gpu_only("GPUs of two compute capabilities")),
-    Requirement("node", False, "Node.js (node and npm), e.g. Debian's nodejs and npm packages", _node),
     Requirement("shared_fixtures", False, "the workplace's ../shared folder (absent from a clean clone)",
                 _shared_fixtures),
 )
