@@ -287,17 +287,25 @@ def test_the_real_server_accepts_and_refuses_as_the_schema_does(built, example_r
             if server_ok != expected or (not server_ok and status != refusal):
                 disagreements.append((case.contract.name, case.fault, status, message[:300]))
         if repository == example_repository:
-            _data_forms(server.http_url, _validator(repository, "mlp"))
+            _json_only_forms(server.http_url, _validator(repository, "mlp"))
         server.stop()
     assert disagreements == []
 
 
-def _data_forms(url: str, validator: jsonschema.Draft202012Validator) -> None:
-    """``data`` nested as the shape is a valid request too; ``data`` short of the shape passes the schema (it cannot
-    count) and Triton refuses it."""
-    nested = {"inputs": [{"name": "input_x", "datatype": "FP32", "shape": [2, 16], "data": [[0.5] * 16] * 2}]}
-    assert validator.is_valid(nested) and _infer(url, "mlp", nested)[0] == 200
-    short = {"inputs": [{"name": "input_x", "datatype": "FP32", "shape": [2, 16], "data": [0.5] * 31}]}
+def _json_only_forms(url: str, validator: jsonschema.Draft202012Validator) -> None:
+    """What only a JSON request can say (numpy arrays by name cannot), against the schema and the server.
+
+    ``data`` nested as the shape is valid; an input twice and an unknown output are refused by both; ``data`` short
+    of its shape passes the schema (it cannot count, docs/client.md) and Triton refuses it.
+    """
+    one = {"name": "input_x", "datatype": "FP32", "shape": [2, 16], "data": [0.5] * 32}
+    nested = {"inputs": [{**one, "data": [[0.5] * 16] * 2}]}
+    with_output = {"inputs": [one], "outputs": [{"name": "output"}]}
+    for valid in (nested, with_output):
+        assert validator.is_valid(valid) and _infer(url, "mlp", valid)[0] == 200
+    for invalid in ({"inputs": [one, one]}, {"inputs": [one], "outputs": [{"name": "not_an_output"}]}):
+        assert not validator.is_valid(invalid) and _infer(url, "mlp", invalid)[0] == 400
+    short = {"inputs": [{**one, "data": [0.5] * 31}]}
     status, message = _infer(url, "mlp", short)
     assert validator.is_valid(short) and status != 200 and "shape" in message, (status, message)
 
