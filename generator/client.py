@@ -32,6 +32,7 @@ from tritonclient.grpc import model_config_pb2
 from generator.bounded import limit, read_text
 from generator.confinement import confined_path
 from generator.contracts.array_files import ArrayHeader, open_array_file
+from generator.contracts.request_schema import json_request, request_schema
 from generator.dtypes import DATA_TYPES, config_data_type, numpy_dtype, wire_datatype
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
@@ -52,7 +53,9 @@ __all__ = [
     "TensorContract",
     "check_request_file",
     "config_to_contract",
+    "json_request",
     "numpy_dtype",
+    "repository_contract",
     "to_infer_inputs",
     "wire_datatype",
 ]
@@ -334,6 +337,15 @@ class ModelContract:
         if self.backend:
             out["backend"] = self.backend
         return out
+
+    def request_schema(self) -> dict[str, Any]:
+        """The JSON Schema (Draft 2020-12) of a valid KServe v2 JSON request to this model.
+
+        What :meth:`validate` checks, but for the JSON form of a request, except what JSON Schema cannot express
+        (``docs/client.md``); the same schema as the build's ``gen_repo/request.schema.json``
+        (:func:`generator.contracts.request_schema.request_schema`).
+        """
+        return request_schema(self.to_dict())
 
     def compatible_with(self, other: ModelContract) -> ModelComparison:
         """How ``other`` (e.g. the live server's, :meth:`from_server`) changes this contract (the one a client pinned).
@@ -638,7 +650,15 @@ def _random_array(rng: np.random.Generator, tensor: TensorContract, shape: Shape
     return draw(rng, tensor.name, str(tensor.dtype), shape, tensor.values)
 
 
-# ---------------------------------------------------------------------------- gen-repo check-request
+# ---------------------------------------------------------------------------- gen-repo check-request, contract
+def repository_contract(repo: Path, model: str, version: int | None = None) -> ModelContract:
+    """:meth:`ModelContract.from_repository`, its failures as a GenRepoError naming the model folder (exit 2)."""
+    try:
+        return ModelContract.from_repository(repo, model, version=version)
+    except (OSError, ValueError, KeyError) as error:
+        raise GenRepoError([Problem(str(repo / model), "", f"cannot load the model's contract: {error}")]) from error
+
+
 def check_request_file(
     model: str,
     npz_file: Path,
@@ -662,12 +682,7 @@ def check_request_file(
     from generator.contracts.reference_data import request_members
 
     if repo is not None:
-        try:
-            contract = ModelContract.from_repository(repo, model, version=version)
-        except (OSError, ValueError, KeyError) as error:
-            raise GenRepoError(
-                [Problem(str(repo / model), "", f"cannot load the model's contract: {error}")]
-            ) from error
+        contract = repository_contract(repo, model, version)
     else:
         assert url is not None
         try:

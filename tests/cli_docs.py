@@ -29,6 +29,7 @@ EXIT_CODES: dict[str, str] = {
     "smoke": "0 every check passed; 1 a check failed; 2 bad usage; 3 the server could not be reached or started",
     "lint": "0 no errors (warnings alone pass); 1 errors; 2 bad usage; 3 the --url server could not be reached",
     "check-request": "0 valid; 1 invalid (every problem listed); 2 bad usage; 3 the server could not be reached",
+    "contract": "0 printed; 2 bad usage, no such model, or a contract or config that cannot be read",
     "perf-config": "0 written; 2 bad input",
     "perf": "0 measured; 1 a model answered no request; 2 bad usage; 3 the server could not be reached",
     "diff": ("0 nothing breaking; 1 breaking changes; 2 bad input (not a repository or version folder, an unreadable "

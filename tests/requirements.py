@@ -174,6 +174,21 @@ def _chromium() -> str | None:
     return None if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK) else f"no {CHROMIUM} (Debian's chromium package)"
 
 
+#: tests/node: Node's ajv, pinned by its package-lock.json (scripts/setup runs npm ci there when node exists).
+NODE_PROJECT = _REPO_ROOT / "tests" / "node"
+
+
+def _node() -> str | None:
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    return f"{' and '.join(missing)} not on PATH (Node.js is not installed here)" if missing else None
+
+
+def _ajv() -> str | None:
+    if not (NODE_PROJECT / "node_modules" / "ajv" / "package.json").is_file():
+        return f"ajv is not installed in {NODE_PROJECT} (npm ci there)"
+    return None
+
+
 def _shared_fixtures() -> str | None:
     shared = _REPO_ROOT.parent / "shared" / "fixtures" / "aitune"
     return None if shared.is_dir() else f"no {shared} next to this checkout"
@@ -200,6 +215,8 @@ _ALL = (
     Requirement("libyaml", True, "PyPI's PyYAML wheels bundle libyaml", _libyaml),
     Requirement("protobuf_upb", True, "PyPI's protobuf wheels use upb", _upb),
     Requirement("chromium", True, "apt-get install chromium (scripts/setup does, as root)", _chromium),
+    Requirement("node", True, "Node.js (node and npm; the CI machine has them), e.g. Debian's nodejs and npm", _node),
+    Requirement("ajv", True, "scripts/setup runs npm ci in tests/node wherever node exists", _ajv),
     Requirement("root", True, "run as root (CI does) with mount(8)", _root),
     Requirement("user_namespaces", True, "unprivileged user namespaces and util-linux", _user_namespaces),
     Requirement("no_gpu", True, "a machine without an NVIDIA GPU (CI is one)", _no_gpu),

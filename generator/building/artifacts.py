@@ -20,8 +20,9 @@ from generator.bounded import read_bytes
 from generator.building.engines import build_engines
 from generator.building.factories import import_factory
 from generator.building.results import BuildEvent, ModelArtifacts, Progress
+from generator.contracts.request_schema import write_contract_files
 from generator.errors import GenRepoError, Problem
-from generator.planning.model_files import CONTRACT_FILE, contract_text
+from generator.planning.model_files import contract_text
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, OutputRange, with_output_ranges
 from generator.planning.targets import TensorRTTarget
@@ -380,9 +381,8 @@ def _build_stages(
     model = with_output_ranges(model, ranges)
     notes.extend(range_notes)
 
-    files = [CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz"]
-    (workdir / CONTRACT_FILE).parent.mkdir(exist_ok=True)
-    (workdir / CONTRACT_FILE).write_text(contract_text(model, domains), encoding="utf-8")
+    files = [*write_contract_files(workdir, contract_text(model, domains)), "gen_repo/reference.json",
+             "gen_repo/reference.npz"]
     write_reference(workdir / "gen_repo", cases, model.compare)
     files += _write_warmup_data(model, cases, workdir)
 

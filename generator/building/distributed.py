@@ -151,7 +151,8 @@ def export_task(payload: bytes) -> TaskOutput:
     """
     from generator.building.artifacts import build_model_artifacts
     from generator.building.results import tool_versions
-    from generator.planning.model_files import CONTRACT_FILE, contract_text
+    from generator.contracts.request_schema import contract_files
+    from generator.planning.model_files import contract_text
     from generator.planning.plan import with_output_ranges
 
     model, options = _unpack(payload)
@@ -167,9 +168,9 @@ def export_task(payload: bytes) -> TaskOutput:
                 raise raw from None  # the node's disk or memory: Ray retries the task (retry_exceptions)
             return TaskOutput(problems=tuple(error.problems), node=node)
         files = {name: (artifacts.folder / name).read_bytes() for name in artifacts.files}
-    if model.target == "tensorrt":
-        files[CONTRACT_FILE] = contract_text(with_output_ranges(model, artifacts.output_ranges),
-                                             artifacts.values).encode("utf-8")
+    if model.target == "tensorrt":  # the contract (and its request schema) of the tensorrt model, not the onnx one
+        text = contract_text(with_output_ranges(model, artifacts.output_ranges), artifacts.values)
+        files.update({name: data.encode("utf-8") for name, data in contract_files(text).items()})
     return TaskOutput(files, tuple(artifacts.notes), (), node, tool_versions())
 
 

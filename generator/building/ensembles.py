@@ -21,6 +21,7 @@ from generator.building.artifacts import StageFailed
 from generator.building.factories import import_factory
 from generator.building.reference import CASE_SHAPES, reference_inputs
 from generator.contracts.reference_data import ReferenceCase, write_reference
+from generator.contracts.request_schema import REQUEST_SCHEMA_FILE, write_contract_files
 from generator.errors import GenRepoError, Problem
 from generator.planning.compare import compare_output
 from generator.planning.contract import to_model, to_request
@@ -33,7 +34,7 @@ from generator.planning.values import ValueDomain
 __all__ = ["ENSEMBLE_FILES", "build_ensemble_artifacts"]
 
 #: What an ensemble's version folder holds (Triton needs the folder; gen_repo/ is ignored by it).
-ENSEMBLE_FILES = (CONTRACT_FILE, "gen_repo/reference.json", "gen_repo/reference.npz")
+ENSEMBLE_FILES = (CONTRACT_FILE, REQUEST_SCHEMA_FILE, "gen_repo/reference.json", "gen_repo/reference.npz")
 
 
 def build_ensemble_artifacts(
@@ -79,8 +80,7 @@ def build_ensemble_artifacts(
             if ensemble.source is not None:
                 stage = "check"
                 notes.append(_check_with_torch(ensemble, cases, options, where))
-        (workdir / CONTRACT_FILE).parent.mkdir(parents=True, exist_ok=True)
-        (workdir / CONTRACT_FILE).write_text(contract_text(ensemble, domains), encoding="utf-8")
+        write_contract_files(workdir, contract_text(ensemble, domains))
         write_reference(workdir / "gen_repo", cases, ensemble.compare)
     except StageFailed:
         raise

@@ -34,6 +34,7 @@ from generator.building.artifacts import StageFailed, build_model_artifacts, loc
 from generator.building.factories import factory_import_path
 from generator.building.results import BuildEvent, BuildFailed, BuildReport, ModelResult, Progress, tool_versions
 from generator.confinement import OUTPUT_OPTION, output_overlap_problems
+from generator.contracts.request_schema import contract_files
 from generator.errors import GenRepoError, Problem
 from generator.manifest.entries import ModelSource, SampleSource
 from generator.naming import WARMUP_FOLDER
@@ -138,8 +139,9 @@ def model_cache_key(
         samples=content_fingerprint(model.samples, options.code_path),
         target=model.target,
         name=model.name,
-        # The rendered text, not the data: a change in how contract.json is written must not hit files cached before.
-        contract=contract_text(model),
+        # The rendered texts, not the data: a change in how contract.json or request.schema.json is written must not
+        # hit files cached before.
+        contract=contract_files(contract_text(model)),
         options=dict(model.options),
         # The warmup data files the config names are artifacts too (gen-repo config names none).
         warmup=sorted(e.input_data_file for w in model.config.model_warmup for e in w.inputs.values()),
@@ -454,7 +456,7 @@ def _build_ensembles(
                 continue
             ensemble = replanned[ensemble.name] = again
         key = cache.key(
-            kind="ensemble", name=ensemble.name, contract=contract_text(ensemble),
+            kind="ensemble", name=ensemble.name, contract=contract_files(contract_text(ensemble)),
             config=config_text(ensemble), steps={n: keys[n] for n in step_names}, tools=dict(versions),
             compare=ensemble.compare.to_json(),  # stored in its reference.json
             source=content_fingerprint(ensemble.source, options.code_path) if options.allow_code else "",

@@ -25,6 +25,7 @@ COMMANDS = (
     "smoke",
     "lint",
     "check-request",
+    "contract",
     "perf-config",
     "perf",
     "diff",

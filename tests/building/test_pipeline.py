@@ -86,7 +86,8 @@ def test_every_source_kind_builds(zoo: SimpleNamespace) -> None:
 
 
 def test_target_files(zoo: SimpleNamespace) -> None:
-    reference = {"1/gen_repo/contract.json", "1/gen_repo/reference.json", "1/gen_repo/reference.npz", "config.pbtxt"}
+    reference = {"1/gen_repo/contract.json", "1/gen_repo/request.schema.json", "1/gen_repo/reference.json",
+                 "1/gen_repo/reference.npz", "config.pbtxt"}
     for name in ("two", "static", "fromonnx"):  # onnx target
         assert set(tree_digest(zoo.repo / name)) == reference | {"1/model.onnx"}
         assert 'platform: "onnxruntime_onnx"' in (zoo.repo / name / "config.pbtxt").read_text()

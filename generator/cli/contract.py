@@ -1,0 +1,34 @@
+"""``gen-repo contract REPO MODEL``: a model's contract, or the JSON Schema of a valid KServe v2 JSON request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from generator.cli._common import report_errors
+
+
+@click.command("contract")
+@click.argument("repo", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("model")
+@click.option("--format", "output_format", type=click.Choice(["json", "jsonschema"]), default="json",
+              show_default=True,
+              help="json: the contract as generator.client reads it; jsonschema: a valid KServe v2 JSON request as a "
+                   "JSON Schema (Draft 2020-12), the bytes of the build's gen_repo/request.schema.json.")
+@click.option("--version", "model_version", type=int, default=None, help="Model version (default: latest).")
+@report_errors
+def command(repo: Path, model: str, output_format: str, model_version: int | None) -> None:
+    """Print MODEL's contract from the model repository REPO.
+
+    From <model>/<version>/gen_repo/contract.json when present, else from config.pbtxt (ranges from dims alone,
+    docs/client.md). Exit status: 0 printed, 2 no such model or an unreadable contract.
+    """
+    # numpy + tritonclient only; imported when the command runs.
+    from generator.client import repository_contract
+    from generator.contracts.request_schema import render_request_schema
+    from generator.planning.contract import render_contract
+
+    contract = repository_contract(repo, model, model_version).to_dict()
+    text = render_request_schema(contract) if output_format == "jsonschema" else render_contract(contract)
+    click.echo(text, nl=False)
