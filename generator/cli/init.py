@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 
 
 @click.command("init")
@@ -23,4 +24,4 @@ def command(specs: tuple[str, ...], output: str) -> None:
     from generator.manifest.starter import write_starter_manifest
 
     path, count = write_starter_manifest(specs, output)
-    click.echo(f"wrote {path}: {count} model(s); next: gen-repo plan {path}")
+    echo(f"wrote {path}: {count} model(s); next: gen-repo plan {path}")
