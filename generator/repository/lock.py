@@ -190,7 +190,10 @@ def read_lock(repo_dir: Path) -> dict:
         raise GenRepoError([Problem(lock_file, "", "missing: not a repository written by gen-repo")]) from error
     except (OSError, UnicodeDecodeError) as error:
         raise GenRepoError([Problem(lock_file, "", f"cannot read the lock file: {error}")]) from error
-    lock = parse_json(raw, lock_file)  # deep nesting, duplicate keys (one file listed twice): refused, located
+    try:  # deep nesting, duplicate keys (one file listed twice), not JSON: refused, located
+        lock = parse_json(raw, lock_file)
+    except GenRepoError as error:
+        raise GenRepoError([Problem(p.file, p.pointer, f"corrupt: {p.message}") for p in error.problems]) from None
     problems = lock_problems(lock, lock_file)
     if problems:
         raise GenRepoError(problems)
