@@ -27,7 +27,7 @@ if not FIXTURES.is_dir():  # a checkout without the copied fixtures
 EXAMPLES = REPO / "examples"
 
 #: Placeholder string replaced in the written text (see :func:`render`).
-_TEXT_SLOT = "\x00gen-repo-fuzz-slot\x00"
+TEXT_SLOT = "\x00gen-repo-fuzz-slot\x00"
 
 #: Literal texts a slot can become: (JSON text, YAML text).
 TEXT_LITERALS = {
@@ -109,7 +109,7 @@ WEIRD_VALUES: st.SearchStrategy[Any] = st.one_of(
 
 
 def _slot(document: Any, path: tuple[str | int, ...], literal: str) -> Case:
-    return Case(_set_at(document, path, _TEXT_SLOT), literal, f"{literal} text at {list(path)}")
+    return Case(_set_at(document, path, TEXT_SLOT), literal, f"{literal} text at {list(path)}")
 
 
 @st.composite
@@ -234,10 +234,10 @@ def render(case: Case, fmt: str) -> str:
     """The text of ``case`` as ``json`` or ``yaml``, with its slot replaced by the literal text it stands for."""
     if fmt == "json":
         text = json.dumps(case.document, ensure_ascii=False)
-        slot = json.dumps(_TEXT_SLOT)
+        slot = json.dumps(TEXT_SLOT)
     else:
         text = yaml.safe_dump(case.document, allow_unicode=True, sort_keys=False, width=10**9)
-        slot = yaml.safe_dump(_TEXT_SLOT, width=10**9).removesuffix("\n...\n").strip()
+        slot = yaml.safe_dump(TEXT_SLOT, width=10**9).removesuffix("\n...\n").strip()
     if case.literal is None:
         return text
     if case.literal == "alias-bomb" and fmt == "yaml":
