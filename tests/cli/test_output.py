@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
 
 from generator.cli import main
+from generator.serving.server import free_port
 from generator.terminal_text import CONTROL_CHARACTERS, visible
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +140,14 @@ def _run_validate(repo: Path, name: str, scratch: Path) -> list[str]:
     return outputs
 
 
-COMMANDS = {"lint": _run_lint, "verify": _run_verify, "diff": _run_diff, "report": _run_report,
+def _run_smoke(repo: Path, name: str, scratch: Path) -> list[str]:
+    summary = scratch / "summary.md"
+    _code, out, err = _invoke("smoke", "--url", f"127.0.0.1:{free_port()}", "--repo", str(repo), "--timeout", "2",
+                              "--summary-md", str(summary))
+    return [out, err, summary.read_text()]
+
+
+COMMANDS = {"smoke": _run_smoke, "lint": _run_lint, "verify": _run_verify, "diff": _run_diff, "report": _run_report,
             "check-request": _run_check_request, "plan": _run_plan, "validate": _run_validate}
 
 
@@ -154,7 +162,7 @@ def test_planted_escape_sequences_never_reach_the_terminal(command: str, example
         outputs = COMMANDS[command](repo, name, scratch)
         _clean(*outputs)
         # Shown, not dropped: the planted name is there, as its escapes (report's page and validate's repr aside).
-        if command in ("lint", "verify", "diff"):
+        if command in ("lint", "verify", "diff", "smoke"):
             assert visible(name) in "".join(outputs), outputs
 
     check()
