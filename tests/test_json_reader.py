@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,59 +22,15 @@ from generator.cli import main
 from generator.errors import GenRepoError, json_pointer
 from generator.json_reader import parse_json, read_json
 from generator.terminal_text import visible
+from tests.strategies import JSON_VALUES, json_text, planted_json
 
 MAX_NESTING = LIMITS["nesting"].default
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-_KEYS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4)
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _KEYS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
-    max_leaves=25,
-)
-
-
-def _paths(value: Any, here: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """Every value of ``value`` with its path of keys and indices, the root first."""
-    yield here, value
-    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, child in children:
-        yield from _paths(child, (*here, key))
-
-
-def _text(value: Any, at: tuple[Any, ...] | None, plant: tuple[str, Any], here: tuple[Any, ...] = ()) -> str:
-    """``value`` as JSON text, with ``plant`` at the path ``at``: ("duplicate", key) or ("deep", levels)."""
-    if here == at and plant[0] == "deep":
-        return "[" * plant[1] + _text(value, None, plant) + "]" * plant[1]
-    if isinstance(value, dict):
-        items = [f"{json.dumps(k)}: {_text(v, at, plant, (*here, k))}" for k, v in value.items()]
-        if here == at and plant[0] == "duplicate":
-            key = plant[1]
-            items += [f"{json.dumps(key)}: 0"] * (1 if key in value else 2)  # the key twice in this object
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_text(v, at, plant, (*here, i)) for i, v in enumerate(value)) + "]"
-    return json.dumps(value)
-
-
-@st.composite
-def _planted(draw: st.DrawFn, document: Any) -> tuple[str, str, str]:
-    """``document`` as text with a duplicate key or a deep nesting planted; the pointer and words of the refusal."""
-    if draw(st.booleans()):
-        objects = [(path, value) for path, value in _paths(document) if isinstance(value, dict)]
-        if objects:
-            path, value = draw(st.sampled_from(objects))
-            key = draw(st.sampled_from(sorted(value))) if value and draw(st.booleans()) else draw(_KEYS)
-            return _text(document, path, ("duplicate", key)), json_pointer([*path, key]), "appears more than once"
-    path = draw(st.sampled_from([path for path, _ in _paths(document)]))
-    levels = MAX_NESTING + draw(st.integers(1, 3000))
-    return _text(document, path, ("deep", levels)), json_pointer(path), f"nests deeper than {MAX_NESTING} levels"
-
-
 @settings(max_examples=300, deadline=None)
-@given(st.data(), _JSON)
+@given(st.data(), JSON_VALUES)
 def test_a_planted_duplicate_key_or_deep_nesting_is_refused_at_its_pointer(data: st.DataObject, document: Any) -> None:
-    text, pointer, words = data.draw(_planted(document))
+    text, pointer, words = data.draw(planted_json(document))
     with pytest.raises(GenRepoError) as caught:
         parse_json(text, "doc.json")
     problems = caught.value.problems
@@ -86,7 +41,7 @@ def test_a_planted_duplicate_key_or_deep_nesting_is_refused_at_its_pointer(data:
 
 
 @settings(max_examples=200, deadline=None)
-@given(_JSON)
+@given(JSON_VALUES)
 def test_a_document_without_duplicates_within_the_limit_reads_as_json_does(document: Any) -> None:
     text = json.dumps(document)
     assert parse_json(text, "doc.json") == json.loads(text)
@@ -168,7 +123,7 @@ def test_every_kind_of_json_file_with_a_planted_fault_is_refused_located(
     original = find(repository_copy, scratch)
     target = scratch / original.name if original.is_relative_to(EXAMPLES) else original
     saved = original.read_bytes()
-    text, pointer, words = data.draw(_planted(json.loads(saved)))
+    text, pointer, words = data.draw(planted_json(json.loads(saved)))
     try:
         target.write_text(text, encoding="utf-8")
         result = _invoke(*command(repository_copy, target))
@@ -186,7 +141,7 @@ def test_a_lock_listing_one_file_twice_is_refused_by_verify(repository_copy: Pat
     saved = lock_path.read_bytes()
     lock = json.loads(saved)
     name = sorted(lock["artifacts"])[0]
-    text = _text(lock, ("artifacts",), ("duplicate", name))
+    text = json_text(lock, ("artifacts",), ("duplicate", name))
     try:
         lock_path.write_text(text.replace(f'{json.dumps(name)}: 0', f'{json.dumps(name)}: '
                                           + json.dumps({**lock["artifacts"][name], "sha256": "0" * 64}), 1))
