@@ -98,12 +98,23 @@ def _manifest(folder: Path) -> Path:
     return path
 
 
+def _diff_report(repo: Path, folder: Path) -> Path:
+    path = folder / "diff.json"
+    result = CliRunner().invoke(main, ["diff", "--json", str(repo), str(repo)])
+    path.write_text(result.stdout)
+    return path
+
+
 #: Each kind of file: how to find it (given the repository copy and a scratch folder), the command that reads it,
 #: and that command's exit status for a refused document (verify: a corrupt lock is a difference, exit 1).
 _KINDS = {
     "spec": (lambda repo, tmp: EXAMPLES / "specs" / "mlp.graphspec.json", lambda repo, f: ["validate", str(f)], 2),
     "manifest": (lambda repo, tmp: _manifest(tmp), lambda repo, f: ["plan", "--allow-outside", str(f)], 2),
     "lock": (lambda repo, tmp: repo / "gen-repo.lock.json", lambda repo, f: ["verify", str(repo)], 1),
+    "tune report (init)": (lambda repo, tmp: EXAMPLES / "specs" / "text.graphspec.json",
+                           lambda repo, f: ["init", str(f), "-o", str(f.parent / "gen-repo.yaml")], 2),
+    "report input (--diff)": (_diff_report, lambda repo, f: ["report", str(repo), "--diff", str(f), "-o",
+                                                              str(f.parent / "page.html")], 2),
     "contract (check-request)": (lambda repo, tmp: repo / "mlp" / "1" / "gen_repo" / "contract.json",
                                  lambda repo, f: ["check-request", "--repo", str(repo), "mlp",
                                                   str(repo / "mlp" / "1" / "gen_repo" / "reference.npz")], 2),
@@ -112,7 +123,7 @@ _KINDS = {
 }
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), kind=st.sampled_from(sorted(_KINDS)))
 def test_every_kind_of_json_file_with_a_planted_fault_is_refused_located(
         repository_copy: Path, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, kind: str) -> None:
