@@ -52,7 +52,7 @@ def report_errors(fn: F) -> F:
                 for problem in error.problems:
                     echo(f"error: {problem}", err=True)
                 echo(f"{len(error.problems)} error(s)" + (f"; {error.summary}" if error.summary else ""),
-                           err=True)
+                     err=True)
             sys.exit(error.exit_code)
         except KeyboardInterrupt:
             echo("interrupted", err=True)

@@ -166,11 +166,11 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
             echo(f"note: {note}", err=True)
         if tensorrt_module != "tensorrt" and any(m.target == "tensorrt" for m in report.models):
             echo(f"note: engines built with {tensorrt_module} are NOT Triton plans: Triton cannot load this "
-                       "repository's tensorrt models", err=True)
+                 "repository's tensorrt models", err=True)
         failed_models = [m.name for m in report.models if m.status not in ("built", "cached")]
         if failed_models:
             echo(f"--keep-going: {', '.join(failed_models)} failed (see above); the rest was written to "
-                       f"{report.output_dir}", err=True)
+                 f"{report.output_dir}", err=True)
         else:
             echo(f"repository written to {report.output_dir}", err=True)
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)

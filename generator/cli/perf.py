@@ -81,7 +81,7 @@ def command(
     report = run_perf(run, on_engine=None if quiet else lambda line: echo(f"engine: {line}", err=True))
     if not quiet:
         echo(f"{'model':<20} {'shape':<5} {'batch':>5} {'conc':>5} {'requests':>8} {'errors':>6} "
-                   f"{'infer/s':>10} {'p50 ms':>9} {'p99 ms':>9}  engine")
+             f"{'infer/s':>10} {'p50 ms':>9} {'p99 ms':>9}  engine")
         for result in report.results:
             echo(_row(result))
             if result.get("first_error"):

@@ -24,7 +24,7 @@ def _print_text(summary: dict[str, Any]) -> None:
     for model in summary["models"]:
         echo("")
         echo(f"model {model['name']!r} version {model['version']}: target {model['target']}, "
-                   f"max_batch_size {model['max_batch_size']} ({'batching' if model['batching'] else 'no batching'})")
+             f"max_batch_size {model['max_batch_size']} ({'batching' if model['batching'] else 'no batching'})")
         echo(f"  spec: {model['spec']}")
         source = model["source"]
         if source is not None:
@@ -48,11 +48,11 @@ def _print_text(summary: dict[str, Any]) -> None:
     for ensemble in summary["ensembles"]:
         echo("")
         echo(f"ensemble {ensemble['name']!r} version {ensemble['version']}: max_batch_size "
-                   f"{ensemble['max_batch_size']}")
+             f"{ensemble['max_batch_size']}")
         for kind in ("inputs", "outputs"):
             for t in ensemble[kind]:
                 echo(f"  {kind[:-1]:6} {t['name']} {t['data_type']} dims {_shape(t['dims'])}  "
-                           f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}")
+                     f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}")
         for step in ensemble["steps"]:
             ins = ", ".join(f"{k} <- {v}" for k, v in sorted(step["inputs"].items()))
             outs = ", ".join(f"{k} -> {v}" for k, v in sorted(step["outputs"].items()))
@@ -63,7 +63,7 @@ def _print_text(summary: dict[str, Any]) -> None:
         echo("")
         # The reasons are printed once, as the command's errors on stderr (with every other command's errors).
         echo(f"model {refused['name']!r} ({refused['pointer']}): refused, nothing would be built "
-                   f"({len(refused['problems'])} error(s) below)")
+             f"({len(refused['problems'])} error(s) below)")
 
 
 @click.command("plan")

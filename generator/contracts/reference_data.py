@@ -135,6 +135,8 @@ def read_compare_settings(folder: Path | str) -> CompareSettings:
     try:
         index = read_json(index_path)
         return CompareSettings.from_json(index.get("compare") if isinstance(index, dict) else None)
+    except GenRepoError as exc:  # not JSON, nested too deep, a key twice: located by the reader
+        raise ReferenceDataError(exc.problems) from None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ReferenceDataError([Problem(str(index_path), "/compare", f"cannot read: {exc}")]) from exc
 
@@ -145,6 +147,8 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     index_path, npz_path = folder / "reference.json", folder / "reference.npz"
     try:
         index = read_json(index_path)
+    except GenRepoError as exc:  # not JSON, nested too deep, a key twice: located by the reader
+        raise ReferenceDataError(exc.problems) from None
     except (OSError, ValueError) as exc:
         raise ReferenceDataError([Problem(str(index_path), "", f"cannot read reference index: {exc}")]) from exc
     if not isinstance(index, dict) or index.get("format") != REFERENCE_FORMAT:

@@ -107,7 +107,7 @@ def build_lock(repo_dir: Path, tool_versions: Mapping[str, Any], models: Mapping
     }
     try:
         # A round trip checks that it is JSON data and detaches it from the caller's objects.
-        return dict(parse_json(render_lock(lock), LOCK_FILE_NAME))
+        return dict(parse_json(render_lock(lock), lock_file))
     except (TypeError, ValueError) as error:
         raise GenRepoError([Problem(lock_file, "", f"lock file content is not JSON data: {error}")]) from error
 
