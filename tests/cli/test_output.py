@@ -207,11 +207,16 @@ def test_piped_output_never_splits_a_path_or_a_name(example_repository: Path, tm
                         "\n    target: python\n")
     request = folder / "request.npz"
     np.savez(request, input_x=np.zeros((1, 17), np.float32))
-    runs = [("validate", str(spec)), ("plan", str(manifest)), ("lint", str(repo)), ("verify", str(repo)),
+    project = folder / "project"
+    shutil.copytree(ROOT / "examples", project, ignore=shutil.ignore_patterns("__pycache__"))
+    runs = [("build", str(project / "gen-repo.yaml"), "--allow-code", "--target", "python", "-o",
+             str(folder / "built"), "--cache-dir", str(folder / "cache")),
+            ("validate", str(spec)), ("plan", str(manifest)), ("lint", str(repo)), ("verify", str(repo)),
             ("diff", str(repo), str(other)), ("check-request", "--repo", str(repo), "mlp", str(request)),
             ("report", str(repo), "-o", str(folder / "report.html"))]
     paths = (spec, manifest, repo, other, folder / "planned_repository", request, folder / "report.html")
-    words = [str(p) for p in paths] + ["max_batch_size", "input_x", "unchanged", "breaking", "artifact(s)"]
+    words = [str(p) for p in (*paths, folder / "built", folder / "cache")] + [
+        "max_batch_size", "input_x", "unchanged", "breaking", "artifact(s)", "input_input_ids", "module.embed.weight"]
     for args in runs:
         output = _piped(*args, cwd=folder)
         lines = output.splitlines()
