@@ -7,13 +7,15 @@ Two rules hold for everything printed (``docs/security.md``, ``tests/cli/test_ou
   nothing to the terminal. :func:`echo` applies it to plain lines; :func:`console` gives a rich ``Console`` that
   applies it to every string it renders (table cells and titles included) and again to every segment it writes, and
   never reads rich markup from text (styles are given as ``Text`` objects), so a name like ``[link=...]`` is text.
-- **No wrapping in pipes.** When the stream is not a terminal (a CI log, a file, ``| less``), the console is as wide
-  as :data:`PIPE_WIDTH` and soft-wraps: a table row or a message is one line, never split mid-word. On a terminal,
-  rich fits the terminal's width as usual. ``--plain`` and ``--json`` outputs are lines of their own and unchanged.
+- **No wrapping in pipes.** When the stream is not a terminal (a CI log, a file, ``| less``; with FORCE_COLOR too),
+  the console is as wide as :data:`PIPE_WIDTH` and soft-wraps: a table row or a message is one line, never split
+  mid-word. On a terminal, rich fits the terminal's width as usual. ``--plain`` and ``--json`` outputs are lines of
+  their own and unchanged.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +59,10 @@ def console(stderr: bool = False) -> Console:
                     yield Segment(visible(segment.text), segment.style)
 
     out = VisibleConsole(stderr=stderr, markup=False, highlight=False, emoji=False)
-    if not out.is_terminal:
+    # The stream itself, not rich's is_terminal: CI runners often set FORCE_COLOR, which makes rich treat a log as a
+    # terminal (colours, welcome) and fit it to a guessed 80 columns (wrapping, not welcome).
+    stream = sys.stderr if stderr else sys.stdout
+    if not (out.is_terminal and stream.isatty()):
         out.width = PIPE_WIDTH
         out.soft_wrap = True
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -183,12 +184,14 @@ def _long_folder(base: Path) -> Path:
     return folder
 
 
-def _piped(*args: str, cwd: Path) -> str:
+def _piped(*args: str, cwd: Path, force_color: bool = False) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if force_color:  # as many CI runners set it: rich then colours the log, and must still not wrap it
+        env["FORCE_COLOR"] = "1"
     done = subprocess.run([sys.executable, "-m", "generator.cli", *args], cwd=cwd, capture_output=True,
                           text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300,
                           check=False)
-    return done.stdout + done.stderr
+    return re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)  # rich's own colours, with FORCE_COLOR
 
 
 def test_piped_output_never_splits_a_path_or_a_name(example_repository: Path, tmp_path: Path) -> None:
@@ -217,8 +220,8 @@ def test_piped_output_never_splits_a_path_or_a_name(example_repository: Path, tm
     paths = (spec, manifest, repo, other, folder / "planned_repository", request, folder / "report.html")
     words = [str(p) for p in (*paths, folder / "built", folder / "cache")] + [
         "max_batch_size", "input_x", "unchanged", "breaking", "artifact(s)", "input_input_ids", "module.embed.weight"]
-    for args in runs:
-        output = _piped(*args, cwd=folder)
+    for args, force_color in [*((args, False) for args in runs), (runs[1], True), (runs[5], True)]:
+        output = _piped(*args, cwd=folder, force_color=force_color)
         lines = output.splitlines()
         joined = "".join(lines)
         printed = [word for word in words if word in joined]
