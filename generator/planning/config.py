@@ -10,8 +10,9 @@ The message is built directly (no dict -> ParseDict round trip) in this order, e
 4. the raw ``pbtxt`` fragment, parsed into its own ModelConfig and merged last with protobuf ``MergeFrom``
    semantics: singular scalars replace, singular messages merge field by field, **repeated fields append** (a
    fragment's ``instance_group`` adds groups, it does not replace ours), map entries (``parameters``,
-   ``cc_model_filenames``) replace by key. A fragment may not set name, platform, backend, max_batch_size, input or
-   output: those come from the spec and the plan, and the contract must match them.
+   ``cc_model_filenames``) replace by key. A fragment sets only the fields :data:`FRAGMENT_FIELDS` allows for the
+   model's kind (never name, platform, backend, max_batch_size, input or output: those come from the spec and the
+   plan, and the contract must match them; never another model kind's scheduler).
 
 Then :func:`config_problems` checks the merged message against Triton's own rules, so a fragment cannot produce a
 config the server would refuse. :func:`render_config` prints with ``text_format`` (map entries sorted by key):
@@ -504,7 +505,7 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
         return
     kind = fragment_kind(r.target, r.max_batch_size)
     refused = [
-        Problem(r.file, where, f"pbtxt fragment may not set {field.name} on a {kind}: "
+        Problem(r.file, where, f"pbtxt fragment may not set {field.name} ({kind}): "
                 f"{FRAGMENT_REFUSALS.get(field.name, 'not a field a fragment may set for this kind of model')}")
         for field, _ in fragment.ListFields() if field.name not in FRAGMENT_FIELDS[kind]
     ]

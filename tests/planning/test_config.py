@@ -407,7 +407,7 @@ def test_a_fragment_sets_exactly_the_fields_its_model_kind_allows(tmp_path_facto
     a newer Triton adds is covered), plan refuses the fragment at its pointer, naming the field and the kind, exactly
     when the one table (FRAGMENT_FIELDS) does not allow the field."""
     kind = fragment_kind(target, 8 if batching else 0)
-    words = f"pbtxt fragment may not set {field.name} on a {kind}: "
+    words = f"pbtxt fragment may not set {field.name} ({kind}): "
     try:
         model = one_model(tmp_path_factory.mktemp("fragment"), batch_graph(), target=target,
                           batching="batch" if batching else "none", pbtxt=_fragment_setting(field))
@@ -427,5 +427,5 @@ def test_an_ensemble_scheduling_fragment_on_a_model_is_refused_with_its_reason(t
     with pytest.raises(GenRepoError) as info:
         one_model(tmp_path, batch_graph(), pbtxt=fragment)
     assert problems_of(info.value) == [
-        "/models/0/pbtxt: pbtxt fragment may not set ensemble_scheduling on a python model that batches: only an "
+        "/models/0/pbtxt: pbtxt fragment may not set ensemble_scheduling (python model that batches): only an "
         "ensemble has steps; declare one under ensembles:, whose steps come from its maps"]
