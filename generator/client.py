@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import enum
 import importlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from generator.contracts.array_files import ArrayHeader, open_array_file
 from generator.contracts.request_schema import json_request, request_schema
 from generator.dtypes import DATA_TYPES, config_data_type, numpy_dtype, wire_datatype
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import read_json
 from generator.naming import version_folder
 from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
 from generator.planning.values import ValueDomain, draw
@@ -194,7 +194,7 @@ class ModelContract:
         ``model``: the name of the model folder it was read from; a contract naming another model is a ValueError
         (:func:`generator.planning.contract.contract_model_problem`).
         """
-        doc = json.loads(read_text(path, "document_bytes"))
+        doc = read_json(path)
         if model is not None and isinstance(doc, Mapping) and (why := contract_model_problem(doc, model)) is not None:
             raise ValueError(f"{path}: /model: {why}")
         return cls.from_contract_dict(doc, source=str(path), config=config)

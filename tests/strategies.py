@@ -20,6 +20,9 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from generator.bounded import LIMITS
+from generator.errors import json_pointer
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "aitune"
 if not FIXTURES.is_dir():  # a checkout without the copied fixtures
@@ -27,7 +30,7 @@ if not FIXTURES.is_dir():  # a checkout without the copied fixtures
 EXAMPLES = REPO / "examples"
 
 #: Placeholder string replaced in the written text (see :func:`render`).
-_TEXT_SLOT = "\x00gen-repo-fuzz-slot\x00"
+TEXT_SLOT = "\x00gen-repo-fuzz-slot\x00"
 
 #: Literal texts a slot can become: (JSON text, YAML text).
 TEXT_LITERALS = {
@@ -109,7 +112,7 @@ WEIRD_VALUES: st.SearchStrategy[Any] = st.one_of(
 
 
 def _slot(document: Any, path: tuple[str | int, ...], literal: str) -> Case:
-    return Case(_set_at(document, path, _TEXT_SLOT), literal, f"{literal} text at {list(path)}")
+    return Case(_set_at(document, path, TEXT_SLOT), literal, f"{literal} text at {list(path)}")
 
 
 @st.composite
@@ -234,10 +237,10 @@ def render(case: Case, fmt: str) -> str:
     """The text of ``case`` as ``json`` or ``yaml``, with its slot replaced by the literal text it stands for."""
     if fmt == "json":
         text = json.dumps(case.document, ensure_ascii=False)
-        slot = json.dumps(_TEXT_SLOT)
+        slot = json.dumps(TEXT_SLOT)
     else:
         text = yaml.safe_dump(case.document, allow_unicode=True, sort_keys=False, width=10**9)
-        slot = yaml.safe_dump(_TEXT_SLOT, width=10**9).removesuffix("\n...\n").strip()
+        slot = yaml.safe_dump(TEXT_SLOT, width=10**9).removesuffix("\n...\n").strip()
     if case.literal is None:
         return text
     if case.literal == "alias-bomb" and fmt == "yaml":
@@ -255,3 +258,50 @@ def alias_bomb(levels: int = 12, fan_out: int = 9) -> str:
         lines.append(f"a{level}: &a{level} [{refs}]")
     lines.append(f"graph: *a{levels - 1}")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------- JSON structure: duplicate keys and deep nesting planted (issue 37)
+_MAX_NESTING = LIMITS["nesting"].default
+JSON_KEYS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | JSON_KEYS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(JSON_KEYS, inner, max_size=3),
+    max_leaves=25,
+)
+
+
+def json_paths(value: Any, here: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every value of ``value`` with its path of keys and indices, the root first."""
+    yield here, value
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from json_paths(child, (*here, key))
+
+
+def json_text(value: Any, at: tuple[Any, ...] | None, plant: tuple[str, Any], here: tuple[Any, ...] = ()) -> str:
+    """``value`` as JSON text, with ``plant`` at the path ``at``: ("duplicate", key) or ("deep", levels)."""
+    if here == at and plant[0] == "deep":
+        return "[" * plant[1] + json_text(value, None, plant) + "]" * plant[1]
+    if isinstance(value, dict):
+        items = [f"{json.dumps(k)}: {json_text(v, at, plant, (*here, k))}" for k, v in value.items()]
+        if here == at and plant[0] == "duplicate":
+            key = plant[1]
+            items += [f"{json.dumps(key)}: 0"] * (1 if key in value else 2)  # the key twice in this object
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(json_text(v, at, plant, (*here, i)) for i, v in enumerate(value)) + "]"
+    return json.dumps(value)
+
+
+@st.composite
+def planted_json(draw: st.DrawFn, document: Any) -> tuple[str, str, str]:
+    """``document`` as text with a duplicate key or a deep nesting planted; the pointer and words of the refusal."""
+    if draw(st.booleans()):
+        objects = [(path, value) for path, value in json_paths(document) if isinstance(value, dict)]
+        if objects:
+            path, value = draw(st.sampled_from(objects))
+            key = draw(st.sampled_from(sorted(value))) if value and draw(st.booleans()) else draw(JSON_KEYS)
+            return json_text(document, path, ("duplicate", key)), json_pointer([*path, key]), "appears more than once"
+    path = draw(st.sampled_from([path for path, _ in json_paths(document)]))
+    levels = _MAX_NESTING + draw(st.integers(1, 3000))
+    return json_text(document, path, ("deep", levels)), json_pointer(path), f"nests deeper than {_MAX_NESTING} levels"

@@ -343,7 +343,8 @@ _NESTED_JSON = st.recursive(
 def test_the_cheap_json_nesting_test_never_misses_a_deep_value(value: object, limit: int) -> None:
     """The text test only decides when the value must be walked: every value nested too deep is walked (brackets
     inside strings must not fool it), and a text with few brackets never is."""
-    from generator.specs.documents import _depth, _json_may_nest_deeper
+    from generator.json_reader import may_nest_deeper as _json_may_nest_deeper
+    from generator.specs.documents import _depth
 
     raw = json.dumps(value).encode()
     if _depth(json.loads(raw), limit):

@@ -9,20 +9,19 @@ them, each step seeing its tensors as its config says (:func:`generator.planning
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from generator.bounded import read_text
 from generator.building.artifacts import StageFailed
 from generator.building.factories import import_factory
 from generator.building.reference import CASE_SHAPES, reference_inputs
 from generator.contracts.reference_data import ReferenceCase, write_reference
 from generator.contracts.request_schema import REQUEST_SCHEMA_FILE, write_contract_files
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import read_json
 from generator.planning.compare import compare_output
 from generator.planning.contract import to_model, to_request
 from generator.planning.ensemble_plan import EnsemblePlan
@@ -96,7 +95,7 @@ def _step_domains(ensemble: EnsemblePlan, step_folders: Mapping[str, Path]) -> d
     """Value domains of the ensemble's inputs: what the consuming step's contract says (the build found them)."""
     domains: dict[str, ValueDomain] = {}
     for step in (ensemble.steps[j] for j in ensemble.step_order):
-        contract = json.loads(read_text(step_folders[step.model_name] / CONTRACT_FILE))
+        contract = read_json(step_folders[step.model_name] / CONTRACT_FILE)
         by_name = {t["name"]: t for t in contract["inputs"]}
         for key, tensor in step.input_map.items():
             entry = by_name.get(key)

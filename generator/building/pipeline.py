@@ -396,9 +396,7 @@ def _with_built_output_ranges(
     models: Sequence[ModelPlan], cache: BuildCache, results: Sequence[ModelResult]
 ) -> dict[str, ModelPlan]:
     """Every built (or cached) model's plan with the output ranges its build derived (read from its contract)."""
-    import json
-
-    from generator.bounded import read_text
+    from generator.json_reader import read_json
     from generator.planning.model_files import CONTRACT_FILE
     from generator.planning.plan import output_ranges_from_contract, with_output_ranges
 
@@ -406,7 +404,7 @@ def _with_built_output_ranges(
     out = {}
     for model in models:
         if model.name in done:
-            contract = json.loads(read_text(cache.files_path(done[model.name]) / CONTRACT_FILE))
+            contract = read_json(cache.files_path(done[model.name]) / CONTRACT_FILE)
             out[model.name] = with_output_ranges(model, output_ranges_from_contract(model, contract))
     return out
 

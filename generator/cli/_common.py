@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from generator.cli._output import echo
 from generator.errors import EXIT_USAGE, GenRepoError
 from generator.reports.markdown import SummaryPathError, append_summary, check_summary_path
 
@@ -46,15 +47,15 @@ def report_errors(fn: F) -> F:
                 payload = {"ok": False, "errors": [p.to_dict() for p in error.problems]}
                 if error.summary:
                     payload["summary"] = error.summary
-                click.echo(json.dumps(payload, indent=2, sort_keys=True))
+                echo(json.dumps(payload, indent=2, sort_keys=True))
             else:
                 for problem in error.problems:
-                    click.echo(f"error: {problem}", err=True)
-                click.echo(f"{len(error.problems)} error(s)" + (f"; {error.summary}" if error.summary else ""),
-                           err=True)
+                    echo(f"error: {problem}", err=True)
+                echo(f"{len(error.problems)} error(s)" + (f"; {error.summary}" if error.summary else ""),
+                     err=True)
             sys.exit(error.exit_code)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            echo("interrupted", err=True)
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]

@@ -19,6 +19,7 @@ import click
 
 from generator.building.results import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildReport, Progress
 from generator.cli._common import report_errors, summary_md_option
+from generator.cli._output import console, echo
 from generator.errors import EXIT_FAILED, EXIT_OK
 from generator.planning.options import BuildOptions
 
@@ -32,9 +33,9 @@ class _RichProgress:
         self.console = console
         self.progress = Progress(
             SpinnerColumn(),
-            TextColumn("[bold]{task.fields[model]}"),
+            TextColumn("{task.fields[model]}", style="bold", markup=False),
             BarColumn(bar_width=20),
-            TextColumn("{task.fields[stage]}"),
+            TextColumn("{task.fields[stage]}", markup=False),
             TimeElapsedColumn(),
             console=console,
         )
@@ -42,7 +43,9 @@ class _RichProgress:
 
     def __call__(self, event: BuildEvent) -> None:
         if event.model == "*":
-            self.console.print(f"[cyan]note[/cyan]: {event.message}")
+            from rich.text import Text
+
+            self.console.print(Text.assemble(("note", "cyan"), f": {event.message}"))
             return
         task = self.tasks.get(event.model)
         if task is None:
@@ -50,8 +53,7 @@ class _RichProgress:
                 event.model, total=len(STAGES) + 1, model=event.model, stage=""
             )
         if event.stage in FINAL_STAGES:
-            colour = {"failed": "red", "cached": "green", "built": "green"}[event.stage]
-            self.progress.update(task, completed=len(STAGES) + 1, stage=f"[{colour}]{event.message}")
+            self.progress.update(task, completed=len(STAGES) + 1, stage=event.message)
             self.progress.stop_task(task)
         else:
             done = STAGES.index(event.stage) if event.stage in STAGES else 0
@@ -64,11 +66,10 @@ class _RichProgress:
 
 
 def _plain(event: BuildEvent) -> None:
-    click.echo(str(event), err=True)
+    echo(str(event), err=True)
 
 
 def _table(report: BuildReport) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"gen-repo build -> {report.output_dir}")
@@ -77,7 +78,7 @@ def _table(report: BuildReport) -> None:
     for model in report.models:
         detail = "; ".join(p.message for p in model.problems) or "; ".join(model.notes)
         table.add_row(model.name, model.target, model.status, f"{model.seconds:.1f}", detail)
-    Console(stderr=True).print(table)
+    console(stderr=True).print(table)
 
 
 def _append_summary(summary_md: Path | None, report: BuildReport) -> None:
@@ -141,9 +142,7 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
     if json_output or plain or not sys.stderr.isatty():
         say, running = _plain, contextlib.nullcontext()
     else:
-        from rich.console import Console
-
-        rich_progress = _RichProgress(Console(stderr=True))
+        rich_progress = _RichProgress(console(stderr=True))
         say, running = rich_progress, rich_progress.running()
     try:
         with running:
@@ -151,27 +150,27 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
     except BuildFailed as failed:
         _append_summary(summary_md, failed.report)
         if json_output:
-            click.echo(json.dumps(failed.report.to_dict(), indent=2, sort_keys=True))
+            echo(json.dumps(failed.report.to_dict(), indent=2, sort_keys=True))
         else:
             _table(failed.report)
             for problem in failed.problems:
-                click.echo(f"error: {problem}", err=True)
-            click.echo("build failed: nothing was written (the previous repository is untouched)", err=True)
+                echo(f"error: {problem}", err=True)
+            echo("build failed: nothing was written (the previous repository is untouched)", err=True)
         sys.exit(EXIT_FAILED)
     _append_summary(summary_md, report)
     if json_output:
-        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         _table(report)
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
+            echo(f"note: {note}", err=True)
         if tensorrt_module != "tensorrt" and any(m.target == "tensorrt" for m in report.models):
-            click.echo(f"note: engines built with {tensorrt_module} are NOT Triton plans: Triton cannot load this "
-                       "repository's tensorrt models", err=True)
+            echo(f"note: engines built with {tensorrt_module} are NOT Triton plans: Triton cannot load this "
+                 "repository's tensorrt models", err=True)
         failed_models = [m.name for m in report.models if m.status not in ("built", "cached")]
         if failed_models:
-            click.echo(f"--keep-going: {', '.join(failed_models)} failed (see above); the rest was written to "
-                       f"{report.output_dir}", err=True)
+            echo(f"--keep-going: {', '.join(failed_models)} failed (see above); the rest was written to "
+                 f"{report.output_dir}", err=True)
         else:
-            click.echo(f"repository written to {report.output_dir}", err=True)
+            echo(f"repository written to {report.output_dir}", err=True)
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)

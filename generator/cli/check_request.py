@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_OK
 
 
@@ -47,14 +48,14 @@ def command(
     payload = check_request_file(model, npz_file, repo=repo, url=url, protocol=protocol, version=model_version,
                                  case=case, timeout=timeout)
     if json_output:
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo(json.dumps(payload, indent=2, sort_keys=True))
     else:
         for result in payload["cases"]:
             label = f"{model} [{result['case']}]"
             if result["ok"]:
-                click.echo(f"valid: {label}")
+                echo(f"valid: {label}")
             else:
-                click.echo(f"invalid: {label}")
+                echo(f"invalid: {label}")
                 for problem in result["problems"]:
-                    click.echo(f"  {problem['kind']}: {problem['message']}")
+                    echo(f"  {problem['kind']}: {problem['message']}")
     sys.exit(EXIT_OK if payload["ok"] else EXIT_FAILED)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.confinement import OUTPUT_OPTION, output_overlap_problems
 from generator.errors import GenRepoError, Problem
 from generator.manifest.loading import read_manifest, read_paths
@@ -55,6 +56,6 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
         staging.commit(planned.names)
     files = planned.files
     if json_output:
-        click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
+        echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:
-        click.echo("\n".join(f"wrote {out_dir / relative}" for relative in sorted(files)))  # one write, not 2 per model
+        echo("\n".join(f"wrote {out_dir / relative}" for relative in sorted(files)))  # one write, not 2 per model

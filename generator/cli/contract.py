@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 
 
 @click.command("contract")
@@ -31,4 +32,4 @@ def command(repo: Path, model: str, output_format: str, model_version: int | Non
 
     contract = repository_contract(repo, model, model_version).to_dict()
     text = render_request_schema(contract) if output_format == "jsonschema" else render_contract(contract)
-    click.echo(text, nl=False)
+    echo(text, nl=False)

@@ -15,6 +15,7 @@ import click
 
 from generator.atomic_write import write_atomically
 from generator.cli._common import report_errors, summary_md_option
+from generator.cli._output import console, echo
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
 if TYPE_CHECKING:
@@ -53,30 +54,27 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     if summary_md is not None:
         append_summary(summary_md, diff_summary(diff, [("diff (Markdown)", markdown_file)] if markdown_file else []))
     if json_output:
-        click.echo(diff.render_json(), nl=False)
+        echo(diff.render_json(), nl=False)
     else:
         _print_table(diff)
     sys.exit(EXIT_FAILED if diff.breaking else EXIT_OK)
 
 
 def _print_table(diff: ContractDiff) -> None:
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    out = console()
     if diff.changes:
-        table = Table(title=f"gen-repo diff {escape(diff.old)} -> {escape(diff.new)}")
+        table = Table(title=f"gen-repo diff {diff.old} -> {diff.new}")
         for column in ("model", "class", "kind", "subject", "change"):
             table.add_column(column, overflow="fold", no_wrap=column in ("model", "class", "kind"))
         for change in diff.changes:
             style = "red" if change.breaking else "green"
-            table.add_row(escape(change.model), f"[{style}]{change.classification}[/{style}]", change.kind,
-                          escape(change.subject) + ("" if change.axis is None else f" axis {change.axis}"),
-                          escape(change.message))
-        console.print(table)
+            table.add_row(change.model, Text(change.classification, style=style), change.kind,
+                          change.subject + ("" if change.axis is None else f" axis {change.axis}"), change.message)
+        out.print(table)
     for fact in diff.unknown:
-        console.print(f"not compared: {escape(fact.model)}: {fact.fact}: {escape(fact.why)}")
-    console.print(f"{diff.breaking} breaking, {diff.compatible} compatible change(s); models: {len(diff.added)} "
-                  f"added, {len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged",
-                  markup=False)
+        out.print(f"not compared: {fact.model}: {fact.fact}: {fact.why}")
+    out.print(f"{diff.breaking} breaking, {diff.compatible} compatible change(s); models: {len(diff.added)} added, "
+              f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 
 
 @click.command("init")
@@ -26,4 +27,4 @@ def command(specs: tuple[str, ...], output: str, allow_outside: bool) -> None:
     from generator.manifest.starter import write_starter_manifest
 
     path, count, outside = write_starter_manifest(specs, output, allow_outside=allow_outside)
-    click.echo(f"wrote {path}: {count} model(s); next: gen-repo plan {'--allow-outside ' if outside else ''}{path}")
+    echo(f"wrote {path}: {count} model(s); next: gen-repo plan {'--allow-outside ' if outside else ''}{path}")

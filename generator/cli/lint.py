@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors, summary_md_option
+from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_OK
 from generator.lint.environment import RATE_LIMIT_MODES, Environment, RateLimitResource, parse_rate_limit_resource
 
@@ -90,11 +91,11 @@ def command(repositories: tuple[Path, ...], external_models: tuple[str, ...], gp
         }
         if len(repositories) == 1:
             payload["repository"] = str(repositories[0])
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo(json.dumps(payload, indent=2, sort_keys=True))
     else:
         for finding in report.findings:
-            click.echo(str(finding))
+            echo(str(finding))
         for rule, needs in sorted(report.skipped.items()):
-            click.echo(f"skipped {rule}: needs {needs}", err=True)
-        click.echo(f"{errors} error(s), {warnings} warning(s) in {shown}", err=True)
+            echo(f"skipped {rule}: needs {needs}", err=True)
+        echo(f"{errors} error(s), {warnings} warning(s) in {shown}", err=True)
     sys.exit(EXIT_FAILED if errors else EXIT_OK)

@@ -8,6 +8,7 @@ import click
 
 from generator.atomic_write import write_atomically
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
 
 
@@ -67,26 +68,26 @@ def command(
     from generator.serving.perf import PerfRun, run_perf
 
     if launch == (url is not None) or (launch and repo is None):
-        click.echo("error: give --url HOST:PORT, or --launch with --repo DIR", err=True)
+        echo("error: give --url HOST:PORT, or --launch with --repo DIR", err=True)
         raise SystemExit(EXIT_USAGE)
     levels = tuple(concurrency) or (1, 8)
     if any(c < 1 for c in levels) or duration <= 0 or max_requests < 1 or timeout <= 0:
-        click.echo("error: --concurrency and --max-requests must be >= 1, --duration and --timeout > 0", err=True)
+        echo("error: --concurrency and --max-requests must be >= 1, --duration and --timeout > 0", err=True)
         raise SystemExit(EXIT_USAGE)
     quiet = json_file == "-"
     run = PerfRun(url=url, launch=launch, repo=repo, models=models, protocol=protocol, duration_s=duration,
                   concurrency=levels, shape=shape, max_requests=max_requests, timeout_s=timeout, engine=engine,
                   perf_analyzer=perf_analyzer_path)
-    report = run_perf(run, on_engine=None if quiet else lambda line: click.echo(f"engine: {line}", err=True))
+    report = run_perf(run, on_engine=None if quiet else lambda line: echo(f"engine: {line}", err=True))
     if not quiet:
-        click.echo(f"{'model':<20} {'shape':<5} {'batch':>5} {'conc':>5} {'requests':>8} {'errors':>6} "
-                   f"{'infer/s':>10} {'p50 ms':>9} {'p99 ms':>9}  engine")
+        echo(f"{'model':<20} {'shape':<5} {'batch':>5} {'conc':>5} {'requests':>8} {'errors':>6} "
+             f"{'infer/s':>10} {'p50 ms':>9} {'p99 ms':>9}  engine")
         for result in report.results:
-            click.echo(_row(result))
+            echo(_row(result))
             if result.get("first_error"):
-                click.echo(f"  first error: {result['first_error']}", err=True)
+                echo(f"  first error: {result['first_error']}", err=True)
     if json_file == "-":
-        click.echo(report.to_json())
+        echo(report.to_json())
     elif json_file:
         try:
             write_atomically(json_file, report.to_json() + "\n")
@@ -94,5 +95,5 @@ def command(
             raise GenRepoError([Problem(json_file, "", f"cannot write: {error.strerror or error}")]) from error
     failed = report.failed_models()
     if failed:
-        click.echo(f"no successful request for: {', '.join(failed)}", err=True)
+        echo(f"no successful request for: {', '.join(failed)}", err=True)
         raise SystemExit(EXIT_FAILED)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.errors import EXIT_USAGE
 
 
@@ -42,7 +43,7 @@ def command(
     from generator.serving.perf_models import models_from_plan, models_from_repository
 
     if (manifest is None) == (repo is None):
-        click.echo("error: give either MANIFEST or --repo DIR", err=True)
+        echo("error: give either MANIFEST or --repo DIR", err=True)
         raise SystemExit(EXIT_USAGE)
     out_dir = Path(output)
     if repo is not None:
@@ -59,7 +60,7 @@ def command(
     files = perf_config_files(perf_models, relative_path(repository, out_dir), url=url, protocol=protocol)
     written = write_perf_config_files(out_dir, files)
     if json_output:
-        click.echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
+        echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:
         for path in written:
-            click.echo(f"wrote {path}")
+            echo(f"wrote {path}")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.errors import EXIT_USAGE, GenRepoError
 
 
@@ -18,19 +19,19 @@ def _shape(values: list[int]) -> str:
 
 
 def _print_text(summary: dict[str, Any]) -> None:
-    click.echo(f"manifest: {summary['manifest']}")
-    click.echo(f"output:   {summary['output']}")
+    echo(f"manifest: {summary['manifest']}")
+    echo(f"output:   {summary['output']}")
     for model in summary["models"]:
-        click.echo("")
-        click.echo(f"model {model['name']!r} version {model['version']}: target {model['target']}, "
-                   f"max_batch_size {model['max_batch_size']} ({'batching' if model['batching'] else 'no batching'})")
-        click.echo(f"  spec: {model['spec']}")
+        echo("")
+        echo(f"model {model['name']!r} version {model['version']}: target {model['target']}, "
+             f"max_batch_size {model['max_batch_size']} ({'batching' if model['batching'] else 'no batching'})")
+        echo(f"  spec: {model['spec']}")
         source = model["source"]
         if source is not None:
-            click.echo(f"  source: {source['kind']} {source['factory'] or source['path']}")
+            echo(f"  source: {source['kind']} {source['factory'] or source['path']}")
         samples = model["samples"]
         if samples is not None:
-            click.echo(f"  samples: {samples['kind']} {samples['factory'] or samples['path']}")
+            echo(f"  samples: {samples['kind']} {samples['factory'] or samples['path']}")
         for kind in ("inputs", "outputs"):
             for t in model[kind]:
                 extra = f" reshape {_shape(t['reshape'])}" if "reshape" in t else ""
@@ -38,31 +39,31 @@ def _print_text(summary: dict[str, Any]) -> None:
                     extra += f" values {t['value_range'][0]}..{t['value_range'][1]}"
                 elif "values" in t:
                     extra += f" values {t['values']}"
-                click.echo(
+                echo(
                     f"  {kind[:-1]:6} {t['name']} {t['data_type']} dims {_shape(t['dims'])}{extra}  "
                     f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}"
                 )
         for decision in model["decisions"]:
-            click.echo(f"  - {decision}")
+            echo(f"  - {decision}")
     for ensemble in summary["ensembles"]:
-        click.echo("")
-        click.echo(f"ensemble {ensemble['name']!r} version {ensemble['version']}: max_batch_size "
-                   f"{ensemble['max_batch_size']}")
+        echo("")
+        echo(f"ensemble {ensemble['name']!r} version {ensemble['version']}: max_batch_size "
+             f"{ensemble['max_batch_size']}")
         for kind in ("inputs", "outputs"):
             for t in ensemble[kind]:
-                click.echo(f"  {kind[:-1]:6} {t['name']} {t['data_type']} dims {_shape(t['dims'])}  "
-                           f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}")
+                echo(f"  {kind[:-1]:6} {t['name']} {t['data_type']} dims {_shape(t['dims'])}  "
+                     f"min {_shape(t['min_shape'])} opt {_shape(t['opt_shape'])} max {_shape(t['max_shape'])}")
         for step in ensemble["steps"]:
             ins = ", ".join(f"{k} <- {v}" for k, v in sorted(step["inputs"].items()))
             outs = ", ".join(f"{k} -> {v}" for k, v in sorted(step["outputs"].items()))
-            click.echo(f"  step {step['model']}: {ins}; {outs}")
+            echo(f"  step {step['model']}: {ins}; {outs}")
         for decision in ensemble["decisions"]:
-            click.echo(f"  - {decision}")
+            echo(f"  - {decision}")
     for refused in summary["refused"]:
-        click.echo("")
+        echo("")
         # The reasons are printed once, as the command's errors on stderr (with every other command's errors).
-        click.echo(f"model {refused['name']!r} ({refused['pointer']}): refused, nothing would be built "
-                   f"({len(refused['problems'])} error(s) below)")
+        echo(f"model {refused['name']!r} ({refused['pointer']}): refused, nothing would be built "
+             f"({len(refused['problems'])} error(s) below)")
 
 
 @click.command("plan")
@@ -96,12 +97,12 @@ def command(manifest: str, json_output: bool, allow_outside: bool, target: str |
         payload = {"ok": not problems, **summary}
         if problems:
             payload["errors"] = [p.to_dict() for p in problems]  # as every command reports bad input
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo(json.dumps(payload, indent=2, sort_keys=True))
         if problems:
             sys.exit(EXIT_USAGE)
         return
     _print_text(summary)
     for note in notes:
-        click.echo(f"note: {note}")
+        echo(f"note: {note}")
     if problems:
         raise GenRepoError(problems, "refused: " + ", ".join(repr(r.name) for r in plan.refused))

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.errors import EXIT_OK
 
 
@@ -59,16 +60,16 @@ def command(directory: Path, url: str, keep_versions: int, force: bool, owner: s
                                                         "--allow-breaking")])
 
     def say(model: str, message: str) -> None:
-        click.echo(f"{model}: {message}", err=True)
+        echo(f"{model}: {message}", err=True)
 
     report = publish(directory, url, keep_versions=keep_versions, force=force, owner=owner, lock_ttl_s=lock_ttl,
                      progress=None if json_output else say, allow_breaking=allow_breaking, allowed_by=allowed_by)
     if json_output:
-        click.echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+        echo(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:
         for model in report.models:
-            click.echo(f"{model.name}: {model.status} (version {model.version}){_release_text(model.release)}")
-        click.echo(f"published to {report.url}; serve it with tritonserver --model-repository={report.triton_url}")
+            echo(f"{model.name}: {model.status} (version {model.version}){_release_text(model.release)}")
+        echo(f"published to {report.url}; serve it with tritonserver --model-repository={report.triton_url}")
     sys.exit(EXIT_OK)
 
 

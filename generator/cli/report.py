@@ -8,6 +8,7 @@ import click
 
 from generator.atomic_write import write_atomically
 from generator.cli._common import report_errors
+from generator.cli._output import echo, visible
 from generator.errors import GenRepoError, Problem
 
 
@@ -47,9 +48,10 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
         raise GenRepoError([Problem(str(output), "", f"no folder {output.parent} to write the report in")])
     inputs = load_inputs(smoke_file, perf_file, diff_file)
     decisions = plan_decisions(manifest, target) if manifest is not None else None
-    page = build_report(repository, inputs, decisions)
+    # Control characters are not valid in HTML anyway: the page, on stdout or in its file, shows them as escapes.
+    page = visible(build_report(repository, inputs, decisions))
     if str(output) == "-":
-        click.echo(page, nl=False)
+        echo(page, nl=False)
         return
     # Written whole to a new file beside it, then renamed into place: a reader never sees half a page, and nothing
     # planted beside it (a symlink at a temporary name or at the page's own name) is written through.
@@ -57,4 +59,4 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
         write_atomically(output, page)
     except OSError as error:
         raise GenRepoError([Problem(str(output), "", f"cannot write: {error.strerror or error}")]) from error
-    click.echo(f"report written to {output}", err=True)
+    echo(f"report written to {output}", err=True)

@@ -15,6 +15,7 @@ from types import FrameType
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
 
@@ -63,17 +64,17 @@ def command(
             metrics_port=metrics_port,
             model_control=model_control,
         ) as server:
-            click.echo(f"serving {repo} with {server.binary.describe()}")
-            click.echo(f"  HTTP     http://{server.http_url}")
-            click.echo(f"  gRPC     {server.grpc_url}")
-            click.echo(f"  metrics  {server.metrics_url}")
-            click.echo("Ctrl-C to stop.")
+            echo(f"serving {repo} with {server.binary.describe()}")
+            echo(f"  HTTP     http://{server.http_url}")
+            echo(f"  gRPC     {server.grpc_url}")
+            echo(f"  metrics  {server.metrics_url}")
+            echo("Ctrl-C to stop.")
             while server.running:
                 time.sleep(0.5)
-            click.echo(f"tritonserver exited with code {server.returncode}; log tail:\n{server.log_tail()}", err=True)
+            echo(f"tritonserver exited with code {server.returncode}; log tail:\n{server.log_tail()}", err=True)
             sys.exit(EXIT_FAILED)
     except KeyboardInterrupt:
-        click.echo("tritonserver stopped", err=True)
+        echo("tritonserver stopped", err=True)
         sys.exit(EXIT_OK)
     finally:
         signal.signal(signal.SIGTERM, previous)

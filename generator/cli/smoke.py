@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors, summary_md_option
+from generator.cli._output import console, echo
 from generator.errors import GenRepoError, Problem
 from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
 from generator.serving.smoke_session import smoke_session
@@ -44,8 +45,8 @@ def _summary(report: SmokeReport) -> str:
 
 
 def _print_table(report: SmokeReport) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"gen-repo smoke: {report.protocol} {report.server_url}")
     for column in ("model", "check", "status", "time (s)", "message"):
@@ -55,13 +56,13 @@ def _print_table(report: SmokeReport) -> None:
         table.add_row(
             result.model,
             result.check,
-            f"[{style}]{_LABEL[result.status]}[/{style}]",
+            Text(_LABEL[result.status], style=style),
             f"{result.duration_s:.3f}",
             result.message,
         )
-    console = Console()
-    console.print(table)
-    console.print(_summary(report))
+    out = console()
+    out.print(table)
+    out.print(_summary(report))
 
 
 def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path | None,
@@ -158,15 +159,15 @@ def command(
     )
     terminal = sys.stdout.isatty()
     progress: Callable[[CheckResult], None] | None = None if terminal else (
-        lambda result: click.echo(_plain_line(result))
+        lambda result: echo(_plain_line(result))
     )
     report = smoke_session(repo_arg, url=url, protocol=protocol, models=models, options=options,
                            tritonserver=tritonserver, ready_timeout=ready_timeout, progress=progress,
-                           announce=lambda line: click.echo(line, err=True))
+                           announce=lambda line: echo(line, err=True))
     _write_outputs(report, json_file, junit_file, summary_md)
     if terminal:
         _print_table(report)
     else:
-        click.echo(_summary(report))
+        echo(_summary(report))
     sys.exit(report.exit_code)
 

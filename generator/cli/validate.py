@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from generator.cli._common import report_errors
+from generator.cli._output import console, echo
 from generator.errors import EXIT_USAGE, GenRepoError
 
 if TYPE_CHECKING:
@@ -31,13 +32,9 @@ def _batch_ranges(ranges: list[dict[str, int]]) -> str:
 
 def _print_tables(summaries: list[dict[str, Any]]) -> None:
     # rich only here: imported lazily so that `--json` and errors never pay for it.
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        # Logs and pipes: wide enough that shapes never wrap mid-table.
-        console = Console(highlight=False, width=160)
+    out = console()  # logs and pipes: as wide as a line gets, so shapes never wrap mid-table
     for summary in summaries:
         where = summary["file"] if summary["pointer"] in ("/", "/graph") else f"{summary['file']} {summary['pointer']}"
         module = f" module {summary['module_name']!r}" if summary["module_name"] else ""
@@ -53,20 +50,20 @@ def _print_tables(summaries: list[dict[str, Any]]) -> None:
                 _shape(item["max_shape"]),
                 _batch_ranges(item["batch_ranges"]),
             )
-        console.print(table)
+        out.print(table)
         min_batch = summary["min_batch_size"]
-        console.print(
+        out.print(
             f"max batch size: {summary['max_batch_size']}  "
             f"normalized max batch size: {summary['max_batch_size_normalized']}  "
             f"min batch size: {'-' if min_batch is None else min_batch}"
         )
         for note in summary["assumptions"]:
-            console.print(f"assumed: {note}")
+            out.print(f"assumed: {note}")
         triton = summary["triton"]
-        console.print(f"served as: max_batch_size {triton['max_batch_size']}")
+        out.print(f"served as: max_batch_size {triton['max_batch_size']}")
         for decision in triton["decisions"]:
-            console.print(f"  - {decision}")
-        console.print()
+            out.print(f"  - {decision}")
+        out.print()
 
 
 #: Up to this many files, every graph is shown as a table (and ``--json`` is indented throughout); beyond it, one line
@@ -116,7 +113,7 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
     results = validate_files(specs, summaries=wanted)
     problems = [p for result in results for p in result.problems]
     if not few and not json_output:
-        click.echo("\n".join(map(_file_line, results)))  # one write: thousands of echo calls flush thousands of times
+        echo("\n".join(map(_file_line, results)))  # one write: thousands of echo calls flush thousands of times
     summaries: list[Any] = [summary for result in results for summary in result.summaries]
     if json_output:
         # The documented document at any count: the valid files' graphs stay beside the invalid files' errors.
@@ -125,9 +122,9 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
             document: dict[str, Any] = {"graphs": summaries, "ok": not errors}
             if errors:
                 document["errors"] = errors
-            click.echo(json.dumps(document, indent=2, sort_keys=True))
+            echo(json.dumps(document, indent=2, sort_keys=True))
         else:
-            click.echo(_json_lines(summaries, errors))
+            echo(_json_lines(summaries, errors))
         if problems:
             sys.exit(EXIT_USAGE)
         return
@@ -136,4 +133,4 @@ def command(specs: tuple[str, ...], json_output: bool, verbose: bool) -> None:
     if few:
         _print_tables(summaries)
     count = sum(len(result.max_batch_sizes) for result in results)
-    click.echo(f"{count} graph(s) in {len(specs)} file(s) valid")
+    echo(f"{count} graph(s) in {len(specs)} file(s) valid")

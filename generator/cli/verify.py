@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from generator.cli._common import report_errors, summary_md_option
+from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 from generator.reports.markdown import append_summary
 from generator.reports.summaries import verify_summary
@@ -41,14 +42,14 @@ def command(directory: str, json_output: bool, summary_md: Path | None = None) -
             "artifacts": result.artifacts,
             "problems": [p.to_dict() for p in result.problems],
         }
-        click.echo(json.dumps(payload, indent=2, sort_keys=True))
+        echo(json.dumps(payload, indent=2, sort_keys=True))
     else:
         for problem in result.problems:
-            click.echo(str(problem))
+            echo(str(problem))
         if result.problems:
-            click.echo(f"{len(result.problems)} difference(s) from {LOCK_FILE_NAME}")
+            echo(f"{len(result.problems)} difference(s) from {LOCK_FILE_NAME}")
         else:
-            click.echo(f"ok: {result.artifacts} artifact(s) match {LOCK_FILE_NAME}")
+            echo(f"ok: {result.artifacts} artifact(s) match {LOCK_FILE_NAME}")
     sys.exit(EXIT_FAILED if result.problems else EXIT_OK)
 
 

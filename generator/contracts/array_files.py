@@ -259,7 +259,7 @@ def _npy_header(key: str, member: IO[bytes]) -> tuple[ArrayHeader, int]:
 
 
 def _safetensors_headers(path: str, fd: int, file_size: int) -> tuple[dict[str, ArrayHeader], dict[str, Any]]:
-    import json
+    from generator.json_reader import parse_json
 
     prefix = os.pread(fd, 8, 0)
     if len(prefix) != 8:
@@ -271,9 +271,10 @@ def _safetensors_headers(path: str, fd: int, file_size: int) -> tuple[dict[str, 
                                               f"bytes; at most {bound} are accepted (the file's size, and the "
                                               "document_bytes limit)")])
     try:
-        document = json.loads(os.pread(fd, length, 8).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
-        raise GenRepoError([Problem(path, "", f"not a .safetensors file: its header is not JSON: {error}")]) from None
+        document = parse_json(os.pread(fd, length, 8), path)
+    except GenRepoError as error:
+        raise GenRepoError([Problem(p.file, p.pointer, f"not a .safetensors file: its header: {p.message}")
+                            for p in error.problems]) from None
     if not isinstance(document, dict):
         raise GenRepoError([Problem(path, "", "not a .safetensors file: its header is not a JSON object")])
     entries = {k: v for k, v in document.items() if k != "__metadata__"}

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from generator.bounded import read_text
 from generator.contracts.array_files import read_arrays
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import read_json
 from generator.planning.compare import CompareSettings
 
 __all__ = [
@@ -133,8 +133,10 @@ def read_compare_settings(folder: Path | str) -> CompareSettings:
     """How the build compared this model's outputs (``reference.json``'s ``compare``; nothing set when absent)."""
     index_path = Path(folder) / "reference.json"
     try:
-        index = json.loads(read_text(index_path))
+        index = read_json(index_path)
         return CompareSettings.from_json(index.get("compare") if isinstance(index, dict) else None)
+    except GenRepoError as exc:  # not JSON, nested too deep, a key twice: located by the reader
+        raise ReferenceDataError(exc.problems) from None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ReferenceDataError([Problem(str(index_path), "/compare", f"cannot read: {exc}")]) from exc
 
@@ -144,7 +146,9 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     folder = Path(folder)
     index_path, npz_path = folder / "reference.json", folder / "reference.npz"
     try:
-        index = json.loads(read_text(index_path))
+        index = read_json(index_path)
+    except GenRepoError as exc:  # not JSON, nested too deep, a key twice: located by the reader
+        raise ReferenceDataError(exc.problems) from None
     except (OSError, ValueError) as exc:
         raise ReferenceDataError([Problem(str(index_path), "", f"cannot read reference index: {exc}")]) from exc
     if not isinstance(index, dict) or index.get("format") != REFERENCE_FORMAT:

@@ -16,7 +16,6 @@ Triton ignores files at the repository root and every backend ignores extra file
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import defaultdict
@@ -29,6 +28,8 @@ from google.protobuf import text_format
 from generator.bounded import UnreadableFileError, read_bytes
 from generator.confinement import config_path_escapes, relative_path_problem
 from generator.dtypes import by_triton
+from generator.errors import GenRepoError
+from generator.json_reader import read_json
 from generator.lint.backends import NO_AUTO_COMPLETE, resolve
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Repository
@@ -282,8 +283,8 @@ def gen_repo_contract(folder: ModelFolder, version: int) -> dict[str, Any] | Non
     rules that use it then say nothing.
     """
     try:
-        contract = json.loads(read_bytes(folder.path / str(version) / "gen_repo" / "contract.json", "document_bytes"))
-    except (OSError, ValueError, RecursionError):  # UnreadableFileError is an OSError; RecursionError: deep nesting
+        contract = read_json(folder.path / str(version) / "gen_repo" / "contract.json")
+    except (OSError, GenRepoError):  # UnreadableFileError is an OSError; GenRepoError: not JSON, deep, a key twice
         return None
     return contract if isinstance(contract, dict) else None
 

@@ -10,8 +10,9 @@ The message is built directly (no dict -> ParseDict round trip) in this order, e
 4. the raw ``pbtxt`` fragment, parsed into its own ModelConfig and merged last with protobuf ``MergeFrom``
    semantics: singular scalars replace, singular messages merge field by field, **repeated fields append** (a
    fragment's ``instance_group`` adds groups, it does not replace ours), map entries (``parameters``,
-   ``cc_model_filenames``) replace by key. A fragment may not set name, platform, backend, max_batch_size, input or
-   output: those come from the spec and the plan, and the contract must match them.
+   ``cc_model_filenames``) replace by key. A fragment sets only the fields :data:`FRAGMENT_FIELDS` allows for the
+   model's kind (never name, platform, backend, max_batch_size, input or output: those come from the spec and the
+   plan, and the contract must match them; never another model kind's scheduler).
 
 Then :func:`config_problems` checks the merged message against Triton's own rules, so a fragment cannot produce a
 config the server would refuse. :func:`render_config` prints with ``text_format`` (map entries sorted by key):
@@ -45,13 +46,15 @@ else:  # the same module, without tritonclient.grpc's grpc and numpy imports (se
 
 __all__ = [
     "DEFAULT_QUEUE_DELAY_US",
-    "FRAGMENT_FORBIDDEN_FIELDS",
+    "FRAGMENT_FIELDS",
+    "FRAGMENT_REFUSALS",
     "ConfigBuild",
     "ConfigRequest",
     "PicklesModelConfig",
     "base_config",
     "build_model_config",
     "config_problems",
+    "fragment_kind",
     "parse_config",
     "plan_filenames",
     "render_config",
@@ -63,10 +66,49 @@ ModelConfig = model_config_pb2.ModelConfig
 #: gen-repo's default dynamic-batching queue delay: long enough to gather a few concurrent requests, short enough
 #: not to matter for latency (Triton's own default is 0, which rarely forms batches).
 DEFAULT_QUEUE_DELAY_US = 100
-#: Fields a raw pbtxt fragment may not set (they come from the spec and the plan).
-FRAGMENT_FORBIDDEN_FIELDS = ("name", "platform", "backend", "max_batch_size", "input", "output")
 #: Targets and their template file.
 _TEMPLATES = {"tensorrt": "tensorrt.pbtxt", "onnx": "onnx.pbtxt", "python": "python.pbtxt"}
+
+
+def fragment_kind(target: str, max_batch_size: int) -> str:
+    """The kind of a planned model in :data:`FRAGMENT_FIELDS`: its target, and whether it batches."""
+    return f"{target} model{' that batches' if max_batch_size > 0 else ' without batching'}"
+
+
+#: The ModelConfig fields every model's raw ``pbtxt`` fragment may set: tuning, versions, warmup, metrics, agents.
+_FRAGMENT_ANY_KIND = frozenset({
+    "version_policy", "optimization", "instance_group", "default_model_filename", "metric_tags", "parameters",
+    "model_warmup", "model_operations", "model_transaction_policy", "model_repository_agents", "response_cache",
+    "model_metrics",
+})
+#: The one table of what a manifest's raw ``pbtxt`` fragment may set, per kind of model gen-repo plans
+#: (:func:`fragment_kind`: the target, and whether it batches). Every other ModelConfig field is refused, those
+#: of a newer Triton included, with the reason in :data:`FRAGMENT_REFUSALS` (or that the table does not list it).
+#: Ensembles take no fragment: their ModelConfig comes from the manifest's maps alone.
+FRAGMENT_FIELDS: dict[str, frozenset[str]] = {
+    fragment_kind(target, batch): _FRAGMENT_ANY_KIND | ({"dynamic_batching"} if batch else set())
+    | ({"cc_model_filenames"} if target == "tensorrt" else set())
+    for target in _TEMPLATES for batch in (1, 0)
+}
+#: Why a fragment may not set a field, for the fields refused on purpose.
+FRAGMENT_REFUSALS = {
+    "name": "it comes from the manifest (use name)",
+    "platform": "it comes from the target (use target)",
+    "backend": "it comes from the target (use target)",
+    "runtime": "it names the backend's library or script, which comes from the target",
+    "max_batch_size": "it comes from the plan (use max_batch_size or batching)",
+    "input": "inputs come from the spec (use tensor_names to rename them)",
+    "output": "outputs come from the spec (use tensor_names to rename them)",
+    "batch_input": "it adds tensors the exported model does not take",
+    "batch_output": "it changes outputs the spec describes",
+    "dynamic_batching": "the model does not batch (max_batch_size 0), and Triton's dynamic batcher forms batches",
+    "sequence_batching": "gen-repo plans stateless models: no sequence control inputs, reference data or smoke "
+                         "checks exist for the sequence batcher (and it would replace the planned scheduler)",
+    "ensemble_scheduling": "only an ensemble has steps; declare one under ensembles:, whose steps come from its maps",
+    "cc_model_filenames": "it names TensorRT plans per compute capability: the tensorrt target only",
+}
+# Triton's scheduling_choice is a oneof: a fragment's sequence or ensemble scheduler would silently replace the
+# planned dynamic batcher (MergeFrom keeps the last of a oneof), which is why the table decides before merging.
 #: Default instance group kind per target.
 _DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CPU"}
 _INT32_MAX = 2**31 - 1
@@ -461,12 +503,14 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
     except text_format.ParseError as error:
         build.problems.append(Problem(r.file, where, f"pbtxt fragment does not parse as a ModelConfig: {error}"))
         return
-    forbidden = sorted(f.name for f, _ in fragment.ListFields() if f.name in FRAGMENT_FORBIDDEN_FIELDS)
-    if forbidden:
-        build.problems.append(
-            Problem(r.file, where, f"pbtxt fragment may not set {', '.join(forbidden)}: they come from the spec and "
-                    "the plan (use name, max_batch_size, batching or tensor_names instead)")
-        )
+    kind = fragment_kind(r.target, r.max_batch_size)
+    refused = [
+        Problem(r.file, where, f"pbtxt fragment may not set {field.name} ({kind}): "
+                f"{FRAGMENT_REFUSALS.get(field.name, 'not a field a fragment may set for this kind of model')}")
+        for field, _ in fragment.ListFields() if field.name not in FRAGMENT_FIELDS[kind]
+    ]
+    if refused:
+        build.problems.extend(refused)
         return
     build.config.MergeFrom(fragment)
     build.notes.append("raw pbtxt fragment merged last (repeated fields append, map entries replace by key)")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from generator.errors import GenRepoError, Problem
+from generator.terminal_text import visible
 
 __all__ = [
     "MAX_ROWS",
@@ -162,6 +163,7 @@ def append_summary(path: str | os.PathLike[str], section: SummarySection) -> Non
     folder = target.parent
     section = replace(section, links=[(label, relative_link(str(link), folder)) for label, link in section.links])
     try:
-        _append(target, render_section(section))
+        # Repository text in a section (names, messages) is shown, never acted on, where the summary is displayed.
+        _append(target, visible(render_section(section)))
     except OSError as error:
         raise _path_error(path, error) from None

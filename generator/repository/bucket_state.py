@@ -9,12 +9,12 @@ version's objects against what a lock file says they hold.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import parse_json
 from generator.naming import WARMUP_FOLDER, version_folder, version_folder_problem, versioned_folder
 from generator.repository.contract_sources import served_version
 from generator.repository.lock import LOCK_FILE_NAME, lock_problems
@@ -133,12 +133,12 @@ def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
     where = target.object_url(LOCK_FILE_NAME)
     if LOCK_FILE_NAME in objects:
         try:
-            parsed = json.loads(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"))
+            parsed = parse_json(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"), where)
             problems = lock_problems(parsed, where)
             lock = {} if problems else parsed
         except FileNotFoundError:
             pass
-        except GenRepoError as error:  # over lock_bytes: refused, not parsed
+        except GenRepoError as error:  # over lock_bytes, nested too deep, a key twice: refused, located
             problems = error.problems
         except ValueError as error:
             problems = [Problem(where, "", f"corrupt: not valid JSON ({error})")]

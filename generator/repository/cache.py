@@ -40,6 +40,7 @@ from typing import Any, BinaryIO
 
 from generator.atomic_write import fsync_dir, write_atomically
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import parse_json
 
 CACHE_FORMAT = "gen-repo-cache/2"  # 2: signed manifests (entries of format 1 are misses)
 MANIFEST_NAME = "manifest.json"
@@ -426,8 +427,8 @@ class BuildCache:
                 data = stream.read(_MAX_MANIFEST_BYTES + 1)
             if len(data) > _MAX_MANIFEST_BYTES:
                 return None
-            manifest = json.loads(data)
-        except (OSError, ValueError):
+            manifest = parse_json(data, str(entry / MANIFEST_NAME))
+        except (OSError, ValueError, GenRepoError):
             return None
         if not isinstance(manifest, dict) or manifest.get("format") != CACHE_FORMAT or manifest.get("key") != key:
             return None

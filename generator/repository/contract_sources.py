@@ -15,7 +15,6 @@ contracts (never the model files). Every problem is collected and raised at once
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from generator.client import ModelContract
 from generator.confinement import confined_path
 from generator.contracts.diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import parse_json
 from generator.naming import version_folder
 from generator.planning.contract import contract_model_problem
 from generator.repository.storage import (
@@ -175,7 +175,7 @@ def load_model_contract(reader: Reader, model: str, version: int | None = None) 
     if data is not None:
         where = reader.where(contract_rel)
         try:
-            doc = json.loads(data)
+            doc = parse_json(data, where)
             if not isinstance(doc, dict):
                 raise ValueError("the document is not a JSON object")
             if (why := contract_model_problem(doc, model)) is not None:

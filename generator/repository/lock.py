@@ -15,9 +15,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from generator.bounded import read_text
+from generator.bounded import read_bytes
 from generator.confinement import name_problem, relative_path_problem
 from generator.errors import GenRepoError, Problem, json_pointer
+from generator.json_reader import parse_json
 from generator.naming import version_folder_problem, versioned_folder
 from generator.repository.cache import hash_file
 from generator.repository.files import walk_files
@@ -106,7 +107,7 @@ def build_lock(repo_dir: Path, tool_versions: Mapping[str, Any], models: Mapping
     }
     try:
         # A round trip checks that it is JSON data and detaches it from the caller's objects.
-        return dict(json.loads(render_lock(lock)))
+        return dict(parse_json(render_lock(lock), lock_file))
     except (TypeError, ValueError) as error:
         raise GenRepoError([Problem(lock_file, "", f"lock file content is not JSON data: {error}")]) from error
 
@@ -184,15 +185,15 @@ def read_lock(repo_dir: Path) -> dict:
     lock_path = Path(repo_dir) / LOCK_FILE_NAME
     lock_file = str(lock_path)
     try:
-        text = read_text(lock_path, "lock_bytes")
+        raw = read_bytes(lock_path, "lock_bytes")
     except FileNotFoundError as error:
         raise GenRepoError([Problem(lock_file, "", "missing: not a repository written by gen-repo")]) from error
     except (OSError, UnicodeDecodeError) as error:
         raise GenRepoError([Problem(lock_file, "", f"cannot read the lock file: {error}")]) from error
-    try:
-        lock = json.loads(text)
-    except ValueError as error:
-        raise GenRepoError([Problem(lock_file, "", f"corrupt: not valid JSON ({error})")]) from error
+    try:  # deep nesting, duplicate keys (one file listed twice), not JSON: refused, located
+        lock = parse_json(raw, lock_file)
+    except GenRepoError as error:
+        raise GenRepoError([Problem(p.file, p.pointer, f"corrupt: {p.message}") for p in error.problems]) from None
     problems = lock_problems(lock, lock_file)
     if problems:
         raise GenRepoError(problems)

@@ -10,7 +10,6 @@ against the local lock file's sha256 and size where it is read: the config and `
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 from generator.bounded import open_regular, read_bytes
 from generator.confinement import confined_path
 from generator.errors import GenRepoError, Problem, json_pointer
+from generator.json_reader import parse_json
 from generator.naming import WARMUP_FOLDER, version_folder, versioned_folder
 from generator.planning.contract import render_contract
 from generator.repository.storage import READ_CHUNK, StorageURL
@@ -155,7 +155,7 @@ class LocalModel:
         """``contract.json`` as published as ``version``: its ``version`` field names the folder it sits in."""
         if self.contract is None:
             return None
-        document = json.loads(self.contract)
+        document = parse_json(self.contract, f"{self.name}/{CONTRACT_KEY}")
         if not isinstance(document, dict) or "version" not in document:
             return self.contract
         return render_contract({**document, "version": version}).encode("utf-8")

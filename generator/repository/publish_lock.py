@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
+from generator.json_reader import parse_json
 from generator.naming import MAX_VERSION
 from generator.repository.storage import (
     FILE_PROTOCOL,
@@ -89,8 +90,8 @@ def _read_json(fs: Any, target: StorageURL, key: str) -> tuple[dict[str, Any] | 
     except FileNotFoundError:
         return None, None
     try:
-        content = json.loads(data)
-    except ValueError:
+        content = parse_json(data, target.object_url(key))
+    except GenRepoError:
         content = {}
     return (content if isinstance(content, dict) else {}), info.get("ETag")
 
@@ -207,7 +208,7 @@ def reserved_versions(fs: Any, target: StorageURL, objects: Mapping[str, int]) -
     held: dict[str, set[int]] = {}
     for key in sorted(k for k in objects if k.startswith(RESERVATION_PREFIX)):
         try:
-            content = json.loads(read_object(fs, target, key, objects[key], _LIMIT))
+            content = parse_json(read_object(fs, target, key, objects[key], _LIMIT), key)
         except (FileNotFoundError, ValueError, GenRepoError):
             continue
         if not isinstance(content, dict) or content.get("format") != RESERVATION_FORMAT or _expired(content) \

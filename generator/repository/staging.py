@@ -39,8 +39,8 @@ from types import TracebackType
 from typing import Any
 
 from generator.atomic_write import fsync_dir
-from generator.bounded import read_text
 from generator.errors import GenRepoError, Problem, json_pointer
+from generator.json_reader import read_json
 from generator.naming import model_name_problems
 from generator.repository.cache import copy_hashed, process_alive
 from generator.repository.files import (
@@ -435,8 +435,8 @@ class RepositoryWriter:
         except OSError:
             return False
         marker: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            loaded = json.loads(read_text(path / STAGING_MARKER))
+        with contextlib.suppress(OSError, ValueError, GenRepoError):
+            loaded = read_json(path / STAGING_MARKER)
             if isinstance(loaded, dict):
                 marker = loaded
         if marker.get("host") not in (None, host()):

@@ -7,7 +7,6 @@ concurrency levels derived from it never leave what the engine supports.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from generator.bounded import read_text
 from generator.confinement import confined_path
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import read_json
 from generator.naming import version_folder
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
             problems.append(Problem(str(config_path), "", f"does not parse: {error}"))
             continue
         try:
-            doc = json.loads(read_text(contract))
+            doc = read_json(contract)
             if not isinstance(doc, dict):
                 problems.append(Problem(str(contract), "", "not a JSON object: not a gen-repo contract"))
                 continue
@@ -201,8 +201,6 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
                 problems.append(Problem(str(contract), "/model", why))
                 continue
             models.append(_model_from_contract(doc, config, str(contract)))
-        except json.JSONDecodeError as error:
-            problems.append(Problem(str(contract), "", f"not JSON: {error}"))
         except GenRepoError as error:
             problems.extend(error.problems)
     if problems:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
 from generator.bounded import LIMITS, limit, read_bytes
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, json_pointer
+from generator.json_reader import parse_json
 
 # PyYAML is imported where used: it only reads .yaml files.
 
@@ -40,10 +40,6 @@ _TORCH_SAVE_MAGIC = b"PK\x03\x04"
 #: 3x faster on a manifest. False falls back to the pure-Python ``SafeLoader`` (the tests switch it off to check
 #: that both paths enforce the same limits).
 PREFER_LIBYAML = True
-
-
-class _NonFiniteError(ValueError):
-    """A JSON number that overflows to infinity (``1e999``): reported like any NaN or Infinity."""
 
 
 @functools.cache
@@ -113,55 +109,67 @@ def _count_aliases(root: Any) -> None:
                 stack.append(child)
 
 
-def _load_yaml(text: str) -> Any:
-    """Parse YAML text into plain data with the alias budget enforced (YAMLError or RecursionError otherwise)."""
+def _load_yaml(text: str, name: str) -> Any:
+    """Parse YAML text into plain data with the alias budget enforced and duplicate keys refused.
+
+    Raises YAMLError or RecursionError for a text it cannot compose, GenRepoError (every duplicate key located) for
+    a mapping with a key twice: PyYAML keeps the last value silently, as Python's json does, and the one JSON reader
+    (:mod:`generator.json_reader`) refuses it, so YAML does too.
+    """
     import yaml
 
-    loader_class = yaml_loader()
-    if loader_class is not yaml.CSafeLoader:
-        return yaml.load(text, Loader=loader_class)  # a SafeLoader subclass
-    loader = loader_class(text)
+    loader = yaml_loader()(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        if "*" in text:  # no '*' in the text: no alias, nothing to count
+        if isinstance(loader, yaml.CSafeLoader) and "*" in text:  # no '*' in the text: no alias, nothing to count
             _count_aliases(node)
+        duplicates = _duplicate_keys(node, name)
+        if duplicates:
+            raise GenRepoError(duplicates)
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NonFiniteError(text)
-    return value
+def _duplicate_keys(root: Any, name: str) -> list[Problem]:
+    """Every mapping key that appears twice in its mapping, located (pointer, line, column); merge keys excepted.
 
-
-#: Every byte but a quote or a bracket (deleted by ``bytes.translate``), and each byte's step in bracket depth.
-_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
-_BRACKET_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
-
-
-def _json_may_nest_deeper(raw: bytes, limit: int) -> bool:
-    r"""Tell whether a parsed JSON text may nest its value deeper than ``limit`` (False: it certainly does not).
-
-    Fewer opening brackets than the limit cannot nest deeper (most GraphSpecs have a few dozen: two C calls decide).
-    Otherwise brackets are counted outside strings: the text parsed, so every backslash starts a two-character
-    escape; removing ``\\`` pairs, then ``\"``, leaves only the quotes that delimit strings, and every other
-    piece between quotes is outside a string. Bytes methods and ``accumulate`` run in C: about 3x faster than
-    walking the parsed value of a GraphSpec.
+    A key is its resolved tag and text, so ``1`` and ``"1"`` differ as they do once constructed. Each node is
+    entered once (aliases are not walked again), nesting beyond the limit is left to :func:`_depth`.
     """
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return False
-    cleaned = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_QUOTE_OR_BRACKET)
-    outside = b"".join(cleaned.split(b'"')[::2])
-    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, outside)), default=0) > limit
+    import yaml
 
-
-def _reject_non_finite(value: str) -> Any:
-    raise ValueError(f"{value} is not valid JSON")
+    problems: list[tuple[int, Problem]] = []
+    seen = {id(root)}
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
+    max_nesting = limit("nesting")
+    while stack:
+        node, where = stack.pop()
+        if len(where) > max_nesting:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            keys: set[tuple[str, str]] = set()
+            children = []
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if (key.tag, key.value) in keys:
+                        mark = key.start_mark
+                        problems.append((mark.index, Problem(
+                            name, json_pointer([*where, key.value]), f"key {key.value!r} appears more than once in "
+                            f"one mapping (line {mark.line + 1} column {mark.column + 1}); the document is refused")))
+                    keys.add((key.tag, key.value))
+                children.append((value, (*where, key.value if isinstance(key, yaml.ScalarNode) else "?")))
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(item, (*where, index)) for index, item in enumerate(node.value)]
+        else:
+            continue
+        for child, path in reversed(children):
+            if id(child) not in seen:
+                seen.add(id(child))
+                stack.append((child, path))
+    return [problem for _, problem in sorted(problems, key=lambda item: item[0])]
 
 
 def _depth(value: Any, limit: int) -> bool:
@@ -204,31 +212,32 @@ def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
                 )
             ]
         )
+    max_values = limit("document_values")
+    if os.path.splitext(name)[1].lower() not in {".yaml", ".yml"}:
+        # The one JSON reader: nesting, duplicate keys, NaN and Infinity refused, every problem located. JSON cannot
+        # alias, and every value takes at least one character, so only a text longer than the limit is walked.
+        data = parse_json(raw, name)
+        if len(raw) > max_values and _too_many_values(data, max_values):
+            raise GenRepoError([Problem(name, "", f"document expands to more than {max_values} values")])
+        return data
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
-    max_nesting, max_values = limit("nesting"), limit("document_values")
+    max_nesting = limit("nesting")
     too_deep = Problem(name, "", f"document nests deeper than {max_nesting} levels")
     non_finite = Problem(name, "", "document contains NaN or Infinity, which are not valid here")
-    is_yaml = os.path.splitext(name)[1].lower() in {".yaml", ".yml"}
     try:
-        if is_yaml:
-            data = _load_yaml(text)
-        else:
-            data = json.loads(text, parse_constant=_reject_non_finite, parse_float=_finite_float)
-    except json.JSONDecodeError as error:
-        message = f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        raise GenRepoError([Problem(name, "", message)]) from None
+        data = _load_yaml(text, name)
     except RecursionError:
         # The message of a RecursionError depends on the stack depth; say what is wrong with the document instead.
         raise GenRepoError([too_deep]) from None
-    except _NonFiniteError:
-        raise GenRepoError([non_finite]) from None
     except ValueError as error:
         raise GenRepoError([Problem(name, "", f"cannot parse: {error}")]) from None
+    except GenRepoError:
+        raise
     except Exception as error:  # yaml.YAMLError: PyYAML is imported only for YAML files
-        if not is_yaml or not _is_yaml_error(error):
+        if not _is_yaml_error(error):
             raise
         problem = getattr(error, "problem", None) or str(error)
         if "maximum nesting depth" in problem:  # libyaml's own limit (1,000 levels), far above ours
@@ -236,16 +245,13 @@ def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         raise GenRepoError([Problem(name, "", f"invalid YAML{where}: {problem}")]) from None
-    # JSON cannot alias, and every JSON value takes at least one character, so a short text cannot hold too many
-    # values; brackets nested no deeper than the limit bound the value's nesting. Only YAML (or an unusually large
-    # or deep JSON text) is walked.
-    if (is_yaml or len(text) > max_values) and _too_many_values(data, max_values):
+    if _too_many_values(data, max_values):
         raise GenRepoError(
             [Problem(name, "", f"document expands to more than {max_values} values (YAML alias bomb?)")]
         )
-    if (is_yaml or _json_may_nest_deeper(raw, max_nesting)) and _depth(data, max_nesting):
+    if _depth(data, max_nesting):
         raise GenRepoError([too_deep])
-    if is_yaml and _has_non_finite(data):  # JSON: refused while parsing (parse_constant, parse_float)
+    if _has_non_finite(data):
         raise GenRepoError([non_finite])
     return data
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
-import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +39,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import Problem, json_pointer
+from generator.json_reader import read_json
 from generator.resources import resource_dir
 from generator.specs.documents import key_marks
 
@@ -73,7 +73,7 @@ def schema_registry() -> Registry:
 
     resources = []
     for path in sorted(resource_dir("schemas").glob("*.schema.json")):
-        contents = json.loads(path.read_text(encoding="utf-8"))
+        contents = read_json(path)
         uri = contents.get("$id", f"https://gen-repo.dev/schemas/{path.name}")
         resources.append((uri, Resource.from_contents(contents, default_specification=DRAFT202012)))
     registry: Registry = Registry().with_resources(resources)
@@ -138,7 +138,7 @@ def schema_validator(schema_file: str, strict_integers: bool = False) -> Draft20
     """
     from jsonschema import Draft202012Validator
 
-    schema = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))
+    schema = read_json(resource_dir("schemas") / schema_file)
     Draft202012Validator.check_schema(schema)
     validator: Draft202012Validator = _validator_class(strict_integers)(schema, registry=schema_registry())
     return validator
@@ -157,7 +157,7 @@ FAST_VALIDATOR_MODULE: ModuleType | None = _import_fast_module()
 
 
 def _load_schema(schema_file: str) -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads((resource_dir("schemas") / schema_file).read_text(encoding="utf-8"))
+    schema: dict[str, Any] = read_json(resource_dir("schemas") / schema_file)
     return schema
 
 
@@ -166,7 +166,7 @@ def _schema_documents() -> dict[str, dict[str, Any]]:
     """Every schema in ``schemas/`` by its ``$id``."""
     out = {}
     for path in sorted(resource_dir("schemas").glob("*.schema.json")):
-        contents = json.loads(path.read_text(encoding="utf-8"))
+        contents = read_json(path)
         out[contents.get("$id", f"https://gen-repo.dev/schemas/{path.name}")] = contents
     return out
 

@@ -85,6 +85,10 @@ def test_junit_xml_carries_model_folders_named_with_control_characters(tmp_path:
                             timeout=60)
     assert result.returncode == 3, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
+    from generator.terminal_text import CONTROL_CHARACTERS
+
+    assert CONTROL_CHARACTERS.search(result.stdout + result.stderr) is None  # the printer shows them as escapes
+    assert "ml\\x01p\\x1b[31m" in result.stdout
     root = ET.parse(xml_path).getroot()  # well-formed: the parser refuses raw control characters
     suites = sorted(suite.get("name") for suite in root.iter("testsuite"))
     assert suites == ["ml\\x01p\\x1b[31m", "not\\udcffutf8", "tab\tand\x7fdel"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.protobuf import text_format
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tritonclient.grpc import model_config_pb2
 
@@ -16,7 +17,9 @@ from generator.errors import GenRepoError
 from generator.manifest.loading import load_manifest
 from generator.planning.config import (
     DEFAULT_QUEUE_DELAY_US,
+    FRAGMENT_FIELDS,
     config_problems,
+    fragment_kind,
     parse_config,
     plan_filenames,
     render_config,
@@ -361,3 +364,68 @@ def test_plan_filenames_for_cc_model_filenames() -> None:
     assert plan_filenames([]) == {}
     with pytest.raises(ValueError, match="compute capability"):
         plan_filenames(["sm_89"])
+
+
+def _fragment_setting(field: Any) -> str:
+    """A pbtxt fragment that sets the ModelConfig ``field`` (any field of the descriptor, a newer Triton's too)."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    config = model_config_pb2.ModelConfig()
+    value = getattr(config, field.name)
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        entry_value = field.message_type.fields_by_name["value"]
+        if entry_value.message_type is not None:
+            value["k"].SetInParent()
+        else:
+            value["k"] = "v"
+    elif field.is_repeated:
+        if field.message_type is not None:
+            value.add()
+        else:
+            value.append("v" if field.type == FieldDescriptor.TYPE_STRING else 1)
+    elif field.message_type is not None:
+        value.SetInParent()
+    elif field.enum_type is not None:
+        setattr(config, field.name, field.enum_type.values[-1].number)
+    elif field.type == FieldDescriptor.TYPE_STRING:
+        setattr(config, field.name, "v")
+    elif field.type == FieldDescriptor.TYPE_BOOL:
+        setattr(config, field.name, True)
+    else:
+        setattr(config, field.name, 1)
+    text = text_format.MessageToString(config)
+    assert [f.name for f, _ in parse_config(text).ListFields()] == [field.name], text
+    return text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(target=st.sampled_from(["tensorrt", "onnx", "python"]), batching=st.booleans(),
+       field=st.sampled_from(list(model_config_pb2.ModelConfig.DESCRIPTOR.fields)))
+def test_a_fragment_sets_exactly_the_fields_its_model_kind_allows(tmp_path_factory: pytest.TempPathFactory,
+                                                                    target: str, batching: bool, field: Any) -> None:
+    """Issue 37, fragment scope: for any model kind and any ModelConfig field (read from the descriptor, so a field
+    a newer Triton adds is covered), plan refuses the fragment at its pointer, naming the field and the kind, exactly
+    when the one table (FRAGMENT_FIELDS) does not allow the field."""
+    kind = fragment_kind(target, 8 if batching else 0)
+    words = f"pbtxt fragment may not set {field.name} ({kind}): "
+    try:
+        model = one_model(tmp_path_factory.mktemp("fragment"), batch_graph(), target=target,
+                          batching="batch" if batching else "none", pbtxt=_fragment_setting(field))
+    except GenRepoError as error:
+        refusals = [p for p in error.problems if p.message.startswith("pbtxt fragment may not set")]
+        assert all(p.pointer == "/models/0/pbtxt" for p in refusals), refusals
+        assert (field.name not in FRAGMENT_FIELDS[kind]) == any(p.message.startswith(words) for p in refusals), \
+            error.problems
+        return
+    assert field.name in FRAGMENT_FIELDS[kind]
+    assert field.name in {f.name for f, _ in model.config.ListFields()}  # merged
+
+
+def test_an_ensemble_scheduling_fragment_on_a_model_is_refused_with_its_reason(tmp_path: Path) -> None:
+    """The case issue 37 found: a step name that is a path, on a model that is not an ensemble."""
+    fragment = 'ensemble_scheduling { step { model_name: "../../etc" model_version: -1 } }'
+    with pytest.raises(GenRepoError) as info:
+        one_model(tmp_path, batch_graph(), pbtxt=fragment)
+    assert problems_of(info.value) == [
+        "/models/0/pbtxt: pbtxt fragment may not set ensemble_scheduling (python model that batches): only an "
+        "ensemble has steps; declare one under ensembles:, whose steps come from its maps"]

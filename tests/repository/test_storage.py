@@ -217,3 +217,28 @@ def test_the_cycle_sends_nothing_off_loopback(kind: str, example_repository: Pat
         assert namespace.packets_off_loopback() == 0
     finally:
         namespace.close()
+
+
+@pytest.mark.parametrize("fault", ["duplicate", "deep"])
+def test_a_bucket_lock_nested_too_deep_or_with_a_key_twice_is_refused_located(
+        store: ObjectStore, example_repository: Path, fault: str) -> None:
+    """Issue 37: the one JSON reader reads a bucket's lock too: no RecursionError traceback, no last-hash-wins."""
+    from generator.errors import json_pointer
+    from tests.strategies import json_text
+
+    url = store.url(f"lock-{fault}")
+    publish(example_repository, url)
+    key = store.key(f"lock-{fault}", "gen-repo.lock.json")
+    fs = store.fs()
+    lock = json.loads(fs.cat_file(key))
+    name = sorted(lock["artifacts"])[0]
+    plant = ("duplicate", name) if fault == "duplicate" else ("deep", 100_000)
+    path = ("artifacts",) if fault == "duplicate" else ("artifacts", name)
+    fs.pipe_file(key, json_text(lock, path, plant).encode())
+    done = _gen_repo("verify", url)
+    assert done.returncode in (1, 2), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    pointer = json_pointer([*path, name] if fault == "duplicate" else path)
+    words = "appears more than once" if fault == "duplicate" else "nests deeper than"
+    assert any(f"{url}/gen-repo.lock.json: {pointer}" in line and words in line
+               for line in (done.stdout + done.stderr).splitlines()), done.stdout + done.stderr

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import generator.specs.documents as documents
-from generator.errors import GenRepoError
+from generator.errors import GenRepoError, json_pointer
 from generator.specs.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
 from tests.requirements import require
-from tests.strategies import alias_bomb
+from tests.strategies import alias_bomb, json_paths, json_text
 
 needs_libyaml = pytest.mark.requires("libyaml")
 
@@ -105,3 +107,32 @@ def test_errors_are_located_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyP
             assert message == "document contains NaN or Infinity, which are not valid here"
         else:
             assert message.startswith(f"invalid YAML {where}: "), message
+
+
+#: JSON values YAML can read back from JSON text: PyYAML refuses the surrogate-pair escapes json writes above U+FFFF.
+_BMP_TEXT = st.text(alphabet=st.characters(max_codepoint=0xFFFF, exclude_categories=("Cs",)), max_size=4)
+_YAML_JSON = st.recursive(st.none() | st.booleans() | st.integers() | _BMP_TEXT,
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_BMP_TEXT, inner, max_size=3),
+                          max_leaves=20)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), document=st.dictionaries(_BMP_TEXT, _YAML_JSON, max_size=4))
+def test_a_key_twice_in_one_mapping_is_refused_at_its_pointer(tmp_path: Path, loader: str, data: st.DataObject,
+                                                               document: dict) -> None:
+    """PyYAML keeps the last of two equal keys silently; gen-repo refuses them as its JSON reader does (issue 37):
+    a key planted twice in a random mapping (JSON text is YAML) is refused with its pointer, by both loaders."""
+    objects = [(path, value) for path, value in json_paths(document) if isinstance(value, dict)]
+    path, value = data.draw(st.sampled_from(objects))
+    key = data.draw(st.sampled_from(sorted(value))) if value and data.draw(st.booleans()) else data.draw(_BMP_TEXT)
+    file = tmp_path / "doc.yaml"
+    file.write_text(json_text(document, path, ("duplicate", key)), encoding="utf-8")
+    with pytest.raises(GenRepoError) as caught:
+        load_document(file)
+    assert [p.pointer for p in caught.value.problems] == [json_pointer([*path, key])]
+    assert "appears more than once in one mapping (line 1 column" in caught.value.problems[0].message
+
+
+def test_merge_keys_and_equal_values_of_different_types_are_not_duplicates(tmp_path: Path, loader: str) -> None:
+    assert _load(tmp_path, "base: &b {x: 1}\nm:\n  <<: *b\n  x: 2\n'1': a\n1: b\n") == {
+        "base": {"x": 1}, "m": {"x": 2}, "1": "a", 1: "b"}

@@ -1,0 +1,178 @@
+"""The one JSON reader: every JSON document gen-repo reads is parsed here, with the same refusals.
+
+Locks (local and from a bucket), contracts, reference indexes, the build cache's manifests, the smoke/perf/diff/tune
+JSON given to ``report`` and ``init``, GraphSpecs and manifests in JSON, the publishers' lock objects and the
+packaged schemas all come through :func:`parse_json` (bytes or text already read, e.g. from a bucket) or
+:func:`read_json` (a file, through :func:`generator.bounded.read_bytes`). One rule for all of them:
+
+- **Nesting** deeper than the ``nesting`` limit (:data:`generator.bounded.LIMITS`) is refused before the parser sees
+  it, so a document of 100,000 brackets is a located error, never a ``RecursionError``.
+- **Duplicate keys** are refused: JSON readers disagree on which of two values wins (Python keeps the last, others
+  the first), so a lock listing one file twice could pass one reader's check and serve another's bytes.
+- **NaN, Infinity** and numbers that overflow to infinity are refused (they are not JSON).
+
+Every refusal is a :class:`~generator.errors.GenRepoError` (exit 2) whose problems name the file, the JSON pointer
+and what is wrong; every duplicate key of the document is listed at once. The fast path is ``json.loads`` with an
+``object_pairs_hook`` (C parser, one Python call per object); the located walk (:func:`_structure_problems`) runs
+only on a document that is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from generator.bounded import limit, read_bytes
+from generator.errors import GenRepoError, Problem, json_pointer
+
+__all__ = ["may_nest_deeper", "parse_json", "read_json"]
+
+
+class _DuplicateKeyError(ValueError):
+    """An object with a key twice: located afterwards by :func:`_structure_problems`."""
+
+
+class _NonFiniteError(ValueError):
+    """NaN, Infinity, or a number that overflows to infinity (``1e999``)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _DuplicateKeyError
+    return result
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteError(text)
+    return value
+
+
+def _reject_constant(text: str) -> Any:
+    raise _NonFiniteError(text)
+
+
+#: Every byte but a quote or a bracket (deleted by ``bytes.translate``), and each byte's step in bracket depth.
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"[]{}')
+_BRACKET_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+
+
+def may_nest_deeper(raw: bytes, levels: int) -> bool:
+    r"""Tell whether a JSON text may nest containers deeper than ``levels`` (False: it certainly does not).
+
+    Fewer opening brackets than the limit cannot nest deeper (most documents: two C calls decide). Otherwise
+    brackets are counted outside strings: in JSON every backslash starts a two-character escape, so removing ``\\``
+    pairs, then ``\"``, leaves only the quotes that delimit strings, and every other piece between quotes is outside
+    a string. Bytes methods and ``accumulate`` run in C. A text that is not JSON may be misjudged either way; the
+    located walk then decides, or the parser refuses it.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= levels:
+        return False
+    cleaned = raw.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_QUOTE_OR_BRACKET)
+    outside = b"".join(cleaned.split(b'"')[::2])
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, outside)), default=0) > levels
+
+
+#: The tokens that decide a JSON document's structure: strings (keys among them) and punctuation. Scalars between
+#: them do not matter to nesting or keys and are skipped by ``finditer``.
+_STRUCTURE = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]', re.DOTALL)
+
+
+def _where(text: str, offset: int) -> str:
+    line = text.count("\n", 0, offset) + 1
+    return f"line {line} column {offset - (text.rfind(chr(10), 0, offset) + 1) + 1}"
+
+
+def _structure_problems(text: str, file: str, levels: int) -> list[Problem]:
+    """Every duplicate key of ``text`` and the first container nested deeper than ``levels``, each with its pointer.
+
+    One pass over the structure tokens with an explicit stack (no recursion, linear in the text): each open object
+    keeps the keys seen so far and the current one, each open array its index, and together they are the pointer.
+    """
+    problems: list[Problem] = []
+    # One frame per open container: [is_object, current key or index, keys seen (objects), expecting a key].
+    stack: list[list[Any]] = []
+    for match in _STRUCTURE.finditer(text):
+        token = match.group()
+        frame = stack[-1] if stack else None
+        if token in "[{":
+            if len(stack) >= levels:
+                pointer = json_pointer(f[1] for f in stack)
+                problems.append(Problem(file, pointer, f"document nests deeper than {levels} levels "
+                                        f"({_where(text, match.start())}; the limit is GEN_REPO_MAX_NESTING)"))
+                break
+            stack.append([token == "{", None if token == "{" else 0, set(), token == "{"])
+        elif token in "]}":
+            if stack:
+                stack.pop()
+        elif token == ",":
+            if frame is not None and frame[0]:
+                frame[3] = True
+            elif frame is not None:
+                frame[1] += 1
+        elif frame is not None and frame[0] and frame[3]:  # a string where an object expects a key
+            try:
+                key = json.loads(token)
+            except ValueError:
+                key = token[1:-1]
+            frame[3] = False
+            frame[1] = key
+            if key in frame[2]:
+                pointer = json_pointer([*(f[1] for f in stack)])
+                problems.append(Problem(file, pointer, f"key {key!r} appears more than once in one object "
+                                        f"({_where(text, match.start())}); JSON readers disagree on which value wins, "
+                                        "so the document is refused"))
+            frame[2].add(key)
+    return problems
+
+
+def parse_json(data: bytes | str, file: str) -> Any:
+    """The JSON value of ``data`` (the bytes or text of ``file``); GenRepoError with located problems otherwise.
+
+    Refused: text that is not UTF-8 or not JSON (line and column), nesting deeper than the ``nesting`` limit,
+    duplicate keys (each one listed), NaN and Infinity. ``file`` names the document in every problem (a path, or
+    the object's URL for a bucket).
+    """
+    if isinstance(data, bytes):
+        raw = data
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise GenRepoError([Problem(file, "", f"not UTF-8 text (byte {error.start})")]) from None
+    else:
+        text = data
+        raw = data.encode("utf-8", "surrogatepass")
+    levels = limit("nesting")
+    if may_nest_deeper(raw, levels):
+        problems = [p for p in _structure_problems(text, file, levels) if "nests deeper" in p.message]
+        if problems:
+            raise GenRepoError(problems)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant,
+                          parse_float=_finite_float)
+    except json.JSONDecodeError as error:
+        message = f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        raise GenRepoError([Problem(file, "", message)]) from None
+    except _DuplicateKeyError:
+        raise GenRepoError(_structure_problems(text, file, levels)
+                           or [Problem(file, "", "a key appears more than once in one object")]) from None
+    except _NonFiniteError:
+        raise GenRepoError([Problem(file, "", "document contains NaN or Infinity, which are not valid JSON")]) \
+            from None
+    except RecursionError:  # only when the text is not JSON and fooled the bracket count: say what it is
+        raise GenRepoError([Problem(file, "", f"document nests deeper than {levels} levels")]) from None
+
+
+def read_json(path: Path | str, limit_name: str = "document_bytes") -> Any:
+    """The JSON value of the file ``path``, read by :func:`generator.bounded.read_bytes` within ``limit_name``.
+
+    Refusals as :func:`parse_json`; a file that is not a regular file or is over its limit is an
+    :class:`~generator.bounded.UnreadableFileError`, a missing one ``FileNotFoundError`` (both ``OSError``).
+    """
+    return parse_json(read_bytes(path, limit_name), str(path))
