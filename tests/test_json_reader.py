@@ -163,3 +163,20 @@ def test_a_lock_listing_one_file_twice_is_refused_by_verify(repository_copy: Pat
     (problem,) = json.loads(result.output)["problems"]
     assert problem["file"] == str(lock_path) and problem["pointer"] == json_pointer(["artifacts", name])
     assert problem["message"].startswith(f"corrupt: key {name!r} appears more than once in one object")
+
+
+def test_every_json_gen_repo_reads_goes_through_the_reader() -> None:
+    """json.load/json.loads anywhere else in generator/ would skip the depth and duplicate-key rules (as the local
+    store's lease file and the request schema once did)."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "generator"
+    bypasses = []
+    for module in sorted(package.rglob("*.py")):
+        if module.name == "json_reader.py":
+            continue
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in ("load", "loads") and isinstance(node.value, ast.Name)
+                    and node.value.id == "json"):
+                bypasses.append(f"{module.relative_to(package)}:{node.lineno}: json.{node.attr}")
+    assert not bypasses, bypasses

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.dtypes import by_triton, config_data_type
+from generator.json_reader import parse_json
 
 __all__ = [
     "REQUEST_SCHEMA_FILE", "contract_files", "json_request", "render_request_schema", "request_schema",
@@ -202,7 +203,8 @@ def contract_files(contract_text: str) -> dict[str, str]:
     # Imported here: the client reads schemas and must not pay for the config renderer model_files imports.
     from generator.planning.model_files import CONTRACT_FILE
 
-    return {CONTRACT_FILE: contract_text, REQUEST_SCHEMA_FILE: render_request_schema(json.loads(contract_text))}
+    schema = render_request_schema(parse_json(contract_text, CONTRACT_FILE))
+    return {CONTRACT_FILE: contract_text, REQUEST_SCHEMA_FILE: schema}
 
 
 def write_contract_files(version_folder: Path, contract_text: str) -> list[str]:

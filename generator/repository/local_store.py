@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
-import json
 import os
 import shutil
 import stat
@@ -39,6 +38,7 @@ from typing import Any
 
 from generator.atomic_write import fsync_dir
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
+from generator.json_reader import parse_json
 from generator.repository.bytecode import PYCACHE, bytecode_problem, bytecode_source
 from generator.repository.files import RENAME_NOREPLACE, renameat2
 
@@ -290,9 +290,9 @@ class LocalStore:
                 aside = ""
             if aside:
                 try:
-                    moved = json.loads(_read_fd(os.open(aside, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                                        dir_fd=fd), 1 << 20))
-                except (OSError, ValueError):
+                    moved = parse_json(_read_fd(os.open(aside, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                                        dir_fd=fd), 1 << 20), aside)
+                except (OSError, GenRepoError):
                     moved = {}
                 if not isinstance(moved, dict) or moved.get("token") != holder_token:
                     with contextlib.suppress(OSError):
