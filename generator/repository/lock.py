@@ -30,6 +30,7 @@ __all__ = [
     "artifact_problems",
     "build_lock",
     "lock_problems",
+    "parse_lock",
     "read_lock",
     "render_lock",
 ]
@@ -189,9 +190,17 @@ def read_lock(repo_dir: Path) -> dict:
         raise GenRepoError([Problem(lock_file, "", "missing: not a repository written by gen-repo")]) from error
     except (OSError, UnicodeDecodeError) as error:
         raise GenRepoError([Problem(lock_file, "", f"cannot read the lock file: {error}")]) from error
+    return parse_lock(text, lock_file)
+
+
+def parse_lock(text: str | bytes, lock_file: str) -> dict:
+    """A lock file's text (read within ``lock_bytes``) as a valid lock; GenRepoError naming ``lock_file`` otherwise.
+
+    The one parser of lock files, on disk (:func:`read_lock`) and in a bucket (``verify s3://...``).
+    """
     try:
         lock = json.loads(text)
-    except ValueError as error:
+    except ValueError as error:  # UnicodeDecodeError included
         raise GenRepoError([Problem(lock_file, "", f"corrupt: not valid JSON ({error})")]) from error
     problems = lock_problems(lock, lock_file)
     if problems:
