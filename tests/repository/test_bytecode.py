@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from generator.bounded import limit
 from generator.repository.bytecode import bytecode_problem, bytecode_source
 from generator.repository.lock import build_lock
 from generator.repository.staging import RepositoryWriter
-from generator.bounded import limit
 from generator.repository.verify import verify_repository
 from tests.object_stores import ObjectStore
 
