@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from generator.errors import GenRepoError
@@ -257,7 +257,8 @@ HUGE = 6 << 20  # bytes of each planted oversized object: many times what verify
 
 
 @pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example uploads megabytes
 @given(plants=PLANTS)
 def test_verify_refuses_unlisted_and_oversized_objects_from_the_listing_unread(
         plants: list[tuple[str, str, str]], store: ObjectStore, tmp_path_factory,  # type: ignore[no-untyped-def]
@@ -297,6 +298,8 @@ def test_verify_refuses_unlisted_and_oversized_objects_from_the_listing_unread(
             continue
         fs.pipe_file(store.key(prefix, key), b"\0" * HUGE)
     counting = _CountingFilesystem(store.fs())
+    verify_published(store.url(prefix), counting)  # warm: the S3/GCS client's models and sessions load once
+    counting.fetched.clear()
     tracemalloc.start()
     try:
         verification = verify_published(store.url(prefix), counting)
