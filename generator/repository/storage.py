@@ -430,6 +430,19 @@ def _layout(target: StorageURL, objects: Mapping[str, int]) -> tuple[list[str], 
     return files, folders
 
 
+def _listed_repository(fs: Any, target: StorageURL) -> tuple[dict[str, int], list[str], list[str]]:
+    """The repository's objects (key -> listed size), files and marker folders, from one listing; nothing fetched.
+
+    StorageError for no objects, or objects that cannot form a folder tree (:func:`_layout`).
+    """
+    objects = repository_objects(list_objects(fs, target))
+    if not objects:
+        raise StorageError([Problem(target.url, "", f"no objects under this URL (bucket {target.bucket!r} at "
+                                                    f"{target.endpoint})")])
+    files, folders = _layout(target, objects)
+    return objects, files, folders
+
+
 def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> Path:
     """Copy the repository at ``url`` into ``destination`` (a new folder); the publishers' objects are left out.
 
@@ -440,11 +453,7 @@ def download_repository(url: str, destination: Path | str, filesystem: Any = Non
     dest = Path(destination)
     with storage_errors(target, "reading the repository"):
         fs = filesystem if filesystem is not None else open_filesystem(target)
-        objects = repository_objects(list_objects(fs, target))
-        if not objects:
-            raise StorageError([Problem(url, "", f"no objects under this URL (bucket {target.bucket!r} at "
-                                                 f"{target.endpoint})")])
-        files, folders = _layout(target, objects)
+        _objects, files, folders = _listed_repository(fs, target)
         dest.mkdir(parents=True, exist_ok=False)
         for folder in folders:
             dest.joinpath(*folder.split("/")).mkdir(parents=True, exist_ok=True)
@@ -485,11 +494,7 @@ def verify_published(url: str, filesystem: Any = None) -> Verification:
     target = parse_url(url)
     with storage_errors(target, "reading the repository"):
         fs = filesystem if filesystem is not None else open_filesystem(target)
-        objects = repository_objects(list_objects(fs, target))
-        if not objects:
-            raise StorageError([Problem(url, "", f"no objects under this URL (bucket {target.bucket!r} at "
-                                                 f"{target.endpoint})")])
-        files, folders = _layout(target, objects)
+        objects, files, folders = _listed_repository(fs, target)
         if LOCK_FILE_NAME not in objects:
             raise StorageError([Problem(target.object_url(LOCK_FILE_NAME), "",
                                         "missing: not a repository published by gen-repo")])
