@@ -71,6 +71,8 @@ LIMITS: dict[str, Limit] = {
               "a spec, manifest, tune report, contract.json, reference.json or other JSON/YAML document"),
         Limit("config_bytes", 4 * _MIB, "bytes", "a config.pbtxt (lint, smoke, check-request, perf, publish)"),
         Limit("lock_bytes", 64 * _MIB, "bytes", "a repository's gen-repo.lock.json (verify, publish)"),
+        Limit("bytecode_bytes", 64 * _MIB, "bytes",
+              "a .pyc bytecode file and the locked .py it is compared with (verify)"),
         Limit("publish_object_bytes", 64 * _KIB, "bytes",
               "the publishers' lock object or a version reservation in a bucket (publish)"),
         Limit("onnx_bytes", 2 * _GIB, "bytes", "an ONNX model read whole (lint, build; protobuf's own limit)"),

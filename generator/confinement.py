@@ -15,6 +15,12 @@ is served, so no check made here can tell where it leads), except that the Pytho
 ``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are refused by
 :func:`generator.repository.verify.verify_repository` and reported by lint (rule ``symlink``).
 
+Also here the one walk of a repository folder, :func:`walk_tree`: every entry at every depth, folders included, by
+``lstat``, a symlink (to a file or a folder, inside the repository or out of it) listed and never entered. Lint (rule
+``symlink``), ``verify`` and ``publish`` (:func:`generator.repository.files.walk_files`), the lock a build writes, and
+every reader of a local repository (``diff``, ``report``, ``smoke --repo``, contract reading:
+:func:`refuse_symlinks`) walk through it, so a link is refused at every level by one rule.
+
 Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``),
 :func:`confined_file` (a file under a root whose folders are confined, for writers that rename into place) and
 :func:`output_overlap_problems` (an output folder that would contain what a build reads).
@@ -24,12 +30,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+import stat
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from generator.errors import Problem
+from generator.errors import GenRepoError, Problem
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -46,7 +53,10 @@ __all__ = [
     "confined_path",
     "name_problem",
     "output_overlap_problems",
+    "refuse_symlinks",
     "relative_path_problem",
+    "symlink_problems",
+    "walk_tree",
 ]
 
 #: Where an output folder given on the command line (``-o``) is located in problems (as a manifest's is at /output).
@@ -347,3 +357,63 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
                                     f"{real!r}: gen-repo replaces what is in its output folder, which would "
                                     "destroy what it reads; choose a folder of its own"))
     return problems
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The one walk of a repository folder
+# --------------------------------------------------------------------------------------------------------------------
+def walk_tree(root: Path | str) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative POSIX path, ``lstat``) of every entry under ``root`` at every depth, folders included.
+
+    Sorted by name within a folder, a folder before its contents. Nothing is followed: a symlink, to a file or to a
+    folder, inside ``root`` or out of it, is yielded as the link it is (``S_ISLNK``) and never entered, so what lies
+    behind it is never listed nor read. A folder that cannot be listed is yielded and not entered. ``root`` itself is
+    not yielded (callers ``lstat`` it: a root that is a link is theirs to refuse).
+    """
+    pending = [""]
+    while pending:
+        base = pending.pop()
+        folder = os.path.join(root, base) if base else os.fspath(root)
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(entry.name for entry in entries)
+        except OSError:
+            continue
+        below = []
+        for name in names:
+            rel = f"{base}/{name}" if base else name
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue  # gone since it was listed
+            yield rel, st
+            if stat.S_ISDIR(st.st_mode):
+                below.append(rel)
+        pending += reversed(below)  # depth first, in name order
+
+
+def _link_target(path: str) -> str:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return "?"
+    return target if len(target) <= _SHOWN else target[:_SHOWN] + "..."
+
+
+def symlink_problems(root: Path | str) -> list[Problem]:
+    """Every symlink at ``root`` or under it (:func:`walk_tree`), one refusal each naming the link and its target."""
+    links = [""] if os.path.islink(root) else [rel for rel, st in walk_tree(root) if stat.S_ISLNK(st.st_mode)]
+    out = []
+    for rel in links:
+        path = os.path.join(root, rel) if rel else os.fspath(root)
+        kind = "folder" if os.path.isdir(path) else "file" if os.path.exists(path) else "path that does not exist"
+        out.append(Problem(path, "", f"refused: a symlink (to the {kind} {_link_target(path)!r}); a repository holds "
+                                     "regular files and folders only (Triton would follow it wherever it leads)"))
+    return out
+
+
+def refuse_symlinks(root: Path | str) -> None:
+    """GenRepoError (exit 2) naming every symlink at or under the repository folder ``root``; nothing is read first."""
+    problems = symlink_problems(root)
+    if problems:
+        raise GenRepoError(problems, summary=f"{root} holds symlinks: nothing was read through them")

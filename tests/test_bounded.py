@@ -123,8 +123,6 @@ RAW_READS = {
     "generator/specs/json_schema.py": (4, "gen-repo's own schemas/ (package data)"),
     "generator/planning/config.py": (1, "gen-repo's own templates/ (package data)"),
     "generator/repository/files.py": (2, "/proc/<pid>/stat and /proc/sys/kernel/random/boot_id of this machine"),
-    "generator/repository/verify.py": (2, "the bytecode check (a regular file under MAX_BYTECODE_BYTES, and its "
-                                       "source, hashed against the lock already)"),
     "generator/repository/staging.py": (1, "--keep-going's copy of the previous build (streamed, hashed against its "
                                         "lock)"),
     "generator/serving/server.py": (3, "the server's own log, and the Python backend stub gen-repo installs"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path as FsPath
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import text_format
 
 from generator.bounded import UnreadableFileError, read_bytes
-from generator.confinement import config_path_escapes, relative_path_problem
+from generator.confinement import config_path_escapes, relative_path_problem, walk_tree
 from generator.dtypes import by_triton
 from generator.errors import GenRepoError
 from generator.json_reader import read_json
@@ -174,16 +175,12 @@ def check_symlinks(folder: ModelFolder) -> list[Finding]:
 
     Triton's local file system follows links (``stat``) and serves paths in place, so a linked version folder,
     ``warmup/``, ``gen_repo/`` or ``model.py`` is read wherever the link leads on the server, outside the
-    repository included; what lint reads here says nothing about that. The walk never descends through a link.
+    repository included; what lint reads here says nothing about that. The walk is the one every reader of a
+    repository uses (:func:`generator.confinement.walk_tree`): it never descends through a link.
     """
-    findings = []
     if folder.path.is_symlink():
-        findings.append(_symlink_finding(folder, ""))
-    for parent, folders, files in os.walk(folder.path):  # followlinks=False: a linked folder is listed, not entered
-        base = FsPath(parent).relative_to(folder.path)
-        findings += [_symlink_finding(folder, (base / name).as_posix()) for name in sorted([*folders, *files])
-                     if os.path.islink(os.path.join(parent, name))]
-    return findings
+        return [_symlink_finding(folder, "")]  # not entered: what it leads to is not the repository's
+    return [_symlink_finding(folder, rel) for rel, st in walk_tree(folder.path) if stat.S_ISLNK(st.st_mode)]
 
 
 def _symlink_finding(folder: ModelFolder, rel: str) -> Finding:

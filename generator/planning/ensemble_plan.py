@@ -89,7 +89,7 @@ def plan_ensemble(
                         f"step {j} runs model {s.model_name!r}, which is refused (see its problems)")
                 for j, s in enumerate(steps) if s.model_name in refused]
     decisions: list[str] = []
-    consumed = _ordered(t for s in steps for t in s.input_map.values())
+    consumed = _ordered(t for s in steps for t in s.input_map.values())  # dicts: membership in constant time
     produced = _ordered(t for s in steps for t in s.output_map.values())
     input_names = list(ensemble.inputs) if ensemble.inputs is not None else [t for t in consumed if t not in produced]
     output_names = (list(ensemble.outputs) if ensemble.outputs is not None
@@ -106,10 +106,11 @@ def plan_ensemble(
         decisions.append(f"max_batch_size {max_batch_size}: " + (
             "the smallest of the steps'" if max_batch_size else "a step does not batch, so the ensemble does not"))
     batching = max_batch_size > 0
-    inputs = [_ensemble_tensor(name, steps, by_name, batching, max_batch_size, consume=True, notes=decisions)
+    consumers, producers = _mapped(steps, by_name, consume=True), _mapped(steps, by_name, consume=False)
+    inputs = [_ensemble_tensor(name, consumers.get(name, []), batching, max_batch_size, consume=True, notes=decisions)
               for name in input_names]
-    outputs = [_ensemble_tensor(name, steps, by_name, batching, max_batch_size, consume=False, notes=decisions)
-               for name in output_names]
+    outputs = [_ensemble_tensor(name, producers.get(name, []), batching, max_batch_size, consume=False,
+                                notes=decisions) for name in output_names]
     def declared(names: list[str], tensors: list[TensorPlan | None]) -> tuple[TensorIO, ...]:
         # A name no known step tensor is mapped to has no type: the wiring rules report why.
         return tuple(_io(t) if t is not None else TensorIO(n, "", ()) for n, t in zip(names, tensors, strict=True))
@@ -142,14 +143,35 @@ def plan_ensemble(
     ), []
 
 
-def _ordered(names: Any) -> list[str]:
-    return list(dict.fromkeys(names))
+def _ordered(names: Any) -> dict[str, None]:
+    """``names`` without repeats, in first-seen order (a dict: ordered, and membership in constant time)."""
+    return dict.fromkeys(names)
+
+
+def _mapped(steps: Sequence[Step], models: Mapping[str, PlannedModel], *, consume: bool) -> dict[str, list[TensorPlan]]:
+    """Ensemble tensor name -> the known step tensors mapped to it (inputs when ``consume``), in step order.
+
+    One pass over the maps, so finding every ensemble tensor's step tensors costs the maps' size, not tensors times
+    steps.
+    """
+    found: dict[str, list[TensorPlan]] = {}
+    tensors_of: dict[str, dict[str, TensorPlan]] = {}
+    for step in steps:
+        model = models.get(step.model_name)
+        if model is None:
+            continue
+        if step.model_name not in tensors_of:
+            tensors_of[step.model_name] = {t.name: t for t in (model.inputs if consume else model.outputs)}
+        tensors = tensors_of[step.model_name]
+        for key, value in (step.input_map if consume else step.output_map).items():
+            if key in tensors:
+                found.setdefault(value, []).append(tensors[key])
+    return found
 
 
 def _ensemble_tensor(
     name: str,
-    steps: Sequence[Step],
-    models: Mapping[str, PlannedModel],
+    found: Sequence[TensorPlan],
     batching: bool,
     max_batch_size: int,
     *,
@@ -161,12 +183,6 @@ def _ensemble_tensor(
     An input's range is the intersection of every consumer's; an output is its producer's. None when no known step
     tensor is mapped to it (the wiring rules say why).
     """
-    found: list[TensorPlan] = []
-    for step in steps:
-        model = models.get(step.model_name)
-        mapping = step.input_map if consume else step.output_map
-        tensors = {t.name: t for t in (model.inputs if consume else model.outputs)} if model else {}
-        found += [tensors[key] for key, value in mapping.items() if value == name and key in tensors]
     if not found:
         return None
     first = found[0]

@@ -29,7 +29,7 @@ from tritonclient.grpc import model_config_pb2
 
 from generator.bounded import read_text
 from generator.client import ModelContract
-from generator.confinement import confined_path
+from generator.confinement import confined_path, refuse_symlinks
 from generator.errors import GenRepoError, Problem
 from generator.reports.charts import PerfPoint, ShapeRange, perf_chart, shape_range_chart
 from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
@@ -148,6 +148,7 @@ def local_repository(location: str) -> Iterator[Path]:
         folder = Path(local_location(location))  # file:///path: the folder it names
         if not folder.is_dir():
             raise GenRepoError([Problem(location, "", "not a directory")])
+        refuse_symlinks(folder)
         yield folder
         return
     with tempfile.TemporaryDirectory(prefix="gen-repo-report-") as tmp:

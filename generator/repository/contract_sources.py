@@ -25,7 +25,7 @@ from tritonclient.grpc import model_config_pb2
 
 from generator.bounded import read_bytes
 from generator.client import ModelContract
-from generator.confinement import confined_path
+from generator.confinement import confined_path, refuse_symlinks
 from generator.contracts.diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import parse_json
@@ -250,8 +250,10 @@ def _load_folder(location: str) -> Location:
     version = version_folder(path.name)
     if version is not None and path.parent.name and ((path.parent / "config.pbtxt").is_file()
                                                      or (path / CONTRACT_PATH).is_file()):
+        refuse_symlinks(path.parent)  # the model's folder: the version folder given, and every file read in it
         reader = FolderReader(path.parent.parent)
         return Location(location, _load_all(reader, location, [path.parent.name], version), True)
+    refuse_symlinks(path)  # nothing read through a link (generator.confinement.walk_tree)
     reader = FolderReader(path)
     models = reader.models()
     if not models:

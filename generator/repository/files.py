@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 from generator.atomic_write import fsync_dir
+from generator.confinement import walk_tree
 from generator.errors import GenRepoError, Problem
 
 __all__ = [
@@ -238,11 +239,8 @@ def fsync_tree(root: Path) -> None:
 
 
 def walk_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """(relative posix path, lstat) of everything under ``root`` that is not a folder; symlinked folders included."""
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        linked = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for name in sorted(filenames + linked):
-            path = os.path.join(dirpath, name)
-            yield Path(path).relative_to(root).as_posix(), os.lstat(path)
-        dirnames[:] = [d for d in dirnames if d not in linked]
+    """(relative posix path, lstat) of everything under ``root`` that is not a folder; symlinked folders included.
+
+    :func:`generator.confinement.walk_tree` without the folders: a link at any depth is listed, never entered.
+    """
+    return ((rel, st) for rel, st in walk_tree(root) if not stat.S_ISDIR(st.st_mode))

@@ -31,6 +31,7 @@ __all__ = [
     "artifact_problems",
     "build_lock",
     "lock_problems",
+    "parse_lock",
     "read_lock",
     "render_lock",
 ]
@@ -190,8 +191,16 @@ def read_lock(repo_dir: Path) -> dict:
         raise GenRepoError([Problem(lock_file, "", "missing: not a repository written by gen-repo")]) from error
     except (OSError, UnicodeDecodeError) as error:
         raise GenRepoError([Problem(lock_file, "", f"cannot read the lock file: {error}")]) from error
+    return parse_lock(raw, lock_file)
+
+
+def parse_lock(text: str | bytes, lock_file: str) -> dict:
+    """A lock file's text (read within ``lock_bytes``) as a valid lock; GenRepoError naming ``lock_file`` otherwise.
+
+    The one parser of lock files, on disk (:func:`read_lock`) and in a bucket (``verify s3://...``).
+    """
     try:  # deep nesting, duplicate keys (one file listed twice), not JSON: refused, located
-        lock = parse_json(raw, lock_file)
+        lock = parse_json(text, lock_file)
     except GenRepoError as error:
         raise GenRepoError([Problem(p.file, p.pointer, f"corrupt: {p.message}") for p in error.problems]) from None
     problems = lock_problems(lock, lock_file)

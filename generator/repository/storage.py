@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import socket
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +37,8 @@ from typing import Any
 
 from generator.bounded import limit, size_problem
 from generator.errors import EXIT_FAILED, EXIT_UNREACHABLE, GenRepoError, Problem
-from generator.repository.lock import LOCK_FILE_NAME, read_lock
-from generator.repository.verify import verify_repository
+from generator.repository.lock import LOCK_FILE_NAME, parse_lock
+from generator.repository.verify import Listing, check_listing
 
 __all__ = [
     "FILE_PROTOCOL",
@@ -494,6 +493,19 @@ def _layout(target: StorageURL, objects: Mapping[str, int]) -> tuple[list[str], 
     return files, folders
 
 
+def _listed_repository(fs: Any, target: StorageURL) -> tuple[dict[str, int], list[str], list[str]]:
+    """The repository's objects (key -> listed size), files and marker folders, from one listing; nothing fetched.
+
+    StorageError for no objects, or objects that cannot form a folder tree (:func:`_layout`).
+    """
+    objects = repository_objects(list_objects(fs, target))
+    if not objects:
+        raise StorageError([Problem(target.url, "", f"no objects under this URL (bucket {target.bucket!r} at "
+                                                    f"{target.endpoint})")])
+    files, folders = _layout(target, objects)
+    return objects, files, folders
+
+
 def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> Path:
     """Copy the repository at ``url`` into ``destination`` (a new folder); the publishers' objects are left out.
 
@@ -504,11 +516,7 @@ def download_repository(url: str, destination: Path | str, filesystem: Any = Non
     dest = Path(destination)
     with storage_errors(target, "reading the repository"):
         fs = filesystem if filesystem is not None else open_filesystem(target)
-        objects = repository_objects(list_objects(fs, target))
-        if not objects:
-            raise StorageError([Problem(url, "", f"no objects under this URL (bucket {target.bucket!r} at "
-                                                 f"{target.endpoint})")])
-        files, folders = _layout(target, objects)
+        _objects, files, folders = _listed_repository(fs, target)
         dest.mkdir(parents=True, exist_ok=False)
         for folder in folders:
             dest.joinpath(*folder.split("/")).mkdir(parents=True, exist_ok=True)
@@ -538,22 +546,60 @@ def relocated(problem: Problem, local: Path, target: StorageURL) -> Problem:
 
 
 def verify_published(url: str, filesystem: Any = None) -> Verification:
-    """Read the repository at ``url`` back to a temporary folder and check it against its lock file.
+    """Check the repository at ``url`` against its lock file where it lies: listing first, then streaming reads.
 
-    Problems name the objects (``gs://bucket/prefix/mlp/1/model.onnx``), never the temporary copy.
+    One listing of the bucket, then its lock file read within ``lock_bytes`` (refused from its listed size first),
+    then :func:`generator.repository.verify.check_listing`: objects that are not locked, or listed at another size than
+    the lock's, are refused from the listing without a byte of them fetched; the others are hashed in
+    :data:`READ_CHUNK` ranges. Nothing is downloaded: memory and disk stay bounded whatever the bucket holds.
+    Problems name the objects (``gs://bucket/prefix/mlp/1/model.onnx``).
     """
     target = parse_url(url)
-    with tempfile.TemporaryDirectory(prefix="gen-repo-verify-") as tmp:
-        local = download_repository(url, Path(tmp) / "repo", filesystem)
-        if not (local / LOCK_FILE_NAME).is_file():
+    with storage_errors(target, "reading the repository"):
+        fs = filesystem if filesystem is not None else open_filesystem(target)
+        objects, files, folders = _listed_repository(fs, target)
+        if LOCK_FILE_NAME not in objects:
             raise StorageError([Problem(target.object_url(LOCK_FILE_NAME), "",
                                         "missing: not a repository published by gen-repo")])
-        problems = [relocated(p, local, target) for p in verify_repository(local)]
+        where = target.object_url(LOCK_FILE_NAME)
         try:
-            checked: int | None = len(read_lock(local)["artifacts"])
-        except GenRepoError:
-            checked = None  # a corrupt lock file; verify_repository reported it
-    return Verification(url, problems, checked)
+            lock = parse_lock(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"), where)
+        except GenRepoError as error:  # over lock_bytes, or not a valid lock
+            return Verification(url, error.problems, None)
+        sizes = {key: objects[key] for key in files}
+        listing = Listing(sizes, folders=_folders(files, folders))
+        problems = check_listing(listing, lock, _Bucket(fs, target, sizes))
+    return Verification(url, problems, len(lock["artifacts"]))
+
+
+def _folders(files: list[str], markers: list[str]) -> set[str]:
+    """Every folder a bucket's keys name: each file's parents, each marker and its parents."""
+    out = set(markers)
+    for name in [*files, *markers]:
+        parts = name.split("/")
+        out.update("/".join(parts[:n]) for n in range(1, len(parts)))
+    return out
+
+
+@dataclass(frozen=True)
+class _Bucket:
+    """A repository in a bucket as :class:`generator.repository.verify.Source`: listed sizes, bounded reads."""
+
+    fs: Any
+    target: StorageURL
+    sizes: Mapping[str, int]
+
+    def where(self, rel: str) -> str:
+        return self.target.object_url(rel)
+
+    def sha256(self, rel: str, size: int) -> str:
+        return object_sha256(self.fs, self.target, rel, size)
+
+    def read(self, rel: str, limit_name: str) -> bytes:
+        return read_object(self.fs, self.target, rel, self.sizes[rel], limit_name)
+
+    def mtime(self, rel: str) -> float:
+        return 0.0  # a bucket keeps no source mtime Python recorded: a timestamp-based .pyc there does not match
 
 
 def verify_url(url: str, filesystem: Any = None) -> list[Problem]:

@@ -1,9 +1,13 @@
-"""``gen-repo verify``: a repository checked against its lock file, file by file.
+"""``gen-repo verify``: a repository checked against its lock file, from its listing first, then file by file.
 
-Every listed artifact must be there, a regular file with the lock's size and sha256, read through no folder that
-leads out of the repository; nothing unlisted may be there but the bytecode Triton's Python backend writes for a
-locked, intact ``model.py`` (:mod:`generator.repository.bytecode`); no symlink or special file anywhere; every folder
-of a listed model that reads as a version is exactly one.
+One check for a folder and a bucket (:func:`check_listing`): the repository is listed without reading anything (a
+folder by :func:`generator.confinement.walk_tree`, never through a link; a bucket by one listing of its objects),
+and the listing alone refuses what is not listed in the lock (unread), what is listed at another size than the
+lock's (unread), and, in a folder, every symlink and special file at any depth. Only then are the files whose
+listed size matches the lock hashed, streaming in chunks (bounded memory whatever their size). Nothing unlisted may
+be there but the bytecode Triton's Python backend writes for a locked, intact ``model.py``
+(:mod:`generator.repository.bytecode`), read within ``bytecode_bytes``; every folder of a listed model that reads
+as a version is exactly one.
 """
 
 from __future__ import annotations
@@ -11,23 +15,88 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from generator.confinement import confined_file
+from generator.bounded import limit, read_bytes
+from generator.confinement import confined_file, walk_tree
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import WARMUP_FOLDER, version_folder_problem
 from generator.repository.cache import hash_file
-from generator.repository.files import walk_files
 from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, read_lock
 
 __all__ = [
-    "MAX_BYTECODE_BYTES",
+    "Listing",
+    "Source",
+    "check_listing",
+    "list_folder",
     "verify_repository",
 ]
 
-#: ``verify`` reads bytecode up to this size to compare it with its source; larger files are refused unread.
-MAX_BYTECODE_BYTES = 64 << 20
+_SYMLINK = "refused: a symlink; a repository holds regular files only"
+_SPECIAL = "refused: a special file (FIFO, device or socket); a repository holds regular files only"
+
+
+@dataclass
+class Listing:
+    """What a repository holds as listed, before anything is read.
+
+    ``files``: regular files (a bucket's objects) -> size; ``refused``: entries refused by their kind alone (a
+    symlink, a special file) -> why; ``folders``: every folder (a bucket's: the folders its keys and markers name).
+    """
+
+    files: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    folders: set[str] = field(default_factory=set)
+
+
+class Source(Protocol):
+    """How :func:`check_listing` reads the files a listing names (a folder's files, a bucket's objects)."""
+
+    def where(self, rel: str) -> str:
+        """How problems name the file."""
+
+    def sha256(self, rel: str, size: int) -> str:
+        """sha256 of the file's first ``size`` bytes, read in chunks; OSError or ValueError when it cannot be read."""
+
+    def read(self, rel: str, limit_name: str) -> bytes:
+        """The file's bytes within the limit ``limit_name`` (generator.bounded); OSError beyond it or unreadable."""
+
+    def mtime(self, rel: str) -> float:
+        """The file's modification time (a timestamp-based ``.pyc`` records its source's)."""
+
+
+@dataclass(frozen=True)
+class _Folder:
+    """A repository folder as a :class:`Source`: every file opened only at a path whose folders stay inside it."""
+
+    root: Path
+
+    def where(self, rel: str) -> str:
+        return str(self.root / rel)
+
+    def sha256(self, rel: str, size: int) -> str:
+        return hash_file(confined_file(self.root, rel))
+
+    def read(self, rel: str, limit_name: str) -> bytes:
+        return read_bytes(confined_file(self.root, rel), limit_name)
+
+    def mtime(self, rel: str) -> float:
+        return os.stat(confined_file(self.root, rel)).st_mtime
+
+
+def list_folder(root: Path) -> Listing:
+    """The repository folder ``root`` listed by :func:`generator.confinement.walk_tree` (links listed, not entered)."""
+    listing = Listing()
+    for rel, st in walk_tree(root):
+        if stat.S_ISDIR(st.st_mode):
+            listing.folders.add(rel)
+        elif stat.S_ISREG(st.st_mode):
+            listing.files[rel] = st.st_size
+        else:
+            listing.refused[rel] = _SYMLINK if stat.S_ISLNK(st.st_mode) else _SPECIAL
+    return listing
 
 
 def verify_repository(path: Path) -> list[Problem]:
@@ -35,9 +104,10 @@ def verify_repository(path: Path) -> list[Problem]:
 
     Reports, each naming the file: a missing or corrupt lock file; artifacts modified (size or sha256 differs),
     missing, or not regular files; files present but not listed (unexpected); symlinks and special files anywhere
-    (refused: a repository holds regular files only). The one thing passed without a lock entry is bytecode in a
-    ``__pycache__`` folder that is exactly what a locked, unmodified ``.py`` compiles to under this Python
-    (:mod:`generator.repository.bytecode`): what Triton's Python backend writes when it loads ``model.py``.
+    (refused: a repository holds regular files only), and locked files behind a linked folder (not read through it).
+    The one thing passed without a lock entry is bytecode in a ``__pycache__`` folder that is exactly what a locked,
+    unmodified ``.py`` compiles to under this Python (:mod:`generator.repository.bytecode`): what Triton's Python
+    backend writes when it loads ``model.py``.
     """
     repo = Path(path)
     if not repo.is_dir():
@@ -50,88 +120,87 @@ def verify_repository(path: Path) -> list[Problem]:
         lock = read_lock(repo)
     except GenRepoError as error:
         return error.problems
-    artifacts: dict[str, dict[str, Any]] = lock["artifacts"]
+    return check_listing(list_folder(repo), lock, _Folder(repo))
+
+
+def check_listing(listing: Listing, lock: Mapping[str, Any], source: Source) -> list[Problem]:
+    """Every way the repository ``listing`` describes differs from ``lock`` (valid); files read through ``source``.
+
+    The listing is checked first: a file is hashed only when it is locked, listed as a regular file and listed at the
+    lock's size, so an unlisted or oversized file is refused unread.
+    """
+    artifacts: Mapping[str, Mapping[str, Any]] = lock["artifacts"]
     problems = []
     intact: set[str] = set()  # artifacts that match the lock exactly
     for rel in sorted(artifacts):
         expected = artifacts[rel]
         pointer = json_pointer(["artifacts", rel])
-        try:  # nothing is read through a folder that leads out of the repository
-            file = confined_file(repo, rel)
-        except ValueError as error:
-            problems.append(Problem(str(repo / rel), pointer, f"refused: {error}"))
-            continue
-        try:
-            st = os.lstat(file)
-        except FileNotFoundError:
-            problems.append(Problem(str(file), pointer, "missing: listed in the lock file but not present"))
-            continue
-        except OSError as error:
-            problems.append(Problem(str(file), pointer, f"cannot read: {error}"))
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            problems.append(Problem(str(file), pointer, "modified: no longer a regular file"))
-        elif st.st_size != expected["size"]:
-            problems.append(
-                Problem(str(file), pointer, f"modified: {st.st_size} bytes, the lock file says {expected['size']}")
-            )
-        elif (actual := hash_file(file)) != expected["sha256"]:
-            problems.append(
-                Problem(str(file), pointer, f"modified: sha256 {actual}, the lock file says {expected['sha256']}")
-            )
+        parts = rel.split("/")
+        link = next((a for a in ("/".join(parts[:n]) for n in range(1, len(parts))) if a in listing.refused), None)
+        if rel in listing.refused:
+            continue  # refused below by what it is
+        if link is not None:
+            problems.append(Problem(source.where(rel), pointer, f"refused: not read through {link!r}, which is not a "
+                                                                "folder (a symlink or a special file)"))
+        elif rel not in listing.files:
+            problems.append(Problem(source.where(rel), pointer, "missing: listed in the lock file but not present"))
+        elif (size := listing.files[rel]) != expected["size"]:
+            problems.append(Problem(source.where(rel), pointer,
+                                    f"modified: {size} bytes, the lock file says {expected['size']}"))
         else:
-            intact.add(rel)
-    for rel, st in walk_files(repo):
-        if rel in artifacts or rel == LOCK_FILE_NAME:
+            try:
+                actual = source.sha256(rel, size)
+            except (OSError, ValueError) as error:
+                problems.append(Problem(source.where(rel), pointer, f"cannot read: {error}"))
+                continue
+            if actual != expected["sha256"]:
+                problems.append(Problem(source.where(rel), pointer,
+                                        f"modified: sha256 {actual}, the lock file says {expected['sha256']}"))
+            else:
+                intact.add(rel)
+    problems += [Problem(source.where(rel), "", why) for rel, why in sorted(listing.refused.items())
+                 if rel != LOCK_FILE_NAME]
+    for rel, size in sorted(listing.files.items()):
+        if rel in artifacts or rel in (LOCK_FILE_NAME, OUTPUT_MARKER):
             continue
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "a special file (FIFO, device or socket)"
-            problems.append(Problem(str(repo / rel), "", f"refused: {kind}; a repository holds regular files only"))
-        elif rel == OUTPUT_MARKER:
-            continue
-        elif (why := _unlisted_problem(repo, rel, st, artifacts, intact)) is not None:
-            problems.append(Problem(str(repo / rel), "", why))
-    return problems + _version_folder_problems(repo, lock["models"])
+        if (why := _unlisted_problem(source, rel, size, artifacts, intact)) is not None:
+            problems.append(Problem(source.where(rel), "", why))
+    return problems + _version_folder_problems(listing, lock["models"], source)
 
 
-def _version_folder_problems(repo: Path, models: Mapping[str, Any]) -> list[Problem]:
+def _version_folder_problems(listing: Listing, models: Mapping[str, Any], source: Source) -> list[Problem]:
     """Folders of the listed models and of their warmup data that are not exactly the version they read as.
 
     :func:`generator.naming.version_folder_problem`; empty folders included: Triton and gen-repo would read them as
     different versions.
     """
     problems = []
-    for model in sorted(models):
-        for folder in (repo / model, repo / model / WARMUP_FOLDER):
-            try:
-                with os.scandir(folder) as entries:
-                    names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-            except OSError:
-                continue  # no such folder (a missing model is reported above)
-            problems += [Problem(str(folder / name), "", why) for name in names
-                         if (why := version_folder_problem(name)) is not None]
+    for rel in sorted(listing.folders):
+        parent, _, name = rel.rpartition("/")
+        model = parent.removesuffix(f"/{WARMUP_FOLDER}")
+        if model in models and (why := version_folder_problem(name)) is not None:
+            problems.append(Problem(source.where(rel), "", why))
     return problems
 
 
-def _unlisted_problem(repo: Path, rel: str, st: os.stat_result, artifacts: Mapping[str, Any],
+def _unlisted_problem(source: Source, rel: str, size: int, artifacts: Mapping[str, Any],
                       intact: set[str]) -> str | None:
     """Why the unlisted regular file ``rel`` is refused; None for bytecode its intact, locked source compiles to."""
     from generator.repository.bytecode import bytecode_problem, bytecode_source
 
-    source = bytecode_source(rel)
-    if source is None:
+    source_rel = bytecode_source(rel)
+    if source_rel is None:
         return "unexpected: not listed in the lock file"
-    if source not in artifacts:
-        return f"unexpected: bytecode whose source {source!r} is not listed in the lock file"
-    if source not in intact:
-        return f"unexpected: bytecode of {source!r}, which does not match the lock file"
-    if st.st_size > MAX_BYTECODE_BYTES:  # read nothing that large into memory: no model.py compiles to it
-        return f"refused: bytecode of {st.st_size} bytes (more than {MAX_BYTECODE_BYTES}) (source {source!r})"
+    if source_rel not in artifacts:
+        return f"unexpected: bytecode whose source {source_rel!r} is not listed in the lock file"
+    if source_rel not in intact:
+        return f"unexpected: bytecode of {source_rel!r}, which does not match the lock file"
+    bound = limit("bytecode_bytes")
+    if size > bound:  # read nothing that large into memory: no model.py compiles to it
+        return f"refused: bytecode of {size} bytes (more than {bound}) (source {source_rel!r})"
     try:
-        source_path = repo / source
-        with open(repo / rel, "rb") as stream:
-            pyc = stream.read(MAX_BYTECODE_BYTES + 1)
-        why = bytecode_problem(rel, pyc, source_path.read_bytes(), os.stat(source_path).st_mtime)
-    except OSError as error:
+        pyc = source.read(rel, "bytecode_bytes")
+        why = bytecode_problem(rel, pyc, source.read(source_rel, "bytecode_bytes"), source.mtime(source_rel))
+    except (OSError, ValueError) as error:
         return f"cannot read: {error}"
-    return None if why is None else f"refused: {why} (source {source!r})"
+    return None if why is None else f"refused: {why} (source {source_rel!r})"

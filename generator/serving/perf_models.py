@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from generator.bounded import read_text
-from generator.confinement import confined_path
+from generator.confinement import confined_path, refuse_symlinks
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import read_json
 from generator.naming import version_folder
@@ -161,6 +161,7 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
     root = Path(repo_dir)
     if not root.is_dir():
         raise GenRepoError([Problem(str(root), "", "model repository folder does not exist")])
+    refuse_symlinks(root)  # the one rule for every reader of a repository (generator.confinement.walk_tree)
     folders = sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
     wanted = list(names)
     problems: list[Problem] = []

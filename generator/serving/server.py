@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Literal
 
 from generator.atomic_write import replacing
+from generator.confinement import refuse_symlinks
 from generator.errors import EXIT_UNREACHABLE, GenRepoError, Problem
 from generator.gpu import detect_gpus
 from generator.triton.connection import Connection
@@ -317,6 +318,7 @@ class TritonServer:
             repo_path = Path(repo).absolute()
             if not repo_path.is_dir():
                 raise _error(TritonStartError, str(repo_path), "model repository folder does not exist")
+            refuse_symlinks(repo_path)  # Triton follows a link wherever it leads: none is served (exit 2)
             repo = str(repo_path)
         args = [
             f"--model-repository={repo}",

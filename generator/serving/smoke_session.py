@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from generator.confinement import refuse_symlinks
 from generator.serving.smoke import repository_models, run_smoke, unreachable_report
 from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
 
@@ -43,6 +44,8 @@ def smoke_session(
     bucket = repo if repo is not None and repo.startswith(("s3://", "gs://")) else None
     with contextlib.ExitStack() as stack:
         folder: Path | None = Path(repo) if repo is not None and bucket is None else None
+        if folder is not None and folder.is_dir():
+            refuse_symlinks(folder)  # its checks read the folder; a launched Triton would follow a link
         serve_from: Path | str | None = folder
         scratch: Path | None = None
         if bucket is not None:

@@ -22,6 +22,7 @@ turns locations into JSON pointers, ``gen-repo lint`` into ``config.pbtxt`` line
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -116,20 +117,39 @@ def dims_compatible(a: Sequence[int], a_batching: bool, b: Sequence[int], b_batc
 
 
 def step_order(wiring: Wiring) -> list[int]:
-    """Indices of the steps in an order that runs each after its inputs exist (steps that never run are left out)."""
+    """Indices of the steps in an order that runs each after its inputs exist (steps that never run are left out).
+
+    The order of passes over the steps in index order, each pass running every step whose inputs exist by then (the
+    steps a pass runs are in index order, and a step made ready by a later step waits for the next pass), computed
+    from each tensor's consumers: every step and every map entry is touched a bounded number of times (a heap of
+    the pass's ready steps), so the cost grows with steps and tensors, not with their product.
+    """
+    steps = wiring.steps
     ready = {io.name for io in wiring.inputs}
+    waiting: list[int] = []  # per step, how many of its distinct input tensors do not exist yet
+    consumers: dict[str, list[int]] = {}
+    for j, step in enumerate(steps):
+        missing = set(step.input_map.values()) - ready
+        waiting.append(len(missing))
+        for tensor in missing:
+            consumers.setdefault(tensor, []).append(j)
+    this_pass = [j for j, count in enumerate(waiting) if count == 0]  # ascending: already a heap
     order: list[int] = []
-    pending = list(range(len(wiring.steps)))
-    progressed = True
-    while pending and progressed:
-        progressed = False
-        for j in list(pending):
-            step = wiring.steps[j]
-            if all(tensor in ready for tensor in step.input_map.values()):
-                order.append(j)
-                pending.remove(j)
-                ready.update(step.output_map.values())
-                progressed = True
+    while this_pass:
+        next_pass: list[int] = []
+        while this_pass:
+            j = heapq.heappop(this_pass)
+            order.append(j)
+            for tensor in steps[j].output_map.values():
+                if tensor in ready:
+                    continue
+                ready.add(tensor)
+                for c in consumers.pop(tensor, ()):
+                    waiting[c] -= 1
+                    if waiting[c] == 0:  # a later step still comes in this pass, an earlier one in the next
+                        heapq.heappush(this_pass, c) if c > j else next_pass.append(c)
+        heapq.heapify(next_pass)
+        this_pass = next_pass
     return order
 
 

@@ -304,7 +304,8 @@ def test_a_model_folder_leading_outside_is_refused(example_repository: Path, tmp
     (repo / "evil").symlink_to(outside, target_is_directory=True)
     with pytest.raises(GenRepoError) as caught:
         diff_locations(str(example_repository), str(repo))
-    assert any("outside" in p.message for p in caught.value.problems), caught.value.problems
+    assert [(p.file, p.message.split(" (")[0]) for p in caught.value.problems] == [
+        (str(repo / "evil"), "refused: a symlink")], caught.value.problems
 
 
 # --------------------------------------------------------------------------------------------------------------------

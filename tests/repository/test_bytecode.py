@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from generator.bounded import limit
 from generator.repository.bytecode import bytecode_problem, bytecode_source
 from generator.repository.lock import build_lock
 from generator.repository.staging import RepositoryWriter
-from generator.repository.verify import MAX_BYTECODE_BYTES, verify_repository
+from generator.repository.verify import verify_repository
 from tests.object_stores import ObjectStore
 
 TAG = sys.implementation.cache_tag
@@ -114,6 +115,7 @@ def test_stale_bytecode_another_python_and_strays_are_refused(repo: Path) -> Non
 
 
 def test_huge_bytecode_is_refused_unread(repo: Path) -> None:
+    MAX_BYTECODE_BYTES = limit("bytecode_bytes")  # noqa: N806 - the limit's value for this run
     with open(_pyc(repo), "wb") as stream:
         stream.truncate(MAX_BYTECODE_BYTES + 1)  # sparse: no disk, and verify must not read it into memory
     (message,) = _messages(repo)

@@ -73,8 +73,8 @@ def test_verify_refuses_lock_keys_that_are_not_plain_paths_in_the_repository(des
 
 def test_verify_reads_no_locked_file_through_a_folder_linked_out_of_the_repository(dest: Path,
                                                                                   tmp_path: Path) -> None:
-    """A version folder swapped for a symlink to an identical copy elsewhere: its files are refused by name, not
-    hashed where the link leads (and the link itself is refused)."""
+    """A version folder swapped for a symlink to an identical copy elsewhere (or to another folder of the
+    repository): its files are refused by name, not hashed where the link leads (and the link itself is refused)."""
     write_repo(dest, "v1")
     elsewhere = tmp_path / "elsewhere"
     (dest / "alpha" / "1").rename(elsewhere)
@@ -82,8 +82,13 @@ def test_verify_reads_no_locked_file_through_a_folder_linked_out_of_the_reposito
     problems = {Path(p.file).relative_to(dest).as_posix(): p.message for p in verify_repository(dest)}
     assert problems["alpha/1"].startswith("refused: a symlink")
     locked = [rel for rel in json.loads((dest / LOCK_FILE_NAME).read_text())["artifacts"] if rel.startswith("alpha/1/")]
-    assert locked and all(problems[rel].startswith("refused: ") and "leads outside" in problems[rel]
-                          for rel in locked)
+    assert locked and all(problems[rel] == "refused: not read through 'alpha/1', which is not a folder (a symlink "
+                          "or a special file)" for rel in locked)
+    (dest / "alpha" / "1").unlink()
+    (dest / "alpha" / "1").symlink_to(dest / "beta" / "1", target_is_directory=True)  # inside: refused the same
+    problems = {Path(p.file).relative_to(dest).as_posix(): p.message for p in verify_repository(dest)}
+    assert problems["alpha/1"].startswith("refused: a symlink")
+    assert all(problems[rel].startswith("refused: not read through 'alpha/1'") for rel in locked)
 
 
 NOT_EXACTLY_A_VERSION = ["1\n", " 1", "1 ", "+1", "-1", "1abc", "01", "\u0661", "\uff11", "9" * 20]

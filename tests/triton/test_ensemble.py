@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.errors import GenRepoError
@@ -195,6 +197,42 @@ def test_a_cycle_is_a_step_that_never_runs():
     messages = [p.message for p in wiring_problems(wiring, {"f": twice}) if p.rule == "ensemble-flow"]
     assert "step 0 ('f') never runs: 't2' is produced only by steps that wait themselves (a cycle)" in messages
     assert step_order(wiring) == [2]
+
+
+def _passes(wiring: Wiring) -> list[int]:
+    """The definition of the step order: passes over the steps in index order, each running every step whose
+    inputs exist by then, until a pass runs none (what step_order computed before it was made linear)."""
+    ready = {io.name for io in wiring.inputs}
+    order: list[int] = []
+    pending = list(range(len(wiring.steps)))
+    progressed = True
+    while pending and progressed:
+        progressed = False
+        for j in list(pending):
+            if all(t in ready for t in wiring.steps[j].input_map.values()):
+                order.append(j)
+                pending.remove(j)
+                ready.update(wiring.steps[j].output_map.values())
+                progressed = True
+    return order
+
+
+_TENSORS = st.sampled_from([f"t{i}" for i in range(8)])
+WIRINGS = st.builds(
+    lambda inputs, steps: Wiring("e", 0, tuple(_io(n) for n in inputs), (), tuple(
+        Step("f", {f"i{k}": t for k, t in enumerate(ins)}, {f"o{k}": t for k, t in enumerate(outs)})
+        for ins, outs in steps)),
+    st.lists(_TENSORS, max_size=3, unique=True),
+    st.lists(st.tuples(st.lists(_TENSORS, max_size=3), st.lists(_TENSORS, min_size=1, max_size=2)), max_size=12),
+)
+
+
+@given(WIRINGS)
+@settings(max_examples=300, deadline=None)
+def test_the_step_order_is_the_order_of_passes_over_the_steps(wiring: Wiring) -> None:
+    """Random wirings (cycles, tensors produced twice, unused and missing tensors, steps without inputs): the
+    linear-time order is exactly the order of passes, so plans and their text are unchanged."""
+    assert step_order(wiring) == _passes(wiring)
 
 
 def test_dims_follow_tritons_wildcard_and_batching_rules():
