@@ -6,8 +6,8 @@
 Builds the zoo model for the python target (once, under ``bench/out/defaults``), then serves four copies of it from
 one local tritonserver, differing only in their served settings:
 
-- ``new``: the generated config (issue 36's defaults: ``count: 2``, no ``preferred_batch_size``, 100 us delay);
-- ``old``: the defaults before issue 36 (``count: 1``, ``preferred_batch_size`` = opt batch and max batch);
+- ``new``: the generated config (the current defaults: ``count: 2``, no ``preferred_batch_size``, 100 us delay);
+- ``old``: the previous defaults (``count: 1``, ``preferred_batch_size`` = opt batch and max batch);
 - ``c1_none``: one instance, no preferred sizes; ``c2_pref``: two instances, opt and max batch preferred.
 
 Requests carry ``--batch`` items at the opt shape (1: the dynamic batcher forms the batches, so preferred sizes matter;

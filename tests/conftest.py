@@ -162,7 +162,7 @@ def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def
 
 
 # ---- tuned_example_repository (generator/planning/config.py's tuned:, generator/contracts/diff.py's served settings) -
-#: The ``tuned:`` block the tuned example gives its text model (format A of issue 36, as gen-repo tune writes it).
+#: The ``tuned:`` block the tuned example gives its text model (as gen-repo tune writes it).
 EXAMPLE_TUNED = {
     "instance_group": [{"kind": "KIND_CPU", "count": 3}],
     "dynamic_batching": {"max_queue_delay_microseconds": 500, "preferred_batch_size": []},

@@ -36,9 +36,9 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     The page holds a summary (models, targets, versions, the lock check of `verify`, `lint`'s findings, the smoke
     result), per model its contract, a chart of its first inputs' min/opt/max per axis, batching, value domains,
     warmup and instance groups, per ensemble its wiring as a picture, and what --smoke, --perf, --diff and --tune
-    give. It is
-    self-contained: no scripts, no external styles, fonts or images; the same inputs give the same bytes. Exit 2
-    for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be reached.
+    give. It is self-contained: no scripts, no external styles, fonts or images; the same inputs give the same bytes.
+    Exit 2 for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be
+    reached.
     """
     try:
         from generator.reports.html_page import build_report, load_inputs, plan_decisions

@@ -63,12 +63,12 @@ __all__ = [
 ModelConfig = model_config_pb2.ModelConfig
 
 #: gen-repo's default dynamic-batching queue delay: long enough to gather a few concurrent requests, short enough
-#: not to matter for latency (Triton's own default is 0, which rarely forms batches). Issue 36's grid (python target,
+#: not to matter for latency (Triton's own default is 0, which rarely forms batches). A measured grid (python target,
 #: CPU Triton) found 0 or 500 us best, within the noise of each other: 100 us stays, between them (docs/manifest.md).
 DEFAULT_QUEUE_DELAY_US = 100
 #: Instances per group when a KIND_CPU group names no count. Triton's guidance tunes instances after dynamic batching;
-#: on a multi-core CPU a second instance runs one batch while the other's requests are read and answered, and issue
-#: 36's grid (python target, CPU Triton, three models) found 2 instances best on all three (1: 0.49-0.79 of the best).
+#: on a multi-core CPU a second instance runs one batch while the other's requests are read and answered, and a
+#: measured grid (python target, CPU Triton, three models) found 2 instances best on all three (1: 0.49-0.79 of best).
 #: Triton's own auto-complete gives KIND_CPU groups of the onnxruntime backend count 2 for the same reason
 #: (model_config_utils.cc SetDefaultInstanceCount). Other kinds keep Triton's 1 (per GPU for KIND_GPU).
 DEFAULT_CPU_INSTANCE_COUNT = 2
@@ -418,9 +418,8 @@ def _tuned_note(r: ConfigRequest, build: ConfigBuild) -> None:
     version = f", gen-repo {measured['gen_repo']}" if "gen_repo" in measured else ""
     build.notes.append(
         f"tuned ({r.tuned_pointer() if r.tuned_pointer else r.model_pointer}): {'; '.join(settings) or 'nothing'}, "
-        "over the "
-        f"model's own options; measured {measured['at']} on {measured['hardware']} with the {measured['engine']} "
-        f"engine{at}" + (f": {', '.join(figures)}" if figures else "") + version
+        f"over the model's own options; measured {measured['at']} on {measured['hardware']} with the "
+        f"{measured['engine']} engine{at}" + (f": {', '.join(figures)}" if figures else "") + version
     )
 
 

@@ -10,8 +10,7 @@ styles, fonts or images, so the page needs no network.
 
 The pipeline: :func:`read_repository` gathers plain :class:`ModelFacts` from a local folder;
 :func:`load_inputs` reads and checks the ``--smoke``/``--perf``/``--diff``/``--tune`` files (JSON Schemas in
-``schemas/``);
-:func:`render_report` turns both into the HTML text, byte-identical for identical input.
+``schemas/``); :func:`render_report` turns both into the HTML text, byte-identical for identical input.
 """
 
 from __future__ import annotations
@@ -293,7 +292,7 @@ def _steps(config: model_config_pb2.ModelConfig) -> tuple[EnsembleStep, ...]:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The --smoke, --perf and --diff documents
+# The --smoke, --perf, --diff and --tune documents
 # --------------------------------------------------------------------------------------------------------------------
 def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | None = None,
                 tune: str | None = None) -> ReportInputs:

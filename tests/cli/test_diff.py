@@ -144,7 +144,7 @@ def test_a_published_repository_is_compared_in_place(store: ObjectStore, example
 
 
 def test_a_tuned_rebuild_is_compatible_and_says_so(example_repository: Path, tuned_example_repository: Any) -> None:
-    done = _diff(str(example_repository), str(tuned_example_repository.repo))
+    done = _diff(str(example_repository), str(tuned_example_repository.repo), env={"COLUMNS": "400"})
     assert done.returncode == 0, done.stdout + done.stderr
     flat = " ".join(done.stdout.split())
     assert "0 breaking, 2 compatible change(s)" in flat

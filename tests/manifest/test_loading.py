@@ -295,7 +295,7 @@ def test_a_bad_exporter_is_a_located_exit_2_error(tmp_path):
     assert schema["$defs"]["option.export"]["properties"]["exporter"]["enum"] == list(EXPORTER_CHOICES)
 
 
-#: A ``tuned:`` block as ``gen-repo tune`` writes it (format A of issue 36).
+#: A ``tuned:`` block as ``gen-repo tune`` writes it (the format both tune and plan follow).
 TUNED = {
     "instance_group": [{"kind": "KIND_CPU", "count": 2}],
     "dynamic_batching": {"max_queue_delay_microseconds": 500, "preferred_batch_size": []},

@@ -422,7 +422,7 @@ def test_the_real_diff_of_a_rebuild_is_shown_change_by_change(example_repository
     assert f"{diff['breaking']} breaking, {diff['compatible']} compatible" in summary
 
 
-#: A ``gen-repo tune --json`` document written by hand in format B of issue 36 (until the command is merged).
+#: A ``gen-repo tune --json`` document written by hand in the format of schemas/report_tune.schema.json.
 TUNE_JSON = Path(__file__).resolve().parents[1] / "data" / "tune" / "hand_written_tune.json"
 
 
