@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from generator.serving.smoke import repository_models
+from generator.specs.json_schema import schema_problems
 from tests.manifest_helpers import REPO
 from tests.process_helpers import run_cli
 from tests.requirements import CHROMIUM, require
@@ -419,3 +420,19 @@ def test_the_real_diff_of_a_rebuild_is_shown_change_by_change(example_repository
     assert {c["kind"] for c in diff["changes"]} >= {"input_removed", "data_type", "output_added"}
     summary = _text(tree.find(".//table[@class='summary']"))  # type: ignore[arg-type]
     assert f"{diff['breaking']} breaking, {diff['compatible']} compatible" in summary
+
+
+#: A ``gen-repo tune --json`` document written by hand in format B of issue 36 (until the command is merged).
+TUNE_JSON = Path(__file__).resolve().parents[1] / "data" / "tune" / "hand_written_tune.json"
+
+
+def test_the_tune_schema_accepts_a_tune_document_and_locates_what_is_wrong() -> None:
+    document = json.loads(TUNE_JSON.read_text())
+    assert schema_problems(document, "report_tune.schema.json", str(TUNE_JSON)) == []
+    broken = json.loads(TUNE_JSON.read_text())
+    broken["engine"] = "threads"
+    del broken["models"][0]["candidates"][1]["results"][0]["p99_ms"]
+    problems = [f"{p.pointer}: {p.message}" for p in schema_problems(broken, "report_tune.schema.json", "t.json")]
+    assert any(p.startswith("/engine: ") for p in problems), problems
+    assert any(p.startswith("/models/0/candidates/1/results/0: ") and "'p99_ms' is a required property" in p
+               for p in problems), problems
