@@ -35,9 +35,10 @@ _ANSWER_S = 120.0
 
 @dataclass(slots=True)
 class Completions:
-    """Requests completed in a span: end times (monotonic s), latencies (ms), errors and the first error's text."""
+    """Requests completed in a span: end times (monotonic s), their clients, latencies (ms), errors, the first error."""
 
     ends: list[float] = field(default_factory=list)
+    clients: list[int] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
     first_error: str | None = None
@@ -45,14 +46,18 @@ class Completions:
     def extend(self, other: Completions) -> None:
         """Add another worker's completions."""
         self.ends += other.ends
+        self.clients += other.clients
         self.latencies_ms += other.latencies_ms
         self.errors += other.errors
         self.first_error = self.first_error or other.first_error
 
 
 def _worker(pipe: Pipe, url: str, model: str, inputs: Mapping[str, np.ndarray[Any, Any]],
-            datatypes: Mapping[str, str], threads: int, timeout_s: float) -> None:
-    """A worker process: ``threads`` closed-loop clients, driven by commands on ``pipe`` until ``exit``."""
+            datatypes: Mapping[str, str], first_client: int, threads: int, timeout_s: float) -> None:
+    """A worker process: ``threads`` closed-loop clients, driven by commands on ``pipe`` until ``exit``.
+
+    Clients are numbered from ``first_client`` (unique across workers), so rates can be taken per client.
+    """
     from generator.client import to_infer_inputs
     from generator.triton.connection import Connection
 
@@ -62,7 +67,7 @@ def _worker(pipe: Pipe, url: str, model: str, inputs: Mapping[str, np.ndarray[An
     in_flight = [0]
     taken = Completions()
 
-    def client() -> None:
+    def client(index: int) -> None:
         connection = Connection(url, "grpc", timeout_s)
         infer_inputs = to_infer_inputs(inputs, protocol="grpc", datatypes=datatypes)
         try:
@@ -85,11 +90,12 @@ def _worker(pipe: Pipe, url: str, model: str, inputs: Mapping[str, np.ndarray[An
                 with lock:
                     in_flight[0] -= 1
                     taken.ends.append(end)
+                    taken.clients.append(index)
                     taken.latencies_ms.append((end - begin) * 1000.0)
         finally:
             connection.close()
 
-    pool = [threading.Thread(target=client, daemon=True) for _ in range(threads)]
+    pool = [threading.Thread(target=client, args=(first_client + k,), daemon=True) for k in range(threads)]
     for thread in pool:
         thread.start()
 
@@ -146,10 +152,10 @@ class LoadGenerator:
         context = multiprocessing.get_context("spawn")
         self._pipes: list[Pipe] = []
         self._processes: list[Any] = []
-        for share in shares:
+        for k, share in enumerate(shares):
             parent, child = context.Pipe()
-            process = context.Process(target=_worker, args=(child, url, model, dict(inputs), dict(datatypes), share,
-                                                            timeout_s), daemon=True)
+            process = context.Process(target=_worker, args=(child, url, model, dict(inputs), dict(datatypes),
+                                                            sum(shares[:k]), share, timeout_s), daemon=True)
             process.start()
             child.close()
             self._pipes.append(parent)

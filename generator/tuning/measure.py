@@ -4,8 +4,9 @@ The server runs in explicit model-control mode; each candidate is loaded through
 whole config as an override (``load_model(name, config=json)``; a loaded model is reloaded, never the server
 restarted), then measured at each concurrency. A measurement is windows of :attr:`Windows.window_s` seconds repeated
 until the last :attr:`Windows.agree` of them agree: their throughputs' relative spread ((max - min) / mean) is at most
-the tolerance (:data:`TOLERANCE`, 5%), or :attr:`Windows.max_windows` ran. That spread is the noise reported beside
-the throughput; the search (:mod:`generator.tuning.search`) moves only on a gain larger than it.
+the tolerance (:data:`TOLERANCE`, 5%), or :attr:`Windows.max_windows` ran (then every window counts, and their
+spread is the noise). That spread is the noise reported beside the throughput; the search
+(:mod:`generator.tuning.search`) climbs only on a gain larger than it.
 
 The load comes from perf_analyzer where a working binary runs here (its own stability check: the same tolerance as
 ``--stability-percentage``, and the noise reported is that bound), else from :mod:`generator.tuning.loadgen`.
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
     from generator.triton.proto import model_config_pb2
 
-__all__ = ["TOLERANCE", "Candidate", "LevelResult", "Measurer", "Windows", "percentile"]
+__all__ = ["TOLERANCE", "Candidate", "LevelResult", "Measurer", "Windows", "completion_rate", "percentile", "spread"]
 
 #: The relative spread within which a measurement's windows must agree (and the least gain the search acts on when
 #: the measured noise is smaller): repeats of one config here differed by up to 8% with single 8 s runs.
@@ -107,6 +108,26 @@ def percentile(values: Sequence[float], q: float) -> float:
         return 0.0
     rank = max(1, math.ceil(q / 100.0 * len(ordered)))
     return ordered[min(rank, len(ordered)) - 1]
+
+
+def completion_rate(done: Completions, elapsed: float) -> float:
+    """Requests per second of closed-loop clients: the sum of each client's rate over its own completions.
+
+    A client completing ``k`` requests between its first and last completion ran ``k - 1`` whole cycles in that
+    span; summing those rates does not depend on where the window cut a batch (a plain count over the window
+    jumps by a whole batch when one completes just inside or outside it). Where a client completed fewer than 2
+    requests (requests longer than the window) the plain count over ``elapsed`` is the rate.
+    """
+    firsts: dict[int, float] = {}
+    lasts: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for client, end in zip(done.clients, done.ends, strict=True):
+        firsts[client] = min(firsts.get(client, end), end)
+        lasts[client] = max(lasts.get(client, end), end)
+        counts[client] = counts.get(client, 0) + 1
+    if not counts or any(n < 2 or lasts[c] <= firsts[c] for c, n in counts.items()):
+        return len(done.ends) / elapsed if elapsed > 0 else 0.0
+    return sum((n - 1) / (lasts[c] - firsts[c]) for c, n in counts.items())
 
 
 def spread(values: Sequence[float]) -> float:
@@ -193,7 +214,7 @@ class Measurer:
             time.sleep(w.window_s)
             done = load.take()
             now = time.monotonic()
-            rates.append(len(done.ends) * self.batch / (now - began))
+            rates.append(completion_rate(done, now - began) * self.batch)
             spans.append(done)
             began = now
             result.errors += done.errors
@@ -201,8 +222,11 @@ class Measurer:
             if len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance:
                 break
         load.pause()
-        kept = rates[-w.agree:]
-        latencies = [v for span in spans[-w.agree:] for v in span.latencies_ms]
+        # Agreeing windows: the last ``agree``; otherwise every window, and their (larger) spread is the noise.
+        agreed = len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance
+        keep = w.agree if agreed else len(rates)
+        kept = rates[-keep:]
+        latencies = [v for span in spans[-keep:] for v in span.latencies_ms]
         result.throughput = sum(kept) / len(kept)
         result.throughput_noise = spread(kept) if result.throughput > 0 else 0.0
         result.p50_ms, result.p99_ms = percentile(latencies, 50), percentile(latencies, 99)

@@ -1,11 +1,11 @@
 """The search: from the generated config, steepest ascent over neighbours, bounded in time, stopped by the noise.
 
-Each step measures every not yet measured neighbour of the best setting (:func:`generator.tuning.space.neighbours`)
-and moves to the best of them only when it beats the best by more than the noise: the larger of the two
-measurements' relative spreads, and never less than the tolerance. A gain inside the noise is not a gain, so the
-search stops there ("converged"), when the time budget is spent before a step ends ("budget"), or when a neighbour
-cannot be measured at all and none is left. Candidates over the p99 budget never become the best (the baseline
-stays the best when every candidate is over it; the report says so).
+Each step measures every not yet measured neighbour of the current setting (:func:`generator.tuning.space.neighbours`)
+and moves to the best of them only when it beats the current one by more than the noise: the larger of the two
+measurements' relative spreads, and never less than the tolerance. A gain inside the noise is no reason to climb on,
+so the search stops there ("converged"), or when the time budget is spent ("budget"). The best reported is the
+highest measurement of all the candidates. Candidates over the p99 budget never become the best (the baseline
+stays the best when every candidate is over it).
 """
 
 from __future__ import annotations
@@ -41,20 +41,32 @@ def beats(challenger: Candidate, best: Candidate, tolerance: float) -> bool:
     return challenger.score > best.score * (1.0 + noise)
 
 
+def _better(candidate: Candidate, than: Candidate | None) -> bool:
+    """Whether ``candidate`` measured more than ``than`` (any amount), both measured and within the p99 budget."""
+    if candidate.error is not None or not candidate.within_budget:
+        return False
+    return than is None or than.error is not None or not than.within_budget or candidate.score > than.score
+
+
 def hill_climb(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, budget_s: float, tolerance: float,
                clock: Callable[[], float] = time.monotonic) -> SearchResult:
-    """Search ``facts``' space with ``measure``; at most ``budget_s`` seconds once the baseline is measured."""
+    """Search ``facts``' space with ``measure``; at most ``budget_s`` seconds once the baseline is measured.
+
+    The climb goes on from the best neighbour only when it beats the current setting by more than the noise
+    (:func:`beats`); the best reported is the highest measurement of all (a gain inside the noise is kept, never
+    climbed from).
+    """
     began = clock()
     deadline = began + budget_s
     baseline = measure(facts.baseline)
     result = SearchResult(baseline, baseline, [baseline])
+    current = baseline
     seen = {facts.baseline}
-    while True:
+    while not result.stopped:
         step_best: Candidate | None = None
-        fresh = [s for s in neighbours(result.best.setting, facts) if s not in seen]
+        fresh = [s for s in neighbours(current.setting, facts) if s not in seen]
         if not fresh:
             result.stopped = "converged: every neighbour of the best was measured"
-            break
         for setting in fresh:
             if clock() >= deadline:
                 result.stopped = f"budget: {budget_s:g} s spent"
@@ -62,17 +74,16 @@ def hill_climb(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, bu
             seen.add(setting)
             candidate = measure(setting)
             result.candidates.append(candidate)
-            if candidate.error is None and candidate.within_budget and (
-                    step_best is None or candidate.score > step_best.score):
+            if _better(candidate, step_best):
                 step_best = candidate
+            if _better(candidate, result.best):
+                result.best = candidate
         if result.stopped:
-            if step_best is not None and beats(step_best, result.best, tolerance):
-                result.best = step_best
             break
-        if step_best is None or not beats(step_best, result.best, tolerance):
-            noise = max(result.best.noise, step_best.noise if step_best else 0.0, tolerance)
+        if step_best is None or not beats(step_best, current, tolerance):
+            noise = max(current.noise, step_best.noise if step_best else 0.0, tolerance)
             result.stopped = f"converged: no neighbour beats the best by more than the noise ({noise:.1%})"
             break
-        result.best = step_best
+        current = step_best
     result.seconds = clock() - began
     return result
