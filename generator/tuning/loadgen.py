@@ -58,8 +58,13 @@ def _worker(pipe: Pipe, url: str, model: str, inputs: Mapping[str, np.ndarray[An
 
     Clients are numbered from ``first_client`` (unique across workers), so rates can be taken per client.
     """
+    import signal
+
     from generator.client import to_infer_inputs
     from generator.triton.connection import Connection
+
+    # Ctrl-C reaches the whole process group: the parent ends its workers itself (LoadGenerator.close).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     lock = threading.Lock()
     running = threading.Event()
