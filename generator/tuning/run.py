@@ -15,7 +15,7 @@ from pathlib import Path
 from generator.errors import GenRepoError, Problem
 from generator.tuning.measure import Candidate, Measurer, Windows
 from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
-from generator.tuning.search import hill_climb
+from generator.tuning.search import exhaustive, hill_climb
 from generator.tuning.space import ModelFacts, default_concurrency, facts_from_repository
 
 __all__ = ["DEFAULT_BUDGET_S", "TuneRun", "choose_engine", "tune_repository"]
@@ -42,6 +42,8 @@ class TuneRun:
     perf_analyzer: str | None = None
     tritonserver: str | None = None
     timeout_s: float = 30.0
+    #: ``climb`` (the search) or ``grid`` (every setting: the benchmark's reference).
+    strategy: str = "climb"
 
 
 def choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
@@ -102,7 +104,8 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                     progress(_line(name, candidate))
                     return candidate
 
-                tune.search = hill_climb(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
+                search = exhaustive if run.strategy == "grid" else hill_climb
+                tune.search = search(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
             if not tune.measured:
                 report.notes.append(f"{facts.name}: no candidate could be measured")
     report.load = load_average() if not report.load else report.load

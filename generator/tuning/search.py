@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from generator.tuning.measure import Candidate
-from generator.tuning.space import ModelFacts, Setting, neighbours
+from generator.tuning.space import ModelFacts, Setting, grid, neighbours
 
-__all__ = ["SearchResult", "beats", "hill_climb"]
+__all__ = ["SearchResult", "beats", "exhaustive", "hill_climb"]
 
 
 @dataclass(slots=True)
@@ -85,5 +85,29 @@ def hill_climb(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, bu
             result.stopped = f"converged: no neighbour beats the best by more than the noise ({noise:.1%})"
             break
         current = step_best
+    result.seconds = clock() - began
+    return result
+
+
+def exhaustive(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, budget_s: float = float("inf"),
+               tolerance: float = 0.0, clock: Callable[[], float] = time.monotonic) -> SearchResult:
+    """Every setting of the grid (:func:`generator.tuning.space.grid`), baseline first.
+
+    What the climb is judged against (``bench/bench_tune.py``). ``tolerance`` is unused; ``budget_s`` bounds it like
+    the climb.
+    """
+    began = clock()
+    settings = grid(facts)
+    baseline = measure(settings[0])
+    result = SearchResult(baseline, baseline, [baseline])
+    for setting in settings[1:]:
+        if clock() >= began + budget_s:
+            result.stopped = f"budget: {budget_s:g} s spent"
+            break
+        candidate = measure(setting)
+        result.candidates.append(candidate)
+        if _better(candidate, result.best):
+            result.best = candidate
+    result.stopped = result.stopped or f"grid: all {len(settings)} settings measured"
     result.seconds = clock() - began
     return result
