@@ -228,6 +228,8 @@ def plan_model(
             version=model.version,
             warmup_data=warmup_data,
             profiles=profiles,
+            tuned=model.tuned,
+            tuned_pointer=model.tuned_pointer,
         )
     )
     decisions.extend(built.notes)

@@ -436,3 +436,45 @@ def test_the_tune_schema_accepts_a_tune_document_and_locates_what_is_wrong() -> 
     assert any(p.startswith("/engine: ") for p in problems), problems
     assert any(p.startswith("/models/0/candidates/1/results/0: ") and "'p99_ms' is a required property" in p
                for p in problems), problems
+
+
+def test_a_tune_report_charts_every_candidate_with_the_baseline_and_best_marked(example_repository: Path,
+                                                                                tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page), "--tune", str(TUNE_JSON)])
+    assert code == 0, text
+    tree = _parse(page.read_text())
+    document = json.loads(TUNE_JSON.read_text())
+    summary = _text(next(tree.iter("table")))
+    assert f"1 model(s) tuned on {document['hardware']}, engine loop" in summary
+    section = _section(tree, "text")
+    assert "Tuning" in _text(section)
+    (figure,) = [f for f in section.iter("figure") if "tune" in (f.get("class") or "")]
+    svg_text = _svg_texts(figure)
+    assert {"concurrency 8", "concurrency 32", "best", "baseline", "tried", "inferences/s",
+            "p99 latency (ms)"} <= svg_text
+    # One marker per candidate and concurrency, plus one per legend entry (3 roles in each of the 2 panels).
+    markers = [u for g in figure.iter("g") if "PathCollection" in (g.get("id") or "") for u in g.iter("use")]
+    assert len(markers) == 2 * len(document["models"][0]["candidates"]) + 2 * 3
+    rows = [[_text(td) for td in tr.iter("td")] for tr in section.iter("tr") if tr.find("td") is not None
+            and tr.find("td") is not None and "delay" in _text(tr)]
+    assert [r[0] for r in rows if r[1] == "best"] == ["KIND_CPU x2, delay 500 us, preferred none"]
+    assert [r[0] for r in rows if r[1] == "baseline"] == ["KIND_CPU x1, delay 100 us, preferred [4, 16]"]
+    assert len(rows) == len(document["models"][0]["candidates"])
+    assert "not tuned in the tune run" in _text(_section(tree, "mlp"))
+    # Same inputs, same bytes.
+    from generator.reports.html_page import build_report, load_inputs
+
+    inputs = load_inputs(tune=str(TUNE_JSON))
+    assert build_report(str(example_repository), inputs) == build_report(str(example_repository), inputs)
+
+
+def test_a_bad_tune_file_is_located_and_nothing_is_written(example_repository: Path, tmp_path: Path) -> None:
+    document = json.loads(TUNE_JSON.read_text())
+    document["models"][0]["best"]["instance_count"] = 0
+    bad = tmp_path / "tune.json"
+    bad.write_text(json.dumps(document))
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page), "--tune", str(bad)])
+    assert code == 2 and "Traceback" not in text and not page.exists(), text
+    assert f"{bad}: /models/0/best/instance_count: " in text
