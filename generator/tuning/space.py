@@ -2,10 +2,11 @@
 
 A :class:`Setting` is the served part of a config that needs no rebuild and that no client sees: the instance count
 (the kind stays the generated one), the dynamic batcher's queue delay and its preferred batch sizes (none, or the
-generated ones). ``max_batch_size`` is never varied: a lower one breaks clients (``gen-repo diff`` calls it
-breaking), a higher one goes beyond what the engine was built for (a TensorRT profile's max batch) and what the
-contract promises. No preferred batch size ever exceeds the profile's max batch (:func:`setting_problems` says so,
-and the property test in ``tests/tuning/test_space.py`` holds every generated neighbour to it).
+generated ones; the profile's max batch where the generated config has none). ``max_batch_size`` is never varied:
+a lower one breaks clients (``gen-repo diff`` calls it breaking), a higher one goes beyond what the engine was built
+for (a TensorRT profile's max batch) and what the contract promises. No preferred batch size ever exceeds the
+profile's max batch (:func:`setting_problems` says so, and the property test in ``tests/tuning/test_space.py``
+holds every setting the climb can reach to it).
 """
 
 from __future__ import annotations
@@ -89,9 +90,14 @@ class Setting:
 
 
 def _preferred_options(facts: ModelFacts) -> list[tuple[int, ...]]:
-    """None, and the generated sizes (cut to what the profile accepts); none at all without dynamic batching."""
+    """The preferred sizes tried: none (whatever the queue holds), and the generated ones.
+
+    The generated sizes are cut to what the profile accepts; where the generated config has none, the profile's max
+    batch stands in.
+    """
     generated = tuple(s for s in facts.preferred_batch_size if 1 <= s <= facts.profile_max_batch)
-    return [()] if not generated else [(), generated]
+    other = generated or ((facts.profile_max_batch,) if facts.profile_max_batch > 0 else ())
+    return [()] if not other else [(), other]
 
 
 def _delays(facts: ModelFacts) -> list[int]:

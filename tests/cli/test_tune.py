@@ -77,6 +77,21 @@ def test_tune_writes_the_best_into_the_manifest(example_repository: Path, tmp_pa
     assert manifest.read_text().startswith(before.split("  - name: text")[0])  # the user's text before it is kept
     assert "gen-repo tune" in summary.read_text() and "mlp" in summary.read_text()
 
+    # The next build reproduces the configuration tune measured, byte for byte, and so does the one after it.
+    from generator.building.pipeline import BuildOptions, build_repository
+    from generator.planning.config import parse_config, render_config
+    from generator.tuning.space import Setting, candidate_config
+
+    measured = render_config(candidate_config(
+        parse_config((example_repository / "mlp" / "config.pbtxt").read_text()),
+        Setting(best["instance_count"], best["kind"], best["max_queue_delay_microseconds"],
+                tuple(best["preferred_batch_size"]))))
+    for output in ("first", "second"):
+        built = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=tmp_path / "cache"),
+                                 output_dir=tmp_path / output)
+        assert built.ok, built.to_dict()
+        assert (tmp_path / output / "mlp" / "config.pbtxt").read_text() == measured
+
 
 @pytest.mark.triton
 @pytest.mark.slow
