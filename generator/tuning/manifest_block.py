@@ -73,7 +73,7 @@ def _model_nodes(root: yaml.Node | None, manifest: Path) -> dict[str, yaml.Mappi
     return out
 
 
-def _offset(text: str, mark: yaml.Mark) -> int:
+def _offset(mark: yaml.Mark) -> int:
     return int(mark.index)
 
 
@@ -91,18 +91,18 @@ def _edit(text: str, entry: yaml.MappingNode, block: dict[str, Any]) -> tuple[in
     existing = next(((k, v) for k, v in entry.value if k.value == "tuned"), None)
     if entry.flow_style:
         if existing is not None:
-            return _offset(text, existing[0].start_mark), _offset(text, existing[1].end_mark), \
+            return _offset(existing[0].start_mark), _offset(existing[1].end_mark), \
                 f"tuned: {_flow(block)}"
-        end = _offset(text, entry.end_mark) - 1  # before the closing brace
+        end = _offset(entry.end_mark) - 1  # before the closing brace
         return end, end, f", tuned: {_flow(block)}"
     key_column = entry.value[0][0].start_mark.column
     pad = " " * key_column
     lines = "tuned:  # written by gen-repo tune\n" + "".join(
         f"{pad}  {key}: {_flow(value)}\n" for key, value in block.items())
     if existing is not None:
-        start = _offset(text, existing[0].start_mark)
-        return start, _line_after(text, _offset(text, existing[1].end_mark)), lines
-    insert_at = _line_after(text, _offset(text, entry.value[-1][1].end_mark))
+        start = _offset(existing[0].start_mark)
+        return start, _line_after(text, _offset(existing[1].end_mark)), lines
+    insert_at = _line_after(text, _offset(entry.value[-1][1].end_mark))
     prefix = "" if text[:insert_at].endswith("\n") else "\n"
     return insert_at, insert_at, f"{prefix}{pad}{lines}"
 

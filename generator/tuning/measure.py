@@ -97,8 +97,11 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         """The tune report's CANDIDATE form."""
-        return {**self.setting.to_dict(), "results": [r.to_dict() for r in self.results],
-                "score": round(self.score, 2), "within_budget": self.within_budget}
+        out = {**self.setting.to_dict(), "results": [r.to_dict() for r in self.results],
+               "score": round(self.score, 2), "within_budget": self.within_budget}
+        if self.error is not None:
+            out["error"] = self.error  # Triton refused the config, or no request succeeded
+        return out
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -16,7 +16,7 @@ from generator.errors import GenRepoError, Problem
 from generator.tuning.measure import Candidate, Measurer, Windows
 from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
 from generator.tuning.search import exhaustive, hill_climb
-from generator.tuning.space import ModelFacts, default_concurrency, facts_from_repository
+from generator.tuning.space import ModelFacts, Setting, default_concurrency, facts_from_repository
 
 __all__ = ["DEFAULT_BUDGET_S", "TuneRun", "choose_engine", "tune_repository"]
 
@@ -99,8 +99,8 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                           windows=run.windows, engine=engine, perf_analyzer=binary, repo=run.repo,
                           timeout_s=run.timeout_s) as measurer:
 
-                def measure(setting: object, measurer: Measurer = measurer, name: str = facts.name) -> Candidate:
-                    candidate = measurer.measure(setting, run.p99_ms)  # type: ignore[arg-type]
+                def measure(setting: Setting, measurer: Measurer = measurer, name: str = facts.name) -> Candidate:
+                    candidate = measurer.measure(setting, run.p99_ms)
                     progress(_line(name, candidate))
                     return candidate
 
@@ -108,7 +108,6 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                 tune.search = search(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
             if not tune.measured:
                 report.notes.append(f"{facts.name}: no candidate could be measured")
-    report.load = load_average() if not report.load else report.load
     return report
 
 
