@@ -141,7 +141,10 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
     if report_file is not None:
         from generator.atomic_write import write_atomically
 
-        write_atomically(report_file, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        try:
+            write_atomically(report_file, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        except OSError as error:
+            raise GenRepoError([Problem(str(report_file), "", f"cannot write: {error.strerror or error}")]) from error
     if summary_md is not None:
         from generator.reports.markdown import append_summary
 

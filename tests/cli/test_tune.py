@@ -56,11 +56,13 @@ def test_tune_writes_the_best_into_the_manifest(example_repository: Path, tmp_pa
     summary = tmp_path / "summary.md"
     result = subprocess.run(
         [GEN_REPO, "tune", str(manifest), "--repo", str(example_repository), "--model", "mlp", "--budget", "3",
-         "--window", "0.5", "--concurrency", "4", "--json", "--summary-md", str(summary)],
+         "--window", "0.5", "--concurrency", "4", "--json", "--summary-md", str(summary), "--report",
+         str(tmp_path / "tune.json")],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
+    assert json.loads((tmp_path / "tune.json").read_text()) == report
     schema = json.loads((resource_dir("schemas") / "report_tune.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(report)
     (model,) = report["models"]
