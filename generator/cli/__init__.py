@@ -27,6 +27,7 @@ COMMANDS = (
     "check-request",
     "perf-config",
     "perf",
+    "tune",
     "diff",
     "report",
     "publish",
