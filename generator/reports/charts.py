@@ -205,8 +205,9 @@ def tune_chart(title: str, points: Sequence[TunePoint], salt: str) -> str:
                                   **style)
             panel.set_xlabel("inferences/s")
             panel.set_ylabel("p99 latency (ms)")
-            panel.set_xlim(left=0)
-            panel.set_ylim(bottom=0)
+            # Room around the furthest points: a marker on the frame would be cut in half.
+            panel.set_xlim(0, max([p.throughput for p in at] + [1.0]) * 1.12)
+            panel.set_ylim(0, max([p.p99_ms for p in at] + [1.0]) * 1.18)
             panel.set_title(f"concurrency {level}", loc="left")
             panel.legend(loc="upper left", fontsize=7.5)
         figure.suptitle(title, fontsize=10.0, parse_math=False)
