@@ -32,6 +32,8 @@ EXIT_CODES: dict[str, str] = {
     "contract": "0 printed; 2 bad usage, no such model, or a contract or config that cannot be read",
     "perf-config": "0 written; 2 bad input",
     "perf": "0 measured; 1 a model answered no request; 2 bad usage; 3 the server could not be reached",
+    "tune": ("0 tuned (the best settings written into the manifest unless --no-write); 1 no candidate of a model "
+             "could be measured; 2 bad usage or input (nothing written); 3 the server did not start"),
     "diff": ("0 nothing breaking; 1 breaking changes; 2 bad input (not a repository or version folder, an unreadable "
              "config or contract); 3 the storage endpoint cannot be reached"),
     "report": ("0 written; 2 bad usage, no such folder, a bad URL or no such bucket, or a --smoke/--perf/--diff file "

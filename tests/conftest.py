@@ -161,6 +161,46 @@ def variant_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def
     yield from _read_only(output)
 
 
+# ---- tuned_example_repository (generator/planning/config.py's tuned:, generator/contracts/diff.py's served settings) -
+#: The ``tuned:`` block the tuned example gives its text model (as gen-repo tune writes it).
+EXAMPLE_TUNED = {
+    "instance_group": [{"kind": "KIND_CPU", "count": 3}],
+    "dynamic_batching": {"max_queue_delay_microseconds": 500, "preferred_batch_size": []},
+    "measured": {"at": "2026-12-06T08:00:00Z", "hardware": "2 CPUs (Intel Xeon), no GPU", "engine": "loop",
+                 "concurrency": [8, 32], "throughput": 412.0, "noise": 0.04, "p99_ms": 12.3, "gen_repo": "0.2.0"},
+}
+
+
+@pytest.fixture(scope="session")
+def tuned_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The example manifest with ``EXAMPLE_TUNED`` on its text model, built for the python target once per session.
+
+    Yields ``SimpleNamespace(manifest, repo, cache)``: it differs from ``example_repository`` by the tuned block only.
+    Read-only: copy it to edit.
+    """
+    import shutil
+    from types import SimpleNamespace
+
+    import yaml
+
+    from generator.building.pipeline import BuildOptions, build_repository
+
+    base = tmp_path_factory.mktemp("tuned_example_repository")
+    project = base / "project"
+    shutil.copytree(_REPO_ROOT / "examples" / "specs", project / "specs")
+    document = yaml.safe_load((_REPO_ROOT / "examples" / "gen-repo.yaml").read_text(encoding="utf-8"))
+    text = next(m for m in document["models"] if m["name"] == "text")
+    text["tuned"] = EXAMPLE_TUNED
+    manifest = project / "gen-repo.yaml"
+    manifest.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    output = base / "model_repository"
+    report = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=base / "cache"),
+                              output_dir=output)
+    assert report.ok, report.to_dict()
+    for repo in _read_only(output):
+        yield SimpleNamespace(manifest=manifest, repo=repo, cache=base / "cache")
+
+
 # ---- store: S3 and GCS on loopback (generator/repository/storage.py, generator/repository/publish.py) ----------------
 @pytest.fixture(scope="session")
 def s3_server():

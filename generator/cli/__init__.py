@@ -28,6 +28,7 @@ COMMANDS = (
     "contract",
     "perf-config",
     "perf",
+    "tune",
     "diff",
     "report",
     "publish",

@@ -22,6 +22,8 @@ from generator.errors import GenRepoError, Problem
               help="`gen-repo perf --json` output: throughput and latency against concurrency, charted.")
 @click.option("--diff", "diff_file", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="`gen-repo diff --json` output: the breaking and compatible changes.")
+@click.option("--tune", "tune_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="`gen-repo tune --json` output: every candidate's p99 latency against its throughput, charted.")
 @click.option("--manifest", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="The manifest the repository was built from: shows the plan's decisions (why it batches or "
                    "not), as `gen-repo plan` prints them.")
@@ -29,14 +31,15 @@ from generator.errors import GenRepoError, Problem
               help="With --manifest: the --target the repository was built with.")
 @report_errors
 def command(repository: str, output: Path, smoke_file: str | None, perf_file: str | None, diff_file: str | None,
-            manifest: str | None, target: str | None) -> None:
+            tune_file: str | None, manifest: str | None, target: str | None) -> None:
     """Write one HTML page about REPOSITORY (a folder, file://, s3:// or gs://) to --output.
 
     The page holds a summary (models, targets, versions, the lock check of `verify`, `lint`'s findings, the smoke
     result), per model its contract, a chart of its first inputs' min/opt/max per axis, batching, value domains,
-    warmup and instance groups, per ensemble its wiring as a picture, and what --smoke, --perf and --diff give. It is
-    self-contained: no scripts, no external styles, fonts or images; the same inputs give the same bytes. Exit 2
-    for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be reached.
+    warmup and instance groups, per ensemble its wiring as a picture, and what --smoke, --perf, --diff and --tune
+    give. It is self-contained: no scripts, no external styles, fonts or images; the same inputs give the same bytes.
+    Exit 2 for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be
+    reached.
     """
     try:
         from generator.reports.html_page import build_report, load_inputs, plan_decisions
@@ -46,7 +49,7 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
 
     if str(output) != "-" and not output.parent.is_dir():
         raise GenRepoError([Problem(str(output), "", f"no folder {output.parent} to write the report in")])
-    inputs = load_inputs(smoke_file, perf_file, diff_file)
+    inputs = load_inputs(smoke_file, perf_file, diff_file, tune_file)
     decisions = plan_decisions(manifest, target) if manifest is not None else None
     # Control characters are not valid in HTML anyway: the page, on stdout or in its file, shows them as escapes.
     page = visible(build_report(repository, inputs, decisions))

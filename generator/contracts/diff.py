@@ -4,7 +4,9 @@ A change is **breaking** when a request that was valid before is refused now, or
 shape or type: a removed model, input or output (or one renamed), a new required input, an input made required, a
 data type or rank change, a static size changed, a narrowed shape range or value domain, a lower ``max_batch_size``,
 batching turned off. It is **compatible** otherwise: an added model, output or optional input, an input made
-optional, a widened range or domain, a higher ``max_batch_size``, batching turned on. Turning batching on or off
+optional, a widened range or domain, a higher ``max_batch_size``, batching turned on, and a change of the served
+settings no client sees (:class:`ServedSettings`: instance groups, queue delay, preferred batch sizes, which
+``gen-repo tune`` changes). Turning batching on or off
 changes the request's first axis: where that changes a tensor's rank (its dims kept) or its first axis's range, that
 is reported on its own (breaking); a model whose first dim was already variable keeps its requests' shape.
 
@@ -36,6 +38,7 @@ __all__ = [
     "ContractChange",
     "ContractDiff",
     "ModelComparison",
+    "ServedSettings",
     "UnknownFact",
     "diff_models",
     "diff_repositories",
@@ -121,7 +124,8 @@ class ModelContract(Protocol):
 class ContractChange:
     """One client-visible change of one model.
 
-    ``subject`` is ``model``, ``max_batch_size``, ``input:<name>`` or ``output:<name>``; ``axis`` the axis of a full
+    ``subject`` is ``model``, ``max_batch_size``, ``input:<name>``, ``output:<name>``, ``instance_group`` or
+    ``dynamic_batching`` (a served setting); ``axis`` the axis of a full
     request shape (batch axis first when the model batches) for shape changes, else None.
     """
 
@@ -160,6 +164,19 @@ class UnknownFact:
     def to_dict(self) -> dict[str, str]:
         """The ``unknown`` entry of ``gen-repo diff --json``."""
         return {"model": self.model, "fact": self.fact, "why": self.why}
+
+
+@dataclass(frozen=True, slots=True)
+class ServedSettings:
+    """How a config serves a model, which no request or response shows: what ``gen-repo tune`` changes.
+
+    ``instance_groups``: ``"<kind> x<count>"`` per group; ``max_queue_delay_microseconds`` and
+    ``preferred_batch_size`` are None without dynamic batching.
+    """
+
+    instance_groups: tuple[str, ...]
+    max_queue_delay_microseconds: int | None
+    preferred_batch_size: tuple[int, ...] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -491,11 +508,47 @@ def diff_models(old: ModelContract, new: ModelContract) -> ModelComparison:
     return _Differ(old, new).run()
 
 
+def served_changes(model: str, old: ServedSettings | None, new: ServedSettings | None) -> list[ContractChange]:
+    """The served settings' changes of one model, each compatible: clients send and read the same tensors."""
+    if old is None or new is None:
+        return []
+    out = []
+    if old.instance_groups != new.instance_groups:
+        out.append(ContractChange(model, "instance_group", "instance_group", None, list(old.instance_groups),
+                                  list(new.instance_groups), False,
+                                  f"instance_group {', '.join(old.instance_groups) or 'none'} -> "
+                                  f"{', '.join(new.instance_groups) or 'none'}: how many instances serve it, which no "
+                                  "request or response shows"))
+    if (old.max_queue_delay_microseconds is None) != (new.max_queue_delay_microseconds is None):
+        out.append(ContractChange(model, "dynamic_batching", "dynamic_batching", None,
+                                  old.max_queue_delay_microseconds is not None,
+                                  new.max_queue_delay_microseconds is not None, False,
+                                  "dynamic batching turned " + ("on" if old.max_queue_delay_microseconds is None
+                                                                else "off") + ": the server batches requests or not, "
+                                  "which no request or response shows"))
+        return out
+    if old.max_queue_delay_microseconds != new.max_queue_delay_microseconds:
+        out.append(ContractChange(model, "queue_delay", "dynamic_batching", None, old.max_queue_delay_microseconds,
+                                  new.max_queue_delay_microseconds, False,
+                                  f"max_queue_delay_microseconds {old.max_queue_delay_microseconds} -> "
+                                  f"{new.max_queue_delay_microseconds}: how long a request may wait for a batch "
+                                  "(latency), which no request or response shows"))
+    if old.preferred_batch_size != new.preferred_batch_size:
+        before, after = list(old.preferred_batch_size or ()), list(new.preferred_batch_size or ())
+        out.append(ContractChange(model, "preferred_batch_size", "dynamic_batching", None, before, after, False,
+                                  f"preferred_batch_size {before or '[] (none)'} -> {after or '[] (none)'}: the "
+                                  "batches the server forms, which no request or response shows"))
+    return out
+
+
 def diff_repositories(old: Mapping[str, ModelContract], new: Mapping[str, ModelContract], *, old_label: str,
-                      new_label: str, unknown: Iterable[UnknownFact] = ()) -> ContractDiff:
+                      new_label: str, unknown: Iterable[UnknownFact] = (),
+                      old_served: Mapping[str, ServedSettings] | None = None,
+                      new_served: Mapping[str, ServedSettings] | None = None) -> ContractDiff:
     """The diff of two repositories given as model name -> contract; ``*_label`` name them as the user gave them.
 
-    ``unknown`` adds facts the loader could not tell (e.g. a model without a version folder).
+    ``unknown`` adds facts the loader could not tell (e.g. a model without a version folder); ``*_served`` the
+    models' served settings (compared where both sides give them, every change compatible).
     """
     changes: list[ContractChange] = []
     facts: list[UnknownFact] = list(unknown)
@@ -509,9 +562,10 @@ def diff_repositories(old: Mapping[str, ModelContract], new: Mapping[str, ModelC
                                       f"model '{name}' added"))
     for name in sorted(set(old) & set(new)):
         comparison = diff_models(old[name], new[name])
-        changes += comparison.changes
+        served = served_changes(name, (old_served or {}).get(name), (new_served or {}).get(name))
+        changes += [*comparison.changes, *served]
         facts += comparison.unknown
-        (changed if comparison.changes else unchanged).append(name)
+        (changed if comparison.changes or served else unchanged).append(name)
     return ContractDiff(
         old=old_label, new=new_label,
         changes=tuple(sorted(changes, key=ContractChange.sort_key)),

@@ -123,6 +123,9 @@ class ManifestModel:
     #: spec's own); empty when the manifest declares none.
     shape_origins: tuple[int | None, ...] = ()
     profiles_file: ProfilesFile | None = None
+    #: The entry's ``tuned:`` block as written (``instance_group``, ``dynamic_batching``, ``measured``), written by
+    #: ``gen-repo tune``; the plan applies it over ``options`` (None: the model was never tuned).
+    tuned: Mapping[str, Any] | None = None
 
     @property
     def pointer(self) -> str:
@@ -134,6 +137,10 @@ class ManifestModel:
         if key in self.own_options:
             return json_pointer(("models", self.index, key, *rest))
         return json_pointer(("defaults", key, *rest))
+
+    def tuned_pointer(self, *rest: str | int) -> str:
+        """Pointer of ``tuned/<rest>`` in this model entry."""
+        return json_pointer(("models", self.index, "tuned", *rest))
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ from generator.manifest.entries import (
     RefusedModel,
     SampleSource,
 )
-from generator.manifest.options import name_problems, option_problems
+from generator.manifest.options import name_problems, option_problems, tuned_problems
 from generator.manifest.overrides import OVERRIDE_KEYS, apply_overrides
 from generator.manifest.proto_ranges import MAX_BATCH_SIZE_FIELD, VERSION_FIELD, number_problems
 from generator.naming import model_name_from_graph, model_name_problems
@@ -448,6 +448,9 @@ def _load_model(
     options = _merge_options(defaults, own)
     version = int(entry.get("version", 1))
     problems.extend(option_problems(file, index, options, frozenset(own), version))
+    tuned = copy.deepcopy(entry.get("tuned"))
+    if tuned is not None:
+        problems.extend(tuned_problems(file, index, tuned))
     profiles_file, profile_problems = _profiles_file(file, base_dir, index, options, frozenset(own), allow_outside)
     problems.extend(profile_problems)
     if loaded is None:
@@ -472,6 +475,7 @@ def _load_model(
         graph_fixes=graph_fixes,
         shape_origins=shape_origins,
         profiles_file=profiles_file,
+        tuned=tuned,
     )
     return model, problems
 

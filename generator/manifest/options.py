@@ -9,7 +9,7 @@ from generator.errors import Problem, json_pointer
 from generator.manifest.proto_ranges import option_number_problems
 from generator.naming import case_collisions, model_name_problems
 
-__all__ = ["name_problems", "option_problems"]
+__all__ = ["name_problems", "option_problems", "tuned_problems"]
 
 
 def option_problems(
@@ -77,12 +77,29 @@ def option_problems(
                     f"version_policy.specific {policy['specific']} does not include this model's version {version}, "
                     "so Triton would serve nothing")
         )
-    for g, group in enumerate(options.get("instance_group") or []):
-        if group.get("kind") in ("KIND_CPU", "KIND_MODEL") and "gpus" in group:
-            problems.append(
-                Problem(file, where("instance_group", g, "gpus"), f"gpus cannot be listed for {group['kind']}")
-            )
+    groups_at = ("models", index, "instance_group") if "instance_group" in own else ("defaults", "instance_group")
+    problems += _group_problems(file, options.get("instance_group") or [], groups_at)
     return problems
+
+
+def _group_problems(file: str, groups: list[Mapping[str, Any]], at: tuple[str | int, ...]) -> list[Problem]:
+    """Instance groups Triton refuses whatever the model: GPU ids listed for a CPU or model-chosen kind."""
+    return [Problem(file, json_pointer((*at, g, "gpus")), f"gpus cannot be listed for {group['kind']}")
+            for g, group in enumerate(groups) if group.get("kind") in ("KIND_CPU", "KIND_MODEL") and "gpus" in group]
+
+
+def tuned_problems(file: str, index: int, tuned: Mapping[str, Any]) -> list[Problem]:
+    """A ``tuned:`` block's numbers its config fields cannot hold, and instance groups Triton would refuse.
+
+    What the block may be against the model's engine and contract (a preferred size above max_batch_size, a kind the
+    target cannot serve) is the plan's to say: it knows both.
+    """
+    problems: list[Problem] = []
+    for name in ("instance_group", "dynamic_batching"):
+        if name in tuned:
+            problems += option_number_problems(name, tuned[name], file, ("models", index, "tuned", name))
+    return problems + _group_problems(file, tuned.get("instance_group") or [],
+                                      ("models", index, "tuned", "instance_group"))
 
 
 def name_problems(file: str, models: list[tuple[int, str]]) -> list[Problem]:

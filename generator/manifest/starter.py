@@ -28,8 +28,8 @@ OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
     "batching": ("auto", "auto | batch | none"),
     "widen_batch_min": ("false", "true: widen an explicit BatchDim min > 1 to 1"),
     "dynamic_batching": ("true", "false, or {preferred_batch_size: [...], max_queue_delay_microseconds: 100}"),
-    "instance_group": (None, "default: Triton's (one instance per GPU, else on the CPU); e.g. [{kind: KIND_GPU, "
-                             "count: 2}]"),
+    "instance_group": (None, "default: 2 KIND_CPU instances (python), else one (per GPU for GPU kinds); e.g. "
+                             "[{kind: KIND_GPU, count: 2}]"),
     "version_policy": (None, "default: Triton's (the latest version); {latest: N}, {all: true} or {specific: [1]}"),
     "warmup": (None, "default: on for tensorrt, off otherwise"),
     "response_cache": ("false", "Triton's response cache"),

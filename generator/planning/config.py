@@ -6,13 +6,15 @@ The message is built directly (no dict -> ParseDict round trip) in this order, e
    policy), parsed once per process with ``text_format`` and merged with ``MergeFrom``;
 2. what the plan decided: name, max_batch_size, inputs, outputs;
 3. the manifest options: dynamic batching, instance groups, version policy, warmup, response cache, parameters,
-   TensorRT cc_model_filenames and CUDA graphs, the ONNX Runtime TensorRT accelerator;
+   TensorRT cc_model_filenames and CUDA graphs, the ONNX Runtime TensorRT accelerator; a model's ``tuned:`` block
+   (written by ``gen-repo tune``) over its own instance groups, queue delay and preferred batch sizes;
 4. the raw ``pbtxt`` fragment, parsed into its own ModelConfig and merged last with protobuf ``MergeFrom``
    semantics: singular scalars replace, singular messages merge field by field, **repeated fields append** (a
    fragment's ``instance_group`` adds groups, it does not replace ours), map entries (``parameters``,
-   ``cc_model_filenames``) replace by key. A fragment sets only the fields :data:`FRAGMENT_FIELDS` allows for the
-   model's kind (never name, platform, backend, max_batch_size, input or output: those come from the spec and the
-   plan, and the contract must match them; never another model kind's scheduler).
+   ``cc_model_filenames``) replace by key. A fragment sets only the fields that
+   :data:`generator.planning.fragments.FRAGMENT_FIELDS` allows for the model's kind (never name, platform, backend,
+   max_batch_size, input or output: those come from the spec and the plan, and the contract must match them; never
+   another model kind's scheduler).
 
 Then :func:`config_problems` checks the merged message against Triton's own rules, so a fragment cannot produce a
 config the server would refuse. :func:`render_config` prints with ``text_format`` (map entries sorted by key):
@@ -33,6 +35,7 @@ from generator.dtypes import by_triton
 from generator.errors import Problem
 from generator.gpu import compute_capability_key
 from generator.naming import WARMUP_FOLDER, model_name_problems
+from generator.planning.fragments import fragment_kind, fragment_refusals
 from generator.planning.pbtxt import message_text
 from generator.resources import resource_dir
 
@@ -45,9 +48,8 @@ else:  # the same module, without tritonclient.grpc's grpc and numpy imports (se
     from generator.triton.proto import model_config_pb2
 
 __all__ = [
+    "DEFAULT_CPU_INSTANCE_COUNT",
     "DEFAULT_QUEUE_DELAY_US",
-    "FRAGMENT_FIELDS",
-    "FRAGMENT_REFUSALS",
     "ConfigBuild",
     "ConfigRequest",
     "PicklesModelConfig",
@@ -64,51 +66,19 @@ __all__ = [
 ModelConfig = model_config_pb2.ModelConfig
 
 #: gen-repo's default dynamic-batching queue delay: long enough to gather a few concurrent requests, short enough
-#: not to matter for latency (Triton's own default is 0, which rarely forms batches).
+#: not to matter for latency (Triton's own default is 0, which rarely forms batches). A measured grid (python target,
+#: CPU Triton) found 0 or 500 us best, within the noise of each other: 100 us stays, between them (docs/manifest.md).
 DEFAULT_QUEUE_DELAY_US = 100
+#: Instances per group when a KIND_CPU group names no count. Triton's guidance tunes instances after dynamic batching;
+#: on a multi-core CPU a second instance runs one batch while the other's requests are read and answered, and a
+#: measured grid (python target, CPU Triton, three models) found 2 instances best on all three (1: 0.49-0.79 of best).
+#: Triton's own auto-complete gives KIND_CPU groups of the onnxruntime backend count 2 for the same reason
+#: (model_config_utils.cc SetDefaultInstanceCount). Other kinds keep Triton's 1 (per GPU for KIND_GPU).
+DEFAULT_CPU_INSTANCE_COUNT = 2
 #: Targets and their template file.
 _TEMPLATES = {"tensorrt": "tensorrt.pbtxt", "onnx": "onnx.pbtxt", "python": "python.pbtxt"}
 
 
-def fragment_kind(target: str, max_batch_size: int) -> str:
-    """The kind of a planned model in :data:`FRAGMENT_FIELDS`: its target, and whether it batches."""
-    return f"{target} model{' that batches' if max_batch_size > 0 else ' without batching'}"
-
-
-#: The ModelConfig fields every model's raw ``pbtxt`` fragment may set: tuning, versions, warmup, metrics, agents.
-_FRAGMENT_ANY_KIND = frozenset({
-    "version_policy", "optimization", "instance_group", "default_model_filename", "metric_tags", "parameters",
-    "model_warmup", "model_operations", "model_transaction_policy", "model_repository_agents", "response_cache",
-    "model_metrics",
-})
-#: The one table of what a manifest's raw ``pbtxt`` fragment may set, per kind of model gen-repo plans
-#: (:func:`fragment_kind`: the target, and whether it batches). Every other ModelConfig field is refused, those
-#: of a newer Triton included, with the reason in :data:`FRAGMENT_REFUSALS` (or that the table does not list it).
-#: Ensembles take no fragment: their ModelConfig comes from the manifest's maps alone.
-FRAGMENT_FIELDS: dict[str, frozenset[str]] = {
-    fragment_kind(target, batch): _FRAGMENT_ANY_KIND | ({"dynamic_batching"} if batch else set())
-    | ({"cc_model_filenames"} if target == "tensorrt" else set())
-    for target in _TEMPLATES for batch in (1, 0)
-}
-#: Why a fragment may not set a field, for the fields refused on purpose.
-FRAGMENT_REFUSALS = {
-    "name": "it comes from the manifest (use name)",
-    "platform": "it comes from the target (use target)",
-    "backend": "it comes from the target (use target)",
-    "runtime": "it names the backend's library or script, which comes from the target",
-    "max_batch_size": "it comes from the plan (use max_batch_size or batching)",
-    "input": "inputs come from the spec (use tensor_names to rename them)",
-    "output": "outputs come from the spec (use tensor_names to rename them)",
-    "batch_input": "it adds tensors the exported model does not take",
-    "batch_output": "it changes outputs the spec describes",
-    "dynamic_batching": "the model does not batch (max_batch_size 0), and Triton's dynamic batcher forms batches",
-    "sequence_batching": "gen-repo plans stateless models: no sequence control inputs, reference data or smoke "
-                         "checks exist for the sequence batcher (and it would replace the planned scheduler)",
-    "ensemble_scheduling": "only an ensemble has steps; declare one under ensembles:, whose steps come from its maps",
-    "cc_model_filenames": "it names TensorRT plans per compute capability: the tensorrt target only",
-}
-# Triton's scheduling_choice is a oneof: a fragment's sequence or ensemble scheduler would silently replace the
-# planned dynamic batcher (MergeFrom keeps the last of a oneof), which is why the table decides before merging.
 #: Default instance group kind per target.
 _DEFAULT_KIND = {"tensorrt": "KIND_GPU", "onnx": "KIND_AUTO", "python": "KIND_CPU"}
 _INT32_MAX = 2**31 - 1
@@ -141,6 +111,10 @@ class ConfigRequest:
     warmup_data: bool = False
     #: The manifest's optimization profiles (empty: the one profile of the inputs' own range).
     profiles: Sequence[OptimizationProfile] = ()
+    #: The model's ``tuned:`` block (``gen-repo tune``), applied over ``options``; ``tuned_pointer(*rest)`` locates
+    #: its keys (``/models/<i>/tuned/...``).
+    tuned: Mapping[str, Any] | None = None
+    tuned_pointer: Callable[..., str] | None = None
 
 
 def warmup_data_file(version: int, input_name: str) -> str:
@@ -236,6 +210,7 @@ def build_model_config(request: ConfigRequest) -> ConfigBuild:
         _tensorrt(r, build)
     elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator"):
         _onnx_accelerator(r, build)
+    _tuned_note(r, build)
     _merge_fragment(r, build)
     _confine_paths(r, build)
     if not build.problems:
@@ -264,8 +239,28 @@ def _target_option_problems(r: ConfigRequest, build: ConfigBuild) -> None:
             )
 
 
+def _tuned(r: ConfigRequest, key: str) -> Any:
+    """The ``tuned:`` block's ``key`` (None when the model was not tuned or tuning left it)."""
+    return (r.tuned or {}).get(key)
+
+
+def _where(r: ConfigRequest, tuned: bool, key: str, *rest: str | int) -> str:
+    """Pointer of ``key`` where its value came from: the ``tuned:`` block, else the option."""
+    if tuned and r.tuned_pointer is not None:
+        return str(r.tuned_pointer(key, *rest))
+    return str(r.option_pointer(key, *rest))
+
+
 def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
     option = r.options.get("dynamic_batching", True)
+    tuned: Mapping[str, Any] = _tuned(r, "dynamic_batching") or {}
+    if tuned and (r.max_batch_size == 0 or option is False):
+        build.problems.append(
+            Problem(r.file, _where(r, True, "dynamic_batching"), "tuned dynamic_batching, but this model's dynamic "
+                    "batcher is off (" + ("max_batch_size 0" if r.max_batch_size == 0 else "dynamic_batching: false")
+                    + "); tune the repository again or remove the tuned dynamic_batching")
+        )
+        return
     if r.max_batch_size == 0:
         if "dynamic_batching" in r.own_options and option is not False:
             build.problems.append(
@@ -280,14 +275,17 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
     if option is False:
         build.notes.append("dynamic batching off (manifest dynamic_batching: false)")
         return
-    settings: Mapping[str, Any] = option if isinstance(option, Mapping) else {}
+    settings: Mapping[str, Any] = {**(option if isinstance(option, Mapping) else {}), **tuned}
     dyn = build.config.dynamic_batching
     dyn.SetInParent()
-    preferred = list(settings.get("preferred_batch_size") or _default_preferred(r))
+    default_preferred, default_origin = _default_preferred(r)
+    # An empty list is an answer (no preferred sizes), not a fallback to the default.
+    preferred = list(settings.get("preferred_batch_size", default_preferred))
     for k, size in enumerate(preferred):
         if not 1 <= size <= r.max_batch_size:
             build.problems.append(
-                Problem(r.file, r.option_pointer("dynamic_batching", "preferred_batch_size", k),
+                Problem(r.file, _where(r, "preferred_batch_size" in tuned, "dynamic_batching", "preferred_batch_size",
+                                       k),
                         f"preferred_batch_size {size} is outside 1..max_batch_size ({r.max_batch_size})")
             )
     dyn.preferred_batch_size.extend(preferred)
@@ -304,9 +302,10 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
     if settings.get("priority_queue_policy"):
         for level, policy in sorted(settings["priority_queue_policy"].items(), key=lambda kv: int(kv[0])):
             _queue_policy(dyn.priority_queue_policy[int(level)], policy)
-    origin = ("manifest" if "preferred_batch_size" in settings else _PROFILES_PREFERRED
-              if r.profiles and r.target == "tensorrt" else "opt batch and max_batch_size")
-    delay_origin = "manifest" if "max_queue_delay_microseconds" in settings else "gen-repo default"
+    origin = ("tuned" if "preferred_batch_size" in tuned else "manifest" if "preferred_batch_size" in settings
+              else default_origin)
+    delay_origin = ("tuned" if "max_queue_delay_microseconds" in tuned else "manifest"
+                    if "max_queue_delay_microseconds" in settings else "gen-repo default")
     build.notes.append(
         f"dynamic batching on: preferred_batch_size {preferred} ({origin}), max_queue_delay_microseconds {delay} "
         f"({delay_origin})"
@@ -316,13 +315,28 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
 #: Why the profiles' opt batches are the preferred sizes (Triton's docs/user_guide/batcher.md, "Preferred Batch Sizes").
 _PROFILES_PREFERRED = ("the optimization profiles' opt batches: Triton's batcher guide makes this exception for "
                        "TensorRT models with profiles for different batch sizes")
+#: Why CUDA graphs' batch sizes are preferred: a batch of another size runs without a graph.
+_GRAPHS_PREFERRED = "the batch sizes the CUDA graphs are captured at (a batch of another size runs without a graph)"
+#: Why none by default (the batcher guide: preferred sizes only where a batch size performs notably better). Triton
+#: serves an empty list as [max_batch_size] (model_config_utils.cc NormalizeModelConfig).
+_NONE_PREFERRED = ("none: Triton's batcher guide sets preferred sizes only where one batch size performs notably "
+                   "better (TensorRT profiles, CUDA graphs); Triton then prefers max_batch_size alone "
+                   "(NormalizeModelConfig), so a batch grows to what the queue delay gathers instead of leaving at "
+                   "the opt batch")
 
 
-def _default_preferred(r: ConfigRequest) -> list[int]:
-    """The preferred batch sizes when the manifest sets none: each profile's opt batch, else opt and max batch."""
-    if r.profiles and r.target == "tensorrt":
-        return sorted({p.inputs[0].opt_shape[0] for p in r.profiles})
-    return sorted({r.opt_batch, r.max_batch_size})
+def _default_preferred(r: ConfigRequest) -> tuple[list[int], str]:
+    """The preferred batch sizes when neither the manifest nor tuning sets them, and why.
+
+    A TensorRT plan with several optimization profiles prefers each profile's opt batch; CUDA graphs prefer the batch
+    sizes they are captured at (the profiles' opt batches, else opt and max batch); every other model none.
+    """
+    opt_batches = sorted({p.inputs[0].opt_shape[0] for p in r.profiles})
+    if r.target == "tensorrt" and len(r.profiles) > 1:
+        return opt_batches, _PROFILES_PREFERRED
+    if r.target == "tensorrt" and r.options.get("cuda_graphs"):
+        return opt_batches or sorted({r.opt_batch, r.max_batch_size}), _GRAPHS_PREFERRED
+    return [], _NONE_PREFERRED
 
 
 def _queue_policy(message: Any, policy: Mapping[str, Any]) -> None:
@@ -338,24 +352,27 @@ def _queue_policy(message: Any, policy: Mapping[str, Any]) -> None:
 
 
 def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
-    groups = r.options.get("instance_group")
+    tuned = _tuned(r, "instance_group") is not None
+    groups = _tuned(r, "instance_group") or r.options.get("instance_group")
     if not groups:
         kind = _DEFAULT_KIND[r.target]
         if r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator"):
             kind = "KIND_GPU"  # the TensorRT execution provider needs a GPU instance
-        groups = [{"kind": kind, "count": 1}]
+        groups = [{"kind": kind}]
+    counted = False
     for g, group in enumerate(groups):
         message = build.config.instance_group.add()
         if "name" in group:
             message.name = group["name"]
         kind = group.get("kind", _DEFAULT_KIND[r.target])
         message.kind = _INSTANCE_KINDS[kind]
-        message.count = int(group.get("count", 1))
+        counted |= "count" not in group and kind == "KIND_CPU"
+        message.count = int(group.get("count", DEFAULT_CPU_INSTANCE_COUNT if kind == "KIND_CPU" else 1))
         message.gpus.extend(group.get("gpus", []))
         if r.target == "tensorrt":
             if kind in ("KIND_CPU", "KIND_MODEL"):
                 build.problems.append(
-                    Problem(r.file, r.option_pointer("instance_group", g, "kind"),
+                    Problem(r.file, _where(r, tuned, "instance_group", g, "kind"),
                             f"the tensorrt target runs on a GPU; instance group kind {kind} cannot serve a plan")
                 )
             # Triton gives a profile an execution context only where a group lists it, and hands a request to any
@@ -363,9 +380,15 @@ def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
             message.profile.extend(str(k) for k in range(max(len(r.profiles), 1)))
         elif r.target == "onnx" and r.options.get("onnx_tensorrt_accelerator") and kind == "KIND_CPU":
             build.problems.append(
-                Problem(r.file, r.option_pointer("instance_group", g, "kind"),
+                Problem(r.file, _where(r, tuned, "instance_group", g, "kind"),
                         "onnx_tensorrt_accelerator needs GPU instances; kind KIND_CPU cannot use it")
             )
+    if counted:
+        build.notes.append(
+            f"KIND_CPU instances: {DEFAULT_CPU_INSTANCE_COUNT} where the manifest gives no count (Triton tunes "
+            "instances after dynamic batching: on a multi-core CPU a second instance executes while the first's "
+            "requests are read and answered; Triton's auto-complete does the same for onnxruntime CPU groups)"
+        )
     if r.target == "tensorrt" and len(r.profiles) > 1:
         build.notes.append(
             f"every instance group lists optimization profiles {', '.join(str(k) for k in range(len(r.profiles)))}: "
@@ -374,6 +397,33 @@ def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
             "instance whatever its shape, so every group lists every profile (server PR #1987; one group per "
             "profile would fail the requests that reach the other group's instances)"
         )
+
+
+def _tuned_note(r: ConfigRequest, build: ConfigBuild) -> None:
+    """Say which settings came from ``gen-repo tune``, when, on what machine and engine, at what throughput."""
+    if not r.tuned:
+        return
+    settings = []
+    if (groups := _tuned(r, "instance_group")) is not None:
+        settings.append("instance_group " + ", ".join(
+            f"{group.get('kind', _DEFAULT_KIND[r.target])} x{build.config.instance_group[g].count}"
+            for g, group in enumerate(groups)))
+    for key, value in sorted((_tuned(r, "dynamic_batching") or {}).items()):
+        settings.append(f"{key} {value}")
+    measured: Mapping[str, Any] = r.tuned["measured"]
+    figures = []
+    if "throughput" in measured:
+        noise = f" (noise {measured['noise']:.0%})" if "noise" in measured else ""
+        figures.append(f"{measured['throughput']:g} inferences/s{noise}")
+    if measured.get("p99_ms") is not None:
+        figures.append(f"p99 {measured['p99_ms']:g} ms")
+    at = f" at concurrency {list(measured['concurrency'])}" if "concurrency" in measured else ""
+    version = f", gen-repo {measured['gen_repo']}" if "gen_repo" in measured else ""
+    build.notes.append(
+        f"tuned ({r.tuned_pointer() if r.tuned_pointer else r.model_pointer}): {'; '.join(settings) or 'nothing'}, "
+        f"over the model's own options; measured {measured['at']} on {measured['hardware']} with the "
+        f"{measured['engine']} engine{at}" + (f": {', '.join(figures)}" if figures else "") + version
+    )
 
 
 def _version_policy(r: ConfigRequest, config: model_config_pb2.ModelConfig) -> None:
@@ -468,7 +518,7 @@ def _tensorrt(r: ConfigRequest, build: ConfigBuild) -> None:
         cuda.graphs = True
         if r.max_batch_size == 0:
             sizes = [0]
-        elif config.HasField("dynamic_batching"):
+        elif config.HasField("dynamic_batching") and config.dynamic_batching.preferred_batch_size:
             sizes = list(config.dynamic_batching.preferred_batch_size)
         else:
             sizes = [r.opt_batch]
@@ -503,12 +553,8 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
     except text_format.ParseError as error:
         build.problems.append(Problem(r.file, where, f"pbtxt fragment does not parse as a ModelConfig: {error}"))
         return
-    kind = fragment_kind(r.target, r.max_batch_size)
-    refused = [
-        Problem(r.file, where, f"pbtxt fragment may not set {field.name} ({kind}): "
-                f"{FRAGMENT_REFUSALS.get(field.name, 'not a field a fragment may set for this kind of model')}")
-        for field, _ in fragment.ListFields() if field.name not in FRAGMENT_FIELDS[kind]
-    ]
+    refused = [Problem(r.file, where, message)
+               for message in fragment_refusals(fragment, fragment_kind(r.target, r.max_batch_size))]
     if refused:
         build.problems.extend(refused)
         return

@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuildOptions"]
+__all__ = ["TARGETS", "BuildOptions"]
+
+#: Concrete targets (``auto`` resolves to one of them).
+TARGETS = ("tensorrt", "onnx", "python")
 
 
 @dataclass(frozen=True, slots=True)

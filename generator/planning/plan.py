@@ -26,6 +26,7 @@ from generator.naming import format_tensor_name
 from generator.planning import config as config_mod
 from generator.planning.compare import CompareSettings, resolve_compare
 from generator.planning.ensemble_plan import EnsemblePlan, plan_ensemble
+from generator.planning.options import TARGETS
 from generator.planning.profiles import OptimizationProfile, plan_profiles
 from generator.planning.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
 from generator.specs.graphspec import GraphSpec
@@ -54,9 +55,6 @@ __all__ = [
     "plan_model",
     "plan_repository",
 ]
-
-#: Concrete targets (``auto`` resolves to one of them).
-TARGETS = ("tensorrt", "onnx", "python")
 
 #: Chooses a concrete target for a model whose target is ``auto``.
 TargetResolver = Callable[[ManifestModel], str]
@@ -228,6 +226,8 @@ def plan_model(
             version=model.version,
             warmup_data=warmup_data,
             profiles=profiles,
+            tuned=model.tuned,
+            tuned_pointer=model.tuned_pointer,
         )
     )
     decisions.extend(built.notes)

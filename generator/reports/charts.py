@@ -1,4 +1,4 @@
-"""The report's charts as inline SVG, drawn by matplotlib: shape ranges per input axis, perf against concurrency.
+"""The report's charts as inline SVG (matplotlib): shape ranges per axis, perf by concurrency, a tune's candidates.
 
 matplotlib's SVG backend with ``svg.fonttype: none`` writes every label as a ``<text>`` element (readable, findable
 in the page, no embedded glyph paths), ``svg.hashsalt`` fixes the ids it derives from hashes and ``metadata``
@@ -21,7 +21,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-__all__ = ["PerfPoint", "ShapeRange", "perf_chart", "shape_range_chart"]
+__all__ = ["PerfPoint", "ShapeRange", "TunePoint", "perf_chart", "shape_range_chart", "tune_chart"]
 
 #: Every chart's rcParams: text stays text, ids and output deterministic, a plain font that every browser has.
 _RC: dict[str, Any] = {
@@ -63,6 +63,17 @@ class PerfPoint:
     throughput: float
     p50_ms: float | None
     p99_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TunePoint:
+    """One tune candidate at one concurrency: its throughput and p99 latency, and whether it is the baseline or best."""
+
+    concurrency: int
+    throughput: float
+    p99_ms: float
+    baseline: bool = False
+    best: bool = False
 
 
 def _rc(salt: str) -> Any:
@@ -165,5 +176,39 @@ def perf_chart(title: str, points: Sequence[PerfPoint], salt: str) -> str:
             latency.legend(loc="upper left", fontsize=8.0)
         for panel in (throughput, latency):
             panel.set_xticks(levels, [str(level) for level in levels])
+        figure.suptitle(title, fontsize=10.0, parse_math=False)
+        return _svg(figure, salt)
+
+
+#: How the tune chart draws a candidate: tried, the baseline (the generated config), the best.
+_TUNE_STYLES = (("tried", dict(marker="o", color="#9ecae1", edgecolor="#3182bd", s=28, zorder=2)),
+                ("baseline", dict(marker="s", color="#bdbdbd", edgecolor="#252525", s=60, zorder=3)),
+                ("best", dict(marker="*", color="#e6550d", edgecolor="#7f2704", s=150, zorder=4)))
+
+
+def tune_chart(title: str, points: Sequence[TunePoint], salt: str) -> str:
+    """Per concurrency a panel of every candidate's p99 latency against its throughput, baseline and best marked.
+
+    Up and to the left is worse: the best is the candidate furthest right within the latency budget. SVG text.
+    """
+    levels = sorted({p.concurrency for p in points})
+    with matplotlib.rc_context(_rc(salt)):
+        figure = Figure(figsize=(3.6 * max(len(levels), 1) + 0.4, 3.0), layout="constrained")
+        panels = figure.subplots(1, max(len(levels), 1), squeeze=False)[0]
+        for panel, level in zip(panels, levels, strict=False):
+            at = [p for p in points if p.concurrency == level]
+            for role, style in _TUNE_STYLES:
+                chosen = [p for p in at if (role == "best" and p.best) or (role == "baseline" and p.baseline)
+                          or (role == "tried" and not p.best and not p.baseline)]
+                if chosen:
+                    panel.scatter([p.throughput for p in chosen], [p.p99_ms for p in chosen], label=role,
+                                  **style)
+            panel.set_xlabel("inferences/s")
+            panel.set_ylabel("p99 latency (ms)")
+            # Room around the furthest points: a marker on the frame would be cut in half.
+            panel.set_xlim(0, max([p.throughput for p in at] + [1.0]) * 1.12)
+            panel.set_ylim(0, max([p.p99_ms for p in at] + [1.0]) * 1.18)
+            panel.set_title(f"concurrency {level}", loc="left")
+            panel.legend(loc="upper left", fontsize=7.5)
         figure.suptitle(title, fontsize=10.0, parse_math=False)
         return _svg(figure, salt)

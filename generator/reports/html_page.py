@@ -4,13 +4,13 @@ The page (``templates/report/page.html.j2``, rendered by Jinja2 with autoescape 
 hostile) holds a summary (models, targets, versions, the lock check of ``verify``, ``lint``'s findings, the smoke
 result), then per model its contract, a chart of its inputs' min/opt/max per axis (the first
 :data:`CHARTED_INPUTS`), batching, value domains, warmup and instance groups; per ensemble its wiring as a picture;
-the smoke checks, the perf figures and a diff's changes where their ``--json`` files are given. Charts are inline
-SVG (:mod:`generator.reports.charts`, :mod:`generator.reports.ensemble_svg`); no scripts, no external styles, fonts or
-images, so the page needs no network.
+the smoke checks, the perf figures, a diff's changes and a tune's candidates where their ``--json`` files are given.
+Charts are inline SVG (:mod:`generator.reports.charts`, :mod:`generator.reports.ensemble_svg`); no scripts, no external
+styles, fonts or images, so the page needs no network.
 
 The pipeline: :func:`read_repository` gathers plain :class:`ModelFacts` from a local folder;
-:func:`load_inputs` reads and checks the ``--smoke``/``--perf``/``--diff`` files (JSON Schemas in ``schemas/``);
-:func:`render_report` turns both into the HTML text, byte-identical for identical input.
+:func:`load_inputs` reads and checks the ``--smoke``/``--perf``/``--diff``/``--tune`` files (JSON Schemas in
+``schemas/``); :func:`render_report` turns both into the HTML text, byte-identical for identical input.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from generator.bounded import read_text
 from generator.client import ModelContract
 from generator.confinement import confined_path, refuse_symlinks
 from generator.errors import GenRepoError, Problem
-from generator.reports.charts import PerfPoint, ShapeRange, perf_chart, shape_range_chart
+from generator.reports.charts import PerfPoint, ShapeRange, TunePoint, perf_chart, shape_range_chart, tune_chart
 from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
 from generator.repository.lock import LOCK_FILE_NAME, read_lock
 from generator.repository.verify import verify_repository
@@ -56,7 +56,7 @@ __all__ = [
 
 #: The ``--json`` documents the report reads, by option: the schema each is checked against.
 INPUT_SCHEMAS = {"smoke": "report_smoke.schema.json", "perf": "report_perf.schema.json",
-                 "diff": "report_diff.schema.json"}
+                 "diff": "report_diff.schema.json", "tune": "report_tune.schema.json"}
 #: Inputs drawn in a model's shape-range chart, the first ones in the contract's order. matplotlib's cost grows faster
 #: than the panels it lays out (a model with 400 inputs took minutes); the inputs table lists every input's range.
 CHARTED_INPUTS = 8
@@ -124,12 +124,13 @@ class RepositoryFacts:
 
 @dataclass(frozen=True, slots=True)
 class ReportInputs:
-    """The checked ``--smoke``, ``--perf`` and ``--diff`` documents (None where not given), with their file names."""
+    """The checked ``--smoke``, ``--perf``, ``--diff`` and ``--tune`` documents (None where not given), file names."""
 
     smoke: Mapping[str, Any] | None = None
     perf: Mapping[str, Any] | None = None
     diff: Mapping[str, Any] | None = None
     files: Mapping[str, str] = field(default_factory=dict)
+    tune: Mapping[str, Any] | None = None
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -292,11 +293,12 @@ def _steps(config: model_config_pb2.ModelConfig) -> tuple[EnsembleStep, ...]:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The --smoke, --perf and --diff documents
+# The --smoke, --perf, --diff and --tune documents
 # --------------------------------------------------------------------------------------------------------------------
-def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | None = None) -> ReportInputs:
+def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | None = None,
+                tune: str | None = None) -> ReportInputs:
     """Read and check the given ``--json`` files; GenRepoError with every problem of every file at once."""
-    given = {"smoke": smoke, "perf": perf, "diff": diff}
+    given = {"smoke": smoke, "perf": perf, "diff": diff, "tune": tune}
     documents: dict[str, Any] = {}
     problems: list[Problem] = []
     for option, path in given.items():
@@ -311,10 +313,11 @@ def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | N
         problems.extend(found)
         documents[option] = document
     if problems:
-        raise GenRepoError(problems, summary="the report's input files are not what gen-repo smoke, perf and diff "
-                                             "write with --json")
+        raise GenRepoError(problems, summary="the report's input files are not what gen-repo smoke, perf, diff and "
+                                             "tune write with --json")
     files = {option: path for option, path in given.items() if path is not None}
-    return ReportInputs(documents.get("smoke"), documents.get("perf"), documents.get("diff"), files)
+    return ReportInputs(documents.get("smoke"), documents.get("perf"), documents.get("diff"), files,
+                        documents.get("tune"))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -345,6 +348,33 @@ def _perf_groups(perf: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any
         title = f"{model}: {shape} shape, batch {batch}"
         out.setdefault(model, []).append({"title": title, "rows": ordered,
                                           "chart": perf_chart(title, points, salt=f"perf-{index}")})
+    return out
+
+
+def _settings(candidate: Mapping[str, Any]) -> str:
+    """A tune candidate's served settings in words."""
+    preferred = candidate["preferred_batch_size"]
+    return (f"{candidate['kind']} x{candidate['instance_count']}, delay {candidate['max_queue_delay_microseconds']} "
+            f"us, preferred {list(preferred) if preferred else 'none'}")
+
+
+def _tune_models(tune: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Per tuned model its chart (every candidate, baseline and best marked) and its candidates' rows."""
+    out: dict[str, dict[str, Any]] = {}
+    for index, entry in enumerate((tune or {}).get("models", [])):
+        baseline, best = _settings(entry["baseline"]), _settings(entry["best"])
+        points, rows = [], []
+        for candidate in entry["candidates"]:
+            settings = _settings(candidate)
+            for result in candidate["results"]:
+                points.append(TunePoint(int(result["concurrency"]), float(result["throughput"]),
+                                        float(result["p99_ms"]), baseline=settings == baseline, best=settings == best))
+            rows.append({"settings": settings, "results": candidate["results"], "score": candidate["score"],
+                         "within_budget": candidate["within_budget"],
+                         "role": "best" if settings == best else "baseline" if settings == baseline else ""})
+        title = f"{entry['model']}: {len(entry['candidates'])} candidate(s), p99 against throughput"
+        out[entry["model"]] = {"title": title, "chart": markupsafe.Markup(tune_chart(title, points, f"tune-{index}")),
+                               "rows": rows, "entry": entry, "baseline": baseline, "best": best}
     return out
 
 
@@ -388,6 +418,7 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
     perf = {model: [{**group, "chart": markupsafe.Markup(group["chart"])} for group in groups]
             for model, groups in _perf_groups(given.perf).items()}
     smoke_by_model = _smoke_by_model(given.smoke)
+    tune = _tune_models(given.tune)
     known = {m.name for m in facts.models}
     template = environment.get_template("page.html.j2")
     return template.render(
@@ -395,7 +426,8 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
         uncharted=uncharted, charted_inputs=CHARTED_INPUTS,
         smoke=given.smoke, smoke_summary=_smoke_summary(given.smoke), smoke_by_model=smoke_by_model,
         smoke_other=sorted(set(smoke_by_model) - known), perf=perf, perf_doc=given.perf,
-        perf_other=sorted(set(perf) - known), diff=given.diff, files=given.files,
+        perf_other=sorted(set(perf) - known), diff=given.diff, files=given.files, tune=tune, tune_doc=given.tune,
+        tune_other=sorted(set(tune) - known),
         targets=sorted({m.target or m.runtime for m in facts.models}),
     )
 

@@ -26,7 +26,7 @@ from tritonclient.grpc import model_config_pb2
 from generator.bounded import read_bytes
 from generator.client import ModelContract
 from generator.confinement import confined_path, refuse_symlinks
-from generator.contracts.diff import ContractDiff, diff_repositories
+from generator.contracts.diff import ContractDiff, ServedSettings, diff_repositories
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import parse_json
 from generator.naming import version_folder
@@ -51,6 +51,7 @@ __all__ = [
     "diff_locations",
     "load_location",
     "load_model_contract",
+    "served_settings",
     "served_version",
 ]
 
@@ -162,6 +163,22 @@ def served_version(config: model_config_pb2.ModelConfig | None, folders: set[int
 
 def load_model_contract(reader: Reader, model: str, version: int | None = None) -> ModelContract:
     """The contract of ``model`` at ``version`` (default: :func:`served_version`); GenRepoError naming the file."""
+    return _load_model(reader, model, version)[0]
+
+
+def served_settings(config: model_config_pb2.ModelConfig) -> ServedSettings:
+    """What ``config`` serves with that no client sees (instance groups, queue delay, preferred batch sizes)."""
+    kinds = model_config_pb2.ModelInstanceGroup.Kind
+    groups = tuple(f"{kinds.Name(g.kind)} x{g.count}" for g in config.instance_group)
+    if not config.HasField("dynamic_batching"):
+        return ServedSettings(groups, None, None)
+    dynamic = config.dynamic_batching
+    return ServedSettings(groups, dynamic.max_queue_delay_microseconds, tuple(dynamic.preferred_batch_size))
+
+
+def _load_model(reader: Reader, model: str, version: int | None
+                ) -> tuple[ModelContract, model_config_pb2.ModelConfig | None]:
+    """:func:`load_model_contract`, with the model's config (None where it has none)."""
     config_rel = f"{model}/config.pbtxt"
     try:
         config_bytes = reader.read(config_rel, "config_bytes")
@@ -186,11 +203,12 @@ def load_model_contract(reader: Reader, model: str, version: int | None = None) 
                 from error
         except (ValueError, TypeError, AttributeError) as error:
             raise GenRepoError([Problem(where, "", f"not a gen-repo contract: {error}")]) from error
-        return replace(contract, name=model, version=version)
+        return replace(contract, name=model, version=version), config
     if config is None:
         raise GenRepoError([Problem(reader.where(model), "", f"neither {config_rel} nor "
                                                              f"{model}/<version>/{CONTRACT_PATH}: not a model")])
-    return replace(ModelContract.from_config(config, name=model, source=reader.where(config_rel)), version=version)
+    return replace(ModelContract.from_config(config, name=model, source=reader.where(config_rel)),
+                   version=version), config
 
 
 @dataclass(frozen=True)
@@ -200,19 +218,24 @@ class Location:
     label: str
     contracts: dict[str, ModelContract]
     version_folder: bool
+    #: Each model's served settings (from its config; none for a model without one).
+    served: dict[str, ServedSettings] = field(default_factory=dict)
 
 
-def _load_all(reader: Reader, label: str, models: list[str], version: int | None) -> dict[str, ModelContract]:
+def _load_all(reader: Reader, label: str, models: list[str], version: int | None, version_folder: bool) -> Location:
     problems: list[Problem] = []
-    contracts = {}
+    contracts, served = {}, {}
     for model in models:
         try:
-            contracts[model] = load_model_contract(reader, model, version)
+            contracts[model], config = _load_model(reader, model, version)
         except GenRepoError as error:
             problems += error.problems
+            continue
+        if config is not None:
+            served[model] = served_settings(config)
     if problems:
         raise GenRepoError(problems, summary=f"cannot read the contracts of {label}")
-    return contracts
+    return Location(label, contracts, version_folder, served)
 
 
 def _split_version(path: str) -> tuple[str, str, int] | None:
@@ -234,13 +257,13 @@ def _load_bucket(location: str, filesystem: Any) -> Location:
             root, model, version = version_target
             reader = BucketReader.open(root, filesystem)
             if any(key.startswith(f"{model}/{version}/") for key in reader.objects):
-                return Location(location, _load_all(reader, location, [model], version), True)
+                return _load_all(reader, location, [model], version, True)
         reader = BucketReader.open(target, filesystem)
         models = reader.models()
         if not models:
             raise GenRepoError([Problem(location, "", "not a model repository: no <model>/config.pbtxt nor version "
                                                       "folders under this URL")])
-        return Location(location, _load_all(reader, location, models, None), False)
+        return _load_all(reader, location, models, None, False)
 
 
 def _load_folder(location: str) -> Location:
@@ -252,14 +275,14 @@ def _load_folder(location: str) -> Location:
                                                      or (path / CONTRACT_PATH).is_file()):
         refuse_symlinks(path.parent)  # the model's folder: the version folder given, and every file read in it
         reader = FolderReader(path.parent.parent)
-        return Location(location, _load_all(reader, location, [path.parent.name], version), True)
+        return _load_all(reader, location, [path.parent.name], version, True)
     refuse_symlinks(path)  # nothing read through a link (generator.confinement.walk_tree)
     reader = FolderReader(path)
     models = reader.models()
     if not models:
         raise GenRepoError([Problem(location, "", "not a model repository: no model folder (with a config.pbtxt "
                                                   "or a version folder)")])
-    return Location(location, _load_all(reader, location, models, None), False)
+    return _load_all(reader, location, models, None, False)
 
 
 def load_location(location: str, filesystem: Any = None) -> Location:
@@ -296,9 +319,12 @@ def diff_locations(old: str, new: str) -> ContractDiff:
                                              f"{kinds[after.version_folder]}: compare two repositories or two version "
                                              "folders")])
     old_contracts, new_contracts = before.contracts, after.contracts
+    old_served, new_served = before.served, after.served
     if before.version_folder:
         (old_name, old_contract), = old_contracts.items()
-        (_new_name, new_contract), = new_contracts.items()
+        (new_name, new_contract), = new_contracts.items()
         new_contracts = {old_name: replace(new_contract, name=old_name)}
         old_contracts = {old_name: old_contract}
-    return diff_repositories(old_contracts, new_contracts, old_label=old, new_label=new)
+        new_served = {old_name: new_served[new_name]} if new_name in new_served else {}
+    return diff_repositories(old_contracts, new_contracts, old_label=old, new_label=new, old_served=old_served,
+                             new_served=new_served)

@@ -51,9 +51,9 @@ def config_differences(expected: model_config_pb2.ModelConfig, served: model_con
     """List what differs between a generated config and the server's view of it; empty when they agree.
 
     Compared: max_batch_size, platform/backend (where the generated config sets them), inputs and outputs (names,
-    data types, dims, reshape), dynamic batching (every field; ``preferred_batch_size`` only when the generated
-    config sets it, because Triton fills it in otherwise) and instance groups (count, kind unless ``KIND_AUTO``,
-    gpus where set; names and server defaults for a config without groups are not compared).
+    data types, dims, reshape), dynamic batching (every field; ``preferred_batch_size`` as the generated config sets
+    it, else as ``[max_batch_size]``, what Triton's NormalizeModelConfig fills in) and instance groups (count, kind
+    unless ``KIND_AUTO``, gpus where set; names and server defaults for a config without groups are not compared).
     """
     problems: list[str] = []
     if expected.max_batch_size != served.max_batch_size:
@@ -73,11 +73,15 @@ def config_differences(expected: model_config_pb2.ModelConfig, served: model_con
         )
     elif expected.HasField("dynamic_batching"):
         want_db, have_db = _message_dict(expected.dynamic_batching), _message_dict(served.dynamic_batching)
-        if "preferred_batch_size" not in want_db:
-            have_db.pop("preferred_batch_size", None)
+        filled = "preferred_batch_size" not in want_db
+        if filled:  # Triton's NormalizeModelConfig serves "none" as max_batch_size alone
+            want_db["preferred_batch_size"] = [expected.max_batch_size] if expected.max_batch_size > 0 else []
+            have_db.setdefault("preferred_batch_size", [])
         for key in sorted(set(want_db) | set(have_db)):
             if want_db.get(key) != have_db.get(key):
-                problems.append(f"dynamic_batching.{key}: generated {want_db.get(key)}, server {have_db.get(key)}")
+                want = (f"none (served as {want_db[key]})" if filled and key == "preferred_batch_size"
+                        else want_db.get(key))
+                problems.append(f"dynamic_batching.{key}: generated {want}, server {have_db.get(key)}")
 
     if expected.instance_group:
         if len(expected.instance_group) != len(served.instance_group):

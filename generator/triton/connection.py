@@ -132,18 +132,26 @@ class Connection:
         """``is_model_ready`` (any version)."""
         return bool(self._call("is_model_ready", model))
 
-    def load(self, model: str, timeout: float) -> None:
-        """Load ``model`` through the repository API (explicit model control), waiting at most ``timeout``."""
+    def load(self, model: str, timeout: float, config: str | None = None) -> None:
+        """Load ``model`` through the repository API (explicit model control), waiting at most ``timeout``.
+
+        ``config``: a whole ModelConfig as JSON, served instead of the folder's config.pbtxt (Triton's load with a
+        config override; a loaded model is reloaded with it). ``gen-repo tune`` loads each candidate so.
+        """
         if self.protocol == "grpc":
-            self._call("load_model", model, timeout=timeout)
+            self._call("load_model", model, config=config, timeout=timeout)
             return
         # The HTTP client has one network timeout per client: loading needs a longer one than a request.
         client = self.module.InferenceServerClient(self.url, connection_timeout=self.timeout, network_timeout=timeout)
         try:
             with _gevent_timeout("load_model", timeout):
-                client.load_model(model)
+                client.load_model(model, config=config)
         finally:
             client.close()
+
+    def unload(self, model: str) -> None:
+        """Unload ``model`` through the repository API (explicit model control)."""
+        self._call("unload_model", model)
 
     def index(self) -> list[dict[str, str]]:
         """Return the repository index: ``[{"name", "version", "state", "reason"}]``."""

@@ -581,3 +581,23 @@ def test_a_cache_entry_with_recomputed_metadata_is_rebuilt_not_served(zoo: Simpl
     built = (tmp_path / "out" / "fromonnx" / "1" / "model.onnx").read_bytes()
     assert built != smuggled and built == (zoo.repo / "fromonnx" / "1" / "model.onnx").read_bytes()
     assert verify_repository(tmp_path / "out") == []
+
+
+def test_a_tuned_block_builds_its_settings_and_a_rebuild_is_byte_identical(example_repository: Path,
+                                                                           tuned_example_repository: SimpleNamespace,
+                                                                           tmp_path: Path) -> None:
+    from generator.planning.config import parse_config
+    from generator.triton.proto import model_config_pb2
+
+    tuned = tuned_example_repository
+    config = parse_config((tuned.repo / "text" / "config.pbtxt").read_text())
+    assert [(g.kind, g.count) for g in config.instance_group] == [(model_config_pb2.ModelInstanceGroup.KIND_CPU, 3)]
+    assert config.dynamic_batching.max_queue_delay_microseconds == 500
+    assert list(config.dynamic_batching.preferred_batch_size) == []
+    # The untuned model's config is the example's own.
+    mlp = "mlp/config.pbtxt"
+    assert (tuned.repo / mlp).read_bytes() == (example_repository / mlp).read_bytes()
+    report = build_repository(tuned.manifest, BuildOptions(allow_code=True, target="python", cache_dir=tuned.cache),
+                              output_dir=tmp_path / "rebuild")
+    assert report.ok, report.to_dict()
+    assert tree_digest(tmp_path / "rebuild") == tree_digest(tuned.repo)

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +141,12 @@ def test_a_published_repository_is_compared_in_place(store: ObjectStore, example
         dead = _diff(store.dead_url("diffed"), str(variant_example_repository), env=store.dead_env())
         assert dead.returncode == 3, dead.stdout + dead.stderr
         assert "Traceback" not in dead.stderr
+
+
+def test_a_tuned_rebuild_is_compatible_and_says_so(example_repository: Path, tuned_example_repository: Any) -> None:
+    done = _diff(str(example_repository), str(tuned_example_repository.repo), env={"COLUMNS": "400"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    flat = " ".join(done.stdout.split())
+    assert "0 breaking, 2 compatible change(s)" in flat
+    assert "instance_group KIND_CPU x2 -> KIND_CPU x3" in flat
+    assert "max_queue_delay_microseconds 100 -> 500" in flat

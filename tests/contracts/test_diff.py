@@ -442,3 +442,39 @@ def test_renaming_thousands_of_inputs_takes_a_linear_number_of_comparisons(
     _Counted.limit = 1 << 62  # checking the answer compares too
     assert [c.kind for c in comparison.changes] == ["input_renamed"] * n
     assert {(c.old, c.new) for c in comparison.changes} == {(f"input_{i}", f"renamed_{i}") for i in range(n)}
+
+
+def test_a_tuned_rebuild_changes_served_settings_only_each_compatible(example_repository: Path,
+                                                                      tuned_example_repository: Any) -> None:
+    diff = diff_locations(str(example_repository), str(tuned_example_repository.repo))
+    assert [(c.model, c.kind, c.subject, c.old, c.new, c.classification) for c in diff.changes] == [
+        ("text", "instance_group", "instance_group", ["KIND_CPU x2"], ["KIND_CPU x3"], "compatible"),
+        ("text", "queue_delay", "dynamic_batching", 100, 500, "compatible"),
+    ]
+    assert diff.breaking == 0 and diff.changed == ("text",) and diff.unchanged == ("mlp",)
+    assert "which no request or response shows" in diff.changes[0].message
+    # One model's two version folders compare its served settings too; the reverse is the mirror image.
+    (change, _delay) = diff_locations(str(tuned_example_repository.repo / "text" / "1"),
+                                      str(example_repository / "text" / "1")).changes
+    assert (change.kind, change.old, change.new) == ("instance_group", ["KIND_CPU x3"], ["KIND_CPU x2"])
+
+
+def test_served_setting_changes_are_compatible_one_by_one() -> None:
+    from generator.contracts.diff import ServedSettings, served_changes
+
+    base = ServedSettings(("KIND_CPU x1",), 100, (4, 8))
+    rows = {
+        "kind": ServedSettings(("KIND_GPU x1",), 100, (4, 8)),
+        "preferred": ServedSettings(("KIND_CPU x1",), 100, ()),
+        "off": ServedSettings(("KIND_CPU x1",), None, None),
+    }
+    found = {name: [(c.kind, c.old, c.new, c.breaking) for c in served_changes("m", base, new)]
+             for name, new in rows.items()}
+    assert found == {
+        "kind": [("instance_group", ["KIND_CPU x1"], ["KIND_GPU x1"], False)],
+        "preferred": [("preferred_batch_size", [4, 8], [], False)],
+        "off": [("dynamic_batching", True, False, False)],
+    }
+    assert served_changes("m", base, base) == [] and served_changes("m", None, base) == []
+    (preferred,) = served_changes("m", base, rows["preferred"])
+    assert preferred.message.startswith("preferred_batch_size [4, 8] -> [] (none): ")

@@ -336,3 +336,55 @@ def test_a_bad_exporter_is_a_located_exit_2_error(tmp_path):
 
     schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "manifest.schema.json").read_text())
     assert schema["$defs"]["option.export"]["properties"]["exporter"]["enum"] == list(EXPORTER_CHOICES)
+
+
+#: A ``tuned:`` block as ``gen-repo tune`` writes it (the format both tune and plan follow).
+TUNED = {
+    "instance_group": [{"kind": "KIND_CPU", "count": 2}],
+    "dynamic_batching": {"max_queue_delay_microseconds": 500, "preferred_batch_size": []},
+    "measured": {"at": "2026-12-06T08:00:00Z", "hardware": "2 CPUs (Intel Xeon), no GPU", "engine": "loop",
+                 "concurrency": [8, 32], "throughput": 412.0, "noise": 0.04, "p99_ms": 12.3, "gen_repo": "0.2.0"},
+}
+
+
+def test_a_tuned_block_is_carried_to_planning_as_written(tmp_path):
+    manifest = load_manifest(write_manifest(tmp_path, {"models": [
+        {"name": "m", "spec": batch_graph(), "instance_group": [{"count": 3}], "tuned": TUNED},
+        {"name": "n", "spec": batch_graph()}]}))
+    tuned, untuned = manifest.models
+    assert tuned.tuned == TUNED
+    assert tuned.options["instance_group"] == [{"count": 3}]  # the model's own option stays; the plan applies tuned
+    assert untuned.tuned is None
+    assert tuned.tuned_pointer("dynamic_batching", "preferred_batch_size") == \
+        "/models/0/tuned/dynamic_batching/preferred_batch_size"
+
+
+def test_a_tuned_block_is_refused_where_it_is_wrong_all_at_once(tmp_path):
+    measured = {k: v for k, v in TUNED["measured"].items() if k != "engine"}
+    problems = _load_error(tmp_path, {"models": [
+        {"name": "m", "spec": batch_graph(), "tuned": {**TUNED, "instance_count": 2}},
+        {"name": "n", "spec": batch_graph(), "tuned": {**TUNED, "measured": {**measured, "at": "yesterday"}}},
+        {"name": "o", "spec": batch_graph(), "tuned": {"instance_group": [{"count": 2}]}},
+        {"name": "p", "spec": batch_graph(), "tuned": {**TUNED, "dynamic_batching": {"priority_levels": 2}}},
+    ]})
+    assert any(p.startswith("/models/0/tuned") and "instance_count" in p for p in problems), problems
+    assert any(p.startswith("/models/1/tuned/measured") and "'engine' is a required property" in p
+               for p in problems), problems
+    assert any(p.startswith("/models/1/tuned/measured/at") for p in problems), problems
+    assert any(p.startswith("/models/2/tuned") and "'measured' is a required property" in p for p in problems), problems
+    assert any(p.startswith("/models/3/tuned/dynamic_batching") and "priority_levels" in p for p in problems), problems
+
+
+def test_a_tuned_number_a_config_field_cannot_hold_is_refused_where_it_is(tmp_path):
+    tuned = {**TUNED, "instance_group": [{"kind": "KIND_CPU", "count": 2**31, "gpus": [0]}],
+             "dynamic_batching": {"max_queue_delay_microseconds": 2**64}}
+    problems = _load_error(tmp_path, {"models": [{"name": "m", "spec": batch_graph(), "tuned": tuned}]})
+    assert any(p.startswith("/models/0/tuned/instance_group/0/count: 2147483648 does not fit") for p in problems)
+    assert any(p.startswith("/models/0/tuned/dynamic_batching/max_queue_delay_microseconds: 18446744073709551616")
+               for p in problems), problems
+    assert "/models/0/tuned/instance_group/0/gpus: gpus cannot be listed for KIND_CPU" in problems
+
+
+def test_tuned_is_per_model_not_a_default(tmp_path):
+    problems = _load_error(tmp_path, {"defaults": {"tuned": TUNED}, "models": [{"name": "m", "spec": batch_graph()}]})
+    assert any(p.startswith("/defaults") and "tuned" in p for p in problems), problems

@@ -16,15 +16,15 @@ from tritonclient.grpc import model_config_pb2
 from generator.errors import GenRepoError
 from generator.manifest.loading import load_manifest
 from generator.planning.config import (
+    DEFAULT_CPU_INSTANCE_COUNT,
     DEFAULT_QUEUE_DELAY_US,
-    FRAGMENT_FIELDS,
     config_problems,
-    fragment_kind,
     parse_config,
     plan_filenames,
     render_config,
 )
 from generator.planning.contract import contract_from_plan, render_contract
+from generator.planning.fragments import FRAGMENT_FIELDS, fragment_kind
 from generator.planning.model_files import config_files
 from generator.planning.plan import plan_repository
 from tests.manifest_helpers import (
@@ -125,11 +125,38 @@ def test_dynamic_batching_defaults(tmp_path):
     spec["dynamic_shapes"] = [{"path": "x", "shape": [batch_dim(1, 16, 4), 16]}]
     model = one_model(tmp_path, spec)
     dyn = model.config.dynamic_batching
-    assert list(dyn.preferred_batch_size) == [4, 16]
+    # No preferred sizes by default: the batcher sends what is queued as soon as an instance is free.
+    assert list(dyn.preferred_batch_size) == []
     assert dyn.max_queue_delay_microseconds == DEFAULT_QUEUE_DELAY_US == 100
     assert any("max_queue_delay_microseconds 100 (gen-repo default)" in d for d in model.decisions)
-    same = one_model(tmp_path, batch_graph(high=8))
-    assert list(same.config.dynamic_batching.preferred_batch_size) == [8]  # sorted unique [opt, max]
+    assert any("preferred_batch_size [] (none: Triton's batcher guide" in d for d in model.decisions)
+    # CUDA graphs prefer the batch sizes they are captured at: opt and max batch, sorted unique.
+    graphs = one_model(tmp_path, spec, target="tensorrt", cuda_graphs=True)
+    assert list(graphs.config.dynamic_batching.preferred_batch_size) == [4, 16]
+    assert [g.batch_size for g in graphs.config.optimization.cuda.graph_spec] == [4, 16]
+    same = one_model(tmp_path, batch_graph(high=8), target="tensorrt", cuda_graphs=True)
+    assert list(same.config.dynamic_batching.preferred_batch_size) == [8]
+    # An explicit [] is an answer, not a fallback: CUDA graphs are then captured at the opt batch alone.
+    none = one_model(tmp_path, spec, target="tensorrt", cuda_graphs=True, dynamic_batching={"preferred_batch_size": []})
+    assert list(none.config.dynamic_batching.preferred_batch_size) == []
+    assert [g.batch_size for g in none.config.optimization.cuda.graph_spec] == [4]
+    assert any("preferred_batch_size [] (manifest)" in d for d in none.decisions)
+
+
+def test_instance_count_defaults(tmp_path):
+    """KIND_CPU groups that name no count get DEFAULT_CPU_INSTANCE_COUNT (2); other kinds and given counts stay."""
+    python = one_model(tmp_path, batch_graph(), target="python")
+    assert [(g.kind, g.count) for g in python.config.instance_group] == [(model_config_pb2.ModelInstanceGroup.KIND_CPU,
+                                                                          DEFAULT_CPU_INSTANCE_COUNT)]
+    assert DEFAULT_CPU_INSTANCE_COUNT == 2
+    assert any(d.startswith("KIND_CPU instances: 2 where the manifest gives no count") for d in python.decisions)
+    onnx = one_model(tmp_path, batch_graph(), target="onnx", instance_group=[{"kind": "KIND_CPU"}, {"kind": "KIND_GPU"},
+                                                                            {"kind": "KIND_CPU", "count": 1}])
+    assert [g.count for g in onnx.config.instance_group] == [2, 1, 1]
+    auto = one_model(tmp_path, batch_graph(), target="onnx")
+    assert [(g.kind, g.count) for g in auto.config.instance_group] == [(model_config_pb2.ModelInstanceGroup.KIND_AUTO,
+                                                                        1)]
+    assert not any(d.startswith("KIND_CPU instances") for d in auto.decisions)
 
 
 def test_dynamic_batching_off(tmp_path):
@@ -292,13 +319,14 @@ def test_response_cache_and_parameters(tmp_path):
 
 def test_pbtxt_fragment_merged_last(tmp_path):
     fragment = ('parameters { key: "k" value { string_value: "fragment" } }\n'
-                "instance_group { kind: KIND_CPU count: 2 }\n"
+                "instance_group { kind: KIND_CPU count: 3 }\n"
                 "dynamic_batching { max_queue_delay_microseconds: 7 }\n"
                 "model_transaction_policy { decoupled: true }\n")
-    model = one_model(tmp_path, batch_graph(), parameters={"k": "manifest"}, pbtxt=fragment)
+    model = one_model(tmp_path, batch_graph(), parameters={"k": "manifest"}, pbtxt=fragment,
+                      instance_group=[{"count": 1}], dynamic_batching={"preferred_batch_size": [8]})
     config = model.config
     assert config.parameters["k"].string_value == "fragment"  # map entries replace by key
-    assert [g.count for g in config.instance_group] == [1, 2]  # repeated fields append
+    assert [g.count for g in config.instance_group] == [1, 3]  # repeated fields append
     assert config.dynamic_batching.max_queue_delay_microseconds == 7  # scalars replace
     assert list(config.dynamic_batching.preferred_batch_size) == [8]  # ... inside merged messages
     assert config.model_transaction_policy.decoupled
@@ -429,3 +457,71 @@ def test_an_ensemble_scheduling_fragment_on_a_model_is_refused_with_its_reason(t
     assert problems_of(info.value) == [
         "/models/0/pbtxt: pbtxt fragment may not set ensemble_scheduling (python model that batches): only an "
         "ensemble has steps; declare one under ensembles:, whose steps come from its maps"]
+
+
+# ---- tuned: (gen-repo tune's block) over the model's own options ---------------------------------------------------
+def _tuned(**settings: object) -> dict:
+    measured = {"at": "2026-12-06T08:00:00Z", "hardware": "2 CPUs (Intel Xeon), no GPU", "engine": "loop",
+                "concurrency": [8, 32], "throughput": 412.0, "noise": 0.04, "p99_ms": 12.3, "gen_repo": "0.2.0"}
+    return {**settings, "measured": measured}
+
+
+def test_tuned_settings_replace_the_models_own_and_plan_says_where_they_came_from(tmp_path):
+    tuned = _tuned(instance_group=[{"kind": "KIND_CPU", "count": 3}],
+                   dynamic_batching={"max_queue_delay_microseconds": 500, "preferred_batch_size": []})
+    model = one_model(tmp_path, batch_graph(high=8), target="python", tuned=tuned,
+                      instance_group=[{"kind": "KIND_CPU", "count": 1}],
+                      dynamic_batching={"preferred_batch_size": [4, 8], "max_queue_delay_microseconds": 7,
+                                        "preserve_ordering": True})
+    config = model.config
+    assert [(g.kind, g.count) for g in config.instance_group] == [(model_config_pb2.ModelInstanceGroup.KIND_CPU, 3)]
+    assert list(config.dynamic_batching.preferred_batch_size) == []  # [] is "none", not "the default"
+    assert config.dynamic_batching.max_queue_delay_microseconds == 500
+    assert config.dynamic_batching.preserve_ordering  # the keys tuning leaves stay the model's own
+    words = "\n".join(model.decisions)
+    assert "preferred_batch_size [] (tuned), max_queue_delay_microseconds 500 (tuned)" in words
+    assert ("tuned (/models/0/tuned): instance_group KIND_CPU x3; max_queue_delay_microseconds 500; "
+            "preferred_batch_size [], over the model's own options; measured 2026-12-06T08:00:00Z on 2 CPUs (Intel "
+            "Xeon), no GPU with the loop engine at concurrency [8, 32]: 412 inferences/s (noise 4%), p99 12.3 ms, "
+            "gen-repo 0.2.0") in words
+    # Partial: a tuned delay alone keeps the model's instance groups and preferred sizes.
+    delay = one_model(tmp_path, batch_graph(high=8), target="python", tuned=_tuned(
+        dynamic_batching={"max_queue_delay_microseconds": 0}), dynamic_batching={"preferred_batch_size": [4]})
+    assert list(delay.config.dynamic_batching.preferred_batch_size) == [4]
+    assert delay.config.dynamic_batching.max_queue_delay_microseconds == 0
+    assert [g.count for g in delay.config.instance_group] == [DEFAULT_CPU_INSTANCE_COUNT]
+
+
+def test_tuned_settings_the_engine_or_contract_cannot_take_are_refused_where_they_are(tmp_path):
+    with pytest.raises(GenRepoError) as info:
+        plan_for(tmp_path, {"models": [
+            {"name": "big", "spec": batch_graph(high=8), "target": "python",
+             "tuned": _tuned(dynamic_batching={"preferred_batch_size": [4, 16]})},
+            {"name": "trt", "spec": batch_graph(high=8), "target": "tensorrt",
+             "tuned": _tuned(instance_group=[{"kind": "KIND_GPU", "count": 2}, {"kind": "KIND_CPU", "count": 2}])},
+            {"name": "static", "spec": str(AITUNE / "static_single_bs.graphspec.json"), "target": "python",
+             "tuned": _tuned(dynamic_batching={"max_queue_delay_microseconds": 500})},
+            {"name": "off", "spec": batch_graph(high=8), "target": "python", "dynamic_batching": False,
+             "tuned": _tuned(dynamic_batching={"max_queue_delay_microseconds": 500})},
+        ]})
+    assert problems_of(info.value) == [
+        "/models/0/tuned/dynamic_batching/preferred_batch_size/1: preferred_batch_size 16 is outside "
+        "1..max_batch_size (8)",
+        "/models/1/tuned/instance_group/1/kind: the tensorrt target runs on a GPU; instance group kind KIND_CPU "
+        "cannot serve a plan",
+        "/models/2/tuned/dynamic_batching: tuned dynamic_batching, but this model's dynamic batcher is off "
+        "(max_batch_size 0); tune the repository again or remove the tuned dynamic_batching",
+        "/models/3/tuned/dynamic_batching: tuned dynamic_batching, but this model's dynamic batcher is off "
+        "(dynamic_batching: false); tune the repository again or remove the tuned dynamic_batching",
+    ]
+
+
+def test_a_tuned_config_is_byte_identical_whatever_the_key_order(tmp_path):
+    one = _tuned(instance_group=[{"kind": "KIND_CPU", "count": 2}],
+                 dynamic_batching={"max_queue_delay_microseconds": 500, "preferred_batch_size": [2]})
+    other = {key: one[key] for key in reversed(list(one))}
+    other["dynamic_batching"] = dict(reversed(list(one["dynamic_batching"].items())))
+    a = one_model(tmp_path / "a", batch_graph(), target="python", tuned=one)
+    b = one_model(tmp_path / "b", batch_graph(), target="python", tuned=other)
+    assert render_config(a.config) == render_config(b.config)
+    assert a.decisions == b.decisions

@@ -86,7 +86,8 @@ def test_triton_loads_generated_configs_without_auto_complete(tmp_path, triton_s
             assert got == want, (name, kind)
         assert served.HasField("dynamic_batching") == ours.HasField("dynamic_batching"), name
         if ours.HasField("dynamic_batching"):
-            preferred = list(ours.dynamic_batching.preferred_batch_size)
+            # None written: Triton's NormalizeModelConfig serves max_batch_size as the one preferred size.
+            preferred = list(ours.dynamic_batching.preferred_batch_size) or [ours.max_batch_size]
             assert list(served.dynamic_batching.preferred_batch_size) == preferred
             assert (served.dynamic_batching.max_queue_delay_microseconds
                     == ours.dynamic_batching.max_queue_delay_microseconds == 100)

@@ -82,7 +82,7 @@ def test_without_profiles_nothing_changes(tmp_path: Path) -> None:
     model = _bert(tmp_path, target="tensorrt")
     assert model.profiles == () and model.engine_profiles() == [model.inputs]
     assert [list(g.profile) for g in model.config.instance_group] == [["0"]]
-    assert list(model.config.dynamic_batching.preferred_batch_size) == [4]
+    assert list(model.config.dynamic_batching.preferred_batch_size) == []  # one profile: no batch size to prefer
     assert "optimization_profiles" not in contract_from_plan(model)
 
 
@@ -91,7 +91,7 @@ def test_other_targets_take_the_cases_and_contract_only(tmp_path: Path) -> None:
     assert [p.name for p in model.profiles] == ["short", "long"]
     assert "optimization_profiles" in contract_from_plan(model)
     assert not any(g.profile for g in model.config.instance_group)
-    assert list(model.config.dynamic_batching.preferred_batch_size) == [4]  # no TensorRT profiles to prefer
+    assert list(model.config.dynamic_batching.preferred_batch_size) == []  # no TensorRT profiles to prefer
     assert any("target python builds no TensorRT plan" in d for d in model.decisions)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from generator.serving.smoke import repository_models
+from generator.specs.json_schema import schema_problems
 from tests.manifest_helpers import REPO
 from tests.process_helpers import run_cli
 from tests.requirements import CHROMIUM, require
@@ -419,3 +420,77 @@ def test_the_real_diff_of_a_rebuild_is_shown_change_by_change(example_repository
     assert {c["kind"] for c in diff["changes"]} >= {"input_removed", "data_type", "output_added"}
     summary = _text(tree.find(".//table[@class='summary']"))  # type: ignore[arg-type]
     assert f"{diff['breaking']} breaking, {diff['compatible']} compatible" in summary
+
+
+#: A real ``gen-repo tune --report`` document: the example built for the python target, then
+#: ``gen-repo tune REPO --budget 40 --concurrency 8 --concurrency 32 --report example_tune.json`` on this machine.
+TUNE_JSON = Path(__file__).resolve().parents[1] / "data" / "tune" / "example_tune.json"
+
+
+def test_the_tune_schema_accepts_a_tune_document_and_locates_what_is_wrong() -> None:
+    document = json.loads(TUNE_JSON.read_text())
+    assert schema_problems(document, "report_tune.schema.json", str(TUNE_JSON)) == []
+    broken = json.loads(TUNE_JSON.read_text())
+    broken["engine"] = "threads"
+    del broken["models"][0]["candidates"][1]["results"][0]["p99_ms"]
+    problems = [f"{p.pointer}: {p.message}" for p in schema_problems(broken, "report_tune.schema.json", "t.json")]
+    assert any(p.startswith("/engine: ") for p in problems), problems
+    assert any(p.startswith("/models/0/candidates/1/results/0: ") and "'p99_ms' is a required property" in p
+               for p in problems), problems
+
+
+def test_a_tune_report_charts_every_candidate_with_the_baseline_and_best_marked(example_repository: Path,
+                                                                                tmp_path: Path) -> None:
+    document = json.loads(TUNE_JSON.read_text())
+    text_only = tmp_path / "tune.json"  # mlp left out: its section says it was not tuned
+    text_only.write_text(json.dumps({**document, "models": [m for m in document["models"] if m["model"] == "text"]}))
+    (tuned,) = [m for m in document["models"] if m["model"] == "text"]
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page), "--tune", str(text_only)])
+    assert code == 0, text
+    tree = _parse(page.read_text())
+    summary = _text(next(tree.iter("table")))
+    assert f"1 model(s) tuned on {document['hardware']}, engine {document['engine']}" in summary
+    section = _section(tree, "text")
+    assert "Tuning" in _text(section)
+    (figure,) = [f for f in section.iter("figure") if "tune" in (f.get("class") or "")]
+    svg_text = _svg_texts(figure)
+    levels = tuned["concurrency"]
+    assert {*(f"concurrency {c}" for c in levels), "best", "baseline", "inferences/s", "p99 latency (ms)"} <= svg_text
+    # One marker per candidate and concurrency (a best that is also the baseline twice), plus one per legend entry.
+    candidates = tuned["candidates"]
+    roles = {"baseline", "best"} | ({"tried"} if len(candidates) > 2 else set())
+    same = tuned["best"] == tuned["baseline"]
+    markers = [u for g in figure.iter("g") if "PathCollection" in (g.get("id") or "") for u in g.iter("use")]
+    assert len(markers) == len(levels) * (len(candidates) + (1 if same else 0) + len(roles))
+    rows = [[_text(td) for td in tr.iter("td")] for tr in section.iter("tr")
+            if tr.find("td") is not None and "delay" in _text(tr)]
+    assert len(rows) == len(candidates)
+
+    def words(candidate: dict) -> str:
+        preferred = candidate["preferred_batch_size"]
+        return (f"{candidate['kind']} x{candidate['instance_count']}, delay "
+                f"{candidate['max_queue_delay_microseconds']} us, preferred {preferred if preferred else 'none'}")
+
+    assert [r[0] for r in rows if r[1] == "best"] == [words(tuned["best"])]
+    if not same:
+        assert [r[0] for r in rows if r[1] == "baseline"] == [words(tuned["baseline"])]
+    assert "not tuned in the tune run" in _text(_section(tree, "mlp"))
+    # Same inputs, same bytes; both models of the real report charted.
+    from generator.reports.html_page import build_report, load_inputs
+
+    inputs = load_inputs(tune=str(TUNE_JSON))
+    first = build_report(str(example_repository), inputs)
+    assert first == build_report(str(example_repository), inputs)
+    assert "not tuned in the tune run" not in first
+
+
+def test_a_bad_tune_file_is_located_and_nothing_is_written(example_repository: Path, tmp_path: Path) -> None:
+    document = json.loads(TUNE_JSON.read_text())
+    document["models"][0]["best"]["instance_count"] = 0
+    bad = tmp_path / "tune.json"
+    bad.write_text(json.dumps(document))
+    page = tmp_path / "report.html"
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page), "--tune", str(bad)])
+    assert code == 2 and "Traceback" not in text and not page.exists(), text
+    assert f"{bad}: /models/0/best/instance_count: " in text

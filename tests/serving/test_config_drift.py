@@ -48,3 +48,10 @@ def test_config_differences_names_each_difference() -> None:
     served = _config(GENERATED)
     served.ClearField("dynamic_batching")
     assert config_differences(_config(GENERATED), served) == ["dynamic_batching: generated on, server off"]
+
+
+def test_no_preferred_sizes_are_served_as_max_batch_size_and_anything_else_is_drift() -> None:
+    served = _config(GENERATED)
+    served.dynamic_batching.preferred_batch_size.append(4)
+    assert config_differences(_config(GENERATED), served) == [
+        "dynamic_batching.preferred_batch_size: generated none (served as [8]), server [4]"]

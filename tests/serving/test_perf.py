@@ -141,7 +141,9 @@ def test_perf_config_is_deterministic_and_path_free(tmp_path: Path) -> None:
 def test_perf_config_from_repository_contracts(tmp_path: Path) -> None:
     """--repo reads gen_repo/contract.json; the same shapes as from the plan."""
     repo = tmp_path / "repo"
-    code, output = _run("config", str(EXAMPLES_MANIFEST), "-o", str(repo))
+    # --target python: the target perf-config's plan resolves `auto` to (the instances, and so the concurrency
+    # ranges, follow the target's instance group: 2 KIND_CPU instances for python, 1 KIND_AUTO for onnx).
+    code, output = _run("config", str(EXAMPLES_MANIFEST), "-o", str(repo), "--target", "python")
     assert code == 0, output
     from_repo, from_plan = tmp_path / "a", tmp_path / "b"
     assert _run("perf-config", "--repo", str(repo), "-o", str(from_repo))[0] == 0

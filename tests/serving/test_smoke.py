@@ -141,7 +141,7 @@ def faulty_repository(example_repository: Path, tmp_path_factory) -> Path:
     config = repo / "text" / "config.pbtxt"
     original = config.read_text()
     edited = original.replace("max_queue_delay_microseconds: 100", "max_queue_delay_microseconds: 5000")
-    edited = edited.replace("  preferred_batch_size: 4\n", "")
+    edited = edited.replace("dynamic_batching {\n", "dynamic_batching {\n  preferred_batch_size: 4\n")
     assert edited.count("preferred_batch_size") == 1 and "5000" in edited, original
     config.write_text(edited)
 
@@ -334,7 +334,7 @@ def test_config_drift_fails_the_config_check(faulty_report: SmokeReport) -> None
     assert _statuses(faulty_report, "text") == {**dict.fromkeys(CHECKS, "passed"), "config": "failed"}
     differences = faulty_report.for_model("text")["config"].details["differences"]
     assert "dynamic_batching.max_queue_delay_microseconds: generated 100, server 5000" in differences
-    assert "dynamic_batching.preferred_batch_size: generated [4, 16], server [16]" in differences
+    assert "dynamic_batching.preferred_batch_size: generated none (served as [16]), server [4]" in differences
 
 
 @pytest.mark.triton

@@ -493,7 +493,7 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 # The schemas themselves
 # --------------------------------------------------------------------------------------------------------------------
-SCHEMAS = ["graphspec.schema.json", "tune_report.schema.json"]
+SCHEMAS = ["graphspec.schema.json", "tune_report.schema.json", "report_tune.schema.json"]
 
 
 @pytest.mark.parametrize("name", SCHEMAS)

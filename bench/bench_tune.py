@@ -1,0 +1,140 @@
+"""``gen-repo tune``'s search against an exhaustive grid over the same space, on zoo models of different kinds.
+
+Per model (default: ``bert`` (text), ``resnet`` (image), ``wav2vec2`` (audio), built from ``tests/zoo`` with
+``--target python`` into a temporary folder, or taken from ``--repo``) and per repeat, in one run on this machine:
+
+- **tune**: :func:`generator.tuning.run.tune_repository` (the hill climb from the generated config, ``--budget``);
+- **grid**: the same call with ``strategy="grid"``: every setting of :func:`generator.tuning.space.grid` (instances
+  1..4 x queue delays 0/100/500/2000/4000 us x preferred sizes none/generated), same windows, same concurrency.
+
+Ratios per repeat: tune's best throughput / the grid's best (goal >= 0.95) with the p99 of each (tune's at equal or
+better p99 is the goal); tune's search time / the grid's (goal <= 0.25; both without the server start); and the
+generated config's throughput (the grid's first candidate) / the grid's best (the defaults, goal >= 0.9). Prints
+medians and spread (min..max) over the repeats, the engine, and the load average before and after.
+
+    python bench/bench_tune.py [--repeats 3] [--models bert resnet wav2vec2] [--repo DIR]
+    python bench/bench_tune.py --quick          # one model, one repeat, short windows: proves it runs (~5 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ZOO = ROOT / "tests" / "zoo"
+DEFAULT_MODELS = ("bert", "resnet", "wav2vec2")
+
+
+def _build(models: list[str], folder: Path) -> Path:
+    """The zoo models named, built for the python target into ``folder``/model_repository."""
+    from generator.building.pipeline import BuildOptions, build_repository
+
+    zoo = yaml.safe_load((ZOO / "gen-repo.yaml").read_text())
+    entries = []
+    for entry in zoo["models"]:
+        if entry["name"] in models:
+            entry = dict(entry)
+            entry["spec"] = str(ZOO / entry["spec"])
+            if isinstance(entry.get("samples"), str):
+                entry["samples"] = str(ZOO / entry["samples"])
+            entries.append(entry)
+    manifest = folder / "gen-repo.yaml"
+    manifest.write_text(yaml.safe_dump({"defaults": {"target": "python"}, "models": entries}))
+    options = BuildOptions(allow_code=True, target="python", cache_dir=folder / "cache", allow_outside=True,
+                           code_path=(str(ZOO),))
+    report = build_repository(manifest, options, folder / "model_repository")
+    if not report.ok:
+        raise SystemExit(f"build failed: {report.to_dict()}")
+    return folder / "model_repository"
+
+
+def _one(repo: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    from generator.tuning.measure import Windows
+    from generator.tuning.run import TuneRun, tune_repository
+
+    windows = Windows(window_s=args.window, agree=args.agree, max_windows=args.max_windows)
+    common = {"models": (model,), "windows": windows, "concurrency": tuple(args.concurrency)}
+    tune = tune_repository(TuneRun(repo, budget_s=args.budget, **common)).models[0].search
+    grid = tune_repository(TuneRun(repo, budget_s=float("inf"), strategy="grid", **common)).models[0].search
+    assert tune is not None and grid is not None
+    return {
+        "throughput": tune.best.score / grid.best.score,
+        "p99": tune.best.p99_ms / grid.best.p99_ms if grid.best.p99_ms else float("nan"),
+        "time": tune.seconds / grid.seconds,
+        "defaults": grid.baseline.score / grid.best.score,
+        "tune_candidates": len(tune.candidates),
+        "grid_candidates": len(grid.candidates),
+        "tune_s": tune.seconds,
+        "grid_s": grid.seconds,
+        "tune_best": tune.best.setting,
+        "grid_best": grid.best.setting,
+        "noise": max(tune.best.noise, grid.best.noise),
+    }
+
+
+def _stat(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}..{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=None)
+    parser.add_argument("--repo", type=Path, default=None, help="a built repository holding the models")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=120.0, help="tune's budget per model (s)")
+    parser.add_argument("--window", type=float, default=1.0)
+    parser.add_argument("--agree", type=int, default=3)
+    parser.add_argument("--max-windows", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[])
+    parser.add_argument("--quick", action="store_true", help="one model, one repeat, 0.5 s windows, 2 agreeing")
+    args = parser.parse_args()
+    if args.quick:
+        args.models = args.models or ["resnet"]
+        args.repeats, args.window, args.agree, args.max_windows = 1, 0.5, 2, 4
+        args.budget = min(args.budget, 40.0)
+    models = args.models or list(DEFAULT_MODELS)
+    load_before = os.getloadavg()
+    print(f"load average before: {', '.join(f'{v:.2f}' for v in load_before)}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
+        began = time.monotonic()
+        repo = args.repo or _build(models, Path(tmp))
+        print(f"repository: {repo} ({time.monotonic() - began:.0f} s)", flush=True)
+        rows = {}
+        for model in models:
+            runs = []
+            for k in range(args.repeats):
+                run = _one(repo, model, args)
+                runs.append(run)
+                print(f"{model} #{k + 1}: tune/grid throughput {run['throughput']:.3f} (p99 {run['p99']:.2f}x), time "
+                      f"{run['time']:.3f} ({run['tune_s']:.0f} s / {run['grid_s']:.0f} s, {run['tune_candidates']} "
+                      f"/ {run['grid_candidates']} candidates), defaults/grid {run['defaults']:.3f}, noise "
+                      f"{run['noise']:.1%}; tune best {run['tune_best']}, grid best {run['grid_best']}", flush=True)
+            rows[model] = runs
+    from generator.tuning.results import describe_hardware
+
+    print(f"\nhardware: {describe_hardware()}; engine: the built-in loop unless perf_analyzer runs here")
+    print("| model | tune/grid throughput | tune/grid p99 | tune/grid time | defaults/grid | repeats |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for model, runs in rows.items():
+        print(f"| {model} | {_stat([r['throughput'] for r in runs])} | {_stat([r['p99'] for r in runs])} | "
+              f"{_stat([r['time'] for r in runs])} | {_stat([r['defaults'] for r in runs])} | {len(runs)} |")
+    every = [r for runs in rows.values() for r in runs]
+    print(f"\nall: tune/grid throughput {_stat([r['throughput'] for r in every])} (goal >= 0.95), time "
+          f"{_stat([r['time'] for r in every])} (goal <= 0.25), defaults/grid {_stat([r['defaults'] for r in every])} "
+          "(goal >= 0.9)")
+    print(f"load average before: {', '.join(f'{v:.2f}' for v in load_before)}; after: "
+          f"{', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

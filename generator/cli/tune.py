@@ -1,0 +1,162 @@
+"""``gen-repo tune``: search each model's served settings on this machine; keep the best in the manifest."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from generator.cli._common import report_errors, summary_md_option
+from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
+
+
+def _table(report: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"gen-repo tune ({report.engine}; {report.hardware})")
+    for column in ("model", "concurrency", "baseline /s", "best /s", "gain", "best setting", "p99 ms", "tried",
+                   "stopped"):
+        table.add_column(column)
+    for tune in report.models:
+        if tune.search is None:
+            table.add_row(tune.model, "", "", "", "", "", "", "0", f"not tuned: {tune.skipped}")
+            continue
+        base, best = tune.search.baseline, tune.search.best
+        s = best.setting
+        gain = f"{best.score / base.score:.2f}x" if base.score > 0 and best.error is None else "-"
+        table.add_row(tune.model, ", ".join(map(str, tune.concurrency)),
+                      "-" if base.error else f"{base.score:.1f} +-{base.noise:.0%}",
+                      "-" if best.error else f"{best.score:.1f} +-{best.noise:.0%}", gain,
+                      f"{s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
+                      f"{list(s.preferred_batch_size) or 'none'}",
+                      "-" if best.error else f"{best.p99_ms:.1f}", str(len(tune.search.candidates)),
+                      tune.search.stopped)
+    Console(stderr=True).print(table)
+
+
+def _section(report: Any, written: str | None) -> Any:
+    """The --summary-md section: a row per model (baseline, best, setting), the engine and machine as a note."""
+    from generator.reports.markdown import SummaryRow, SummarySection
+
+    rows = []
+    for tune in report.models:
+        if tune.search is None:
+            rows.append(SummaryRow(tune.model, "not tuned", tune.skipped))
+            continue
+        base, best, s = tune.search.baseline, tune.search.best, tune.search.best.setting
+        failed = best.error is not None
+        detail = best.error or (
+            f"{base.score:.1f}/s -> {best.score:.1f}/s +-{best.noise:.0%} (p99 {best.p99_ms:.1f} ms): "
+            f"{s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
+            f"{list(s.preferred_batch_size) or 'none'}; {len(tune.search.candidates)} candidates")
+        rows.append(SummaryRow(tune.model, "failed" if failed else "tuned", detail, failed))
+    tuned = sum(1 for r in rows if r.status == "tuned")
+    note = (f"engine {report.engine}; {report.hardware}; load {', '.join(f'{v:.2f}' for v in report.load)}; "
+            + (f"written into {written}" if written else "nothing written"))
+    return SummarySection("gen-repo tune", {"tuned": tuned, "failed": sum(r.failed for r in rows)}, rows,
+                          ok=not any(r.failed for r in rows), note=note, columns=("model", "status", "result"))
+
+
+def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
+    """(manifest or None, repository folder) from TARGET (a manifest or a repository) and --repo."""
+    if target.is_dir():
+        if repo is not None:
+            raise GenRepoError([Problem("--repo", "", "give --repo only with a manifest (TARGET is a repository)")])
+        return None, target
+    if not target.is_file():
+        raise GenRepoError([Problem(str(target), "", "no such manifest or repository folder")])
+    from generator.manifest.loading import read_manifest
+
+    document = read_manifest(target)
+    if document.problems:
+        raise GenRepoError(list(document.problems))
+    return target, repo if repo is not None else document.output_dir
+
+
+@click.command("tune")
+@click.argument("target", type=click.Path(path_type=Path))
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The built repository (default: the manifest's `output`); TARGET is then its manifest.")
+@click.option("--model", "models", multiple=True, help="Only this model (repeatable; default: all).")
+@click.option("--budget", type=float, default=120.0, show_default=True,
+              help="Seconds of search per model, after its baseline is measured.")
+@click.option("--p99-ms", "p99_ms", type=float, default=None,
+              help="Latency budget: a candidate whose p99 is above it never becomes the best.")
+@click.option("--concurrency", "concurrency", type=int, multiple=True,
+              help="Concurrent requests (repeatable; default: Triton's rule 2 x max_batch_size x instances, at most "
+                   "64).")
+@click.option("--window", type=float, default=1.0, show_default=True, help="Seconds per measurement window.")
+@click.option("--tolerance", type=float, default=0.05, show_default=True,
+              help="Relative spread within which the last 3 windows must agree (and the least gain acted on).")
+@click.option("--engine", type=click.Choice(["auto", "perf_analyzer", "loop"]), default="auto", show_default=True,
+              help="perf_analyzer where its binary runs (auto), or the built-in load loop in separate processes.")
+@click.option("--perf-analyzer", "perf_analyzer_path", default=None, help="Path of a perf_analyzer binary.")
+@click.option("--tritonserver", default=None, help="Path of the tritonserver binary (default: PATH, nvidia-pytriton).")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Write each model's best as a `tuned:` block into the manifest (TARGET a manifest).")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the tune report (what `gen-repo report --tune` charts) as JSON to this file.")
+@click.option("--json", "json_output", is_flag=True, help="Print the tune report as JSON on stdout.")
+@summary_md_option
+@report_errors
+def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: float, p99_ms: float | None,
+            concurrency: tuple[int, ...], window: float, tolerance: float, engine: str,
+            perf_analyzer_path: str | None, tritonserver: str | None, write: bool, report_file: Path | None,
+            json_output: bool, summary_md: Path | None = None) -> None:
+    """Search each model's instance count, queue delay and preferred batch sizes on this machine.
+
+    TARGET is the manifest (its built repository is its `output`, or --repo) or a repository folder (then nothing is
+    written). One tritonserver in explicit model-control mode loads each candidate with a config override; the
+    search starts at the generated config, climbs to the best neighbour while it gains more than the measured noise,
+    and stops there or at --budget. Never changed: max_batch_size, inputs, outputs, anything a client sees, or a
+    batch beyond the engine's profile. With a manifest, the best settings are written into it as `tuned:` blocks
+    (atomically; the next build reproduces them). Exit 1 when no candidate of a model could be measured.
+    """
+    from generator.tuning.manifest_block import tuned_block, write_tuned
+    from generator.tuning.measure import Windows
+    from generator.tuning.run import TuneRun, models_to_write, tune_repository
+
+    if budget < 0 or window <= 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (
+            p99_ms is not None and p99_ms <= 0):
+        click.echo("error: --budget >= 0, --window > 0, 0 < --tolerance < 1, --concurrency >= 1, --p99-ms > 0",
+                   err=True)
+        raise SystemExit(EXIT_USAGE)
+    manifest, repository = _resolve(target, repo)
+    run = TuneRun(repository, tuple(models), budget, p99_ms, tuple(concurrency),
+                  Windows(window_s=window, tolerance=tolerance), engine, perf_analyzer_path, tritonserver)
+    report = tune_repository(run, progress=(lambda line: None) if json_output else
+                             (lambda line: click.echo(line, err=True)))
+    written = None
+    kept = models_to_write(report)
+    if write and manifest is not None and kept:
+        write_tuned(manifest, {m.model: tuned_block(m.search.best, hardware=report.hardware, engine=report.engine,
+                                                    concurrency=m.concurrency)
+                               for m in kept if m.search is not None})
+        written = str(manifest)
+    document = report.to_dict()
+    if report_file is not None:
+        from generator.atomic_write import write_atomically
+
+        try:
+            write_atomically(report_file, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        except OSError as error:
+            raise GenRepoError([Problem(str(report_file), "", f"cannot write: {error.strerror or error}")]) from error
+    if summary_md is not None:
+        from generator.reports.markdown import append_summary
+
+        append_summary(summary_md, _section(report, written))
+    if json_output:
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        _table(report)
+        for note in report.notes:
+            click.echo(f"note: {note}", err=True)
+        click.echo(f"tuned settings written into {written}" if written else "nothing written", err=True)
+    failed = [m.model for m in report.models if m.search is not None and not m.measured]
+    if failed:
+        click.echo(f"no candidate could be measured for: {', '.join(failed)}", err=True)
+        sys.exit(EXIT_FAILED)

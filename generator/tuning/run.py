@@ -1,0 +1,125 @@
+"""``gen-repo tune``'s work: one server in explicit model-control mode, each model searched in turn, one report.
+
+The server starts with no model loaded (``--model-control-mode=explicit``); each model is loaded only with its
+candidates' config overrides, searched (:func:`generator.tuning.search.hill_climb`) and unloaded before the next, so
+one model's instances never compete with another's. Requests carry one item of the profile's opt shape (batching
+models): what online clients send and what the dynamic batcher combines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generator.errors import GenRepoError, Problem
+from generator.tuning.measure import Candidate, Measurer, Windows
+from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
+from generator.tuning.search import exhaustive, hill_climb
+from generator.tuning.space import ModelFacts, Setting, default_concurrency, facts_from_repository
+
+__all__ = ["DEFAULT_BUDGET_S", "TuneRun", "choose_engine", "tune_repository"]
+
+#: Seconds of search per model by default: about 15-25 candidates of ~4 s each on a small CPU model.
+DEFAULT_BUDGET_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class TuneRun:
+    """What to tune and how.
+
+    The repository, models (all when empty), the per-model time budget, a p99 budget, concurrencies (Triton's rule
+    when empty), the windows, the engine (``auto``, ``loop``, ``perf_analyzer``).
+    """
+
+    repo: Path
+    models: tuple[str, ...] = ()
+    budget_s: float = DEFAULT_BUDGET_S
+    p99_ms: float | None = None
+    concurrency: tuple[int, ...] = ()
+    windows: Windows = field(default_factory=Windows)
+    engine: str = "auto"
+    perf_analyzer: str | None = None
+    tritonserver: str | None = None
+    timeout_s: float = 30.0
+    #: ``climb`` (the search) or ``grid`` (every setting: the benchmark's reference).
+    strategy: str = "climb"
+
+
+def choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
+    """(engine, perf_analyzer binary or None, why): perf_analyzer where one runs here (or is asked for), else loop."""
+    from generator.serving.perf_analyzer import find_perf_analyzer
+
+    if run.engine == "loop":
+        return "loop", None, "the built-in load loop (asked for)"
+    status = find_perf_analyzer(run.perf_analyzer)
+    if status.usable:
+        return "perf_analyzer", status.path, status.reason
+    if run.engine == "perf_analyzer":
+        raise GenRepoError([Problem(run.perf_analyzer or "perf_analyzer", "", status.reason)])
+    return "loop", None, status.reason
+
+
+def _request(repo: Path, name: str, facts: ModelFacts) -> tuple[dict, dict[str, str], int]:
+    """The request every client sends: one item of the opt shape (the opt batch where one item is out of range)."""
+    from generator.client import ModelContract
+
+    contract = ModelContract.from_repository(repo, name)
+    try:
+        inputs = contract.example_inputs("opt", batch_size=1) if facts.max_batch_size > 0 else \
+            contract.example_inputs("opt")
+    except ValueError:
+        inputs = contract.example_inputs("opt")
+    batch = int(next(iter(inputs.values())).shape[0]) if facts.max_batch_size > 0 and inputs else 1
+    return inputs, {t.name: t.datatype for t in contract.inputs}, batch
+
+
+def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line: None) -> TuneReport:
+    """Tune every model of ``run``; GenRepoError for bad input (no such model, no repository, no server)."""
+    from generator.serving.server import launch
+
+    entries = facts_from_repository(run.repo, run.models)
+    engine, binary, why = choose_engine(run)
+    progress(f"engine: {engine} ({why})")
+    report = TuneReport(str(run.repo), engine, describe_hardware(), load_average(), run.windows.tolerance)
+    if engine == "loop":
+        report.notes.append(f"measured with the built-in load loop: {why}")
+    with launch(run.repo, tritonserver=run.tritonserver, model_control="explicit") as server:
+        for facts, config in entries:
+            levels = list(run.concurrency) or default_concurrency(facts)
+            tune = ModelTune(facts.name, levels, run.p99_ms)
+            report.models.append(tune)
+            if not facts.tunable:
+                tune.skipped = facts.why_not
+                report.notes.append(f"{facts.name}: not tuned: {facts.why_not}")
+                continue
+            inputs, datatypes, batch = _request(run.repo, facts.name, facts)
+            progress(f"{facts.name}: concurrency {', '.join(map(str, levels))}, budget {run.budget_s:g} s")
+            with Measurer(server.grpc_url, facts.name, config, inputs, datatypes, batch=batch, levels=levels,
+                          windows=run.windows, engine=engine, perf_analyzer=binary, repo=run.repo,
+                          timeout_s=run.timeout_s) as measurer:
+
+                def measure(setting: Setting, measurer: Measurer = measurer, name: str = facts.name) -> Candidate:
+                    candidate = measurer.measure(setting, run.p99_ms)
+                    progress(_line(name, candidate))
+                    return candidate
+
+                search = exhaustive if run.strategy == "grid" else hill_climb
+                tune.search = search(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
+            if not tune.measured:
+                report.notes.append(f"{facts.name}: no candidate could be measured")
+    return report
+
+
+def _line(model: str, candidate: Candidate) -> str:
+    s = candidate.setting
+    what = (f"{model}: {s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
+            f"{list(s.preferred_batch_size) or 'none'}")
+    if candidate.error:
+        return f"{what}: {candidate.error}"
+    return f"{what}: {candidate.score:.1f}/s +-{candidate.noise:.1%}, p99 {candidate.p99_ms:.1f} ms"
+
+
+def models_to_write(report: TuneReport) -> Sequence[ModelTune]:
+    """The models whose best is measured (what ``--write`` keeps)."""
+    return [m for m in report.models if m.measured]

@@ -1,0 +1,113 @@
+"""The search: from the generated config, steepest ascent over neighbours, bounded in time, stopped by the noise.
+
+Each step measures every not yet measured neighbour of the current setting (:func:`generator.tuning.space.neighbours`)
+and moves to the best of them only when it beats the current one by more than the noise: the larger of the two
+measurements' relative spreads, and never less than the tolerance. A gain inside the noise is no reason to climb on,
+so the search stops there ("converged"), or when the time budget is spent ("budget"). The best reported is the
+highest measurement of all the candidates. Candidates over the p99 budget never become the best (the baseline
+stays the best when every candidate is over it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from generator.tuning.measure import Candidate
+from generator.tuning.space import ModelFacts, Setting, grid, neighbours
+
+__all__ = ["SearchResult", "beats", "exhaustive", "hill_climb"]
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """Every candidate measured (in order), the baseline, the best and why the search stopped."""
+
+    baseline: Candidate
+    best: Candidate
+    candidates: list[Candidate] = field(default_factory=list)
+    stopped: str = ""
+    seconds: float = 0.0
+
+
+def beats(challenger: Candidate, best: Candidate, tolerance: float) -> bool:
+    """Whether ``challenger`` is better than ``best`` by more than the noise (or ``best`` failed or is over budget)."""
+    if challenger.error is not None or not challenger.within_budget:
+        return False
+    if best.error is not None or not best.within_budget:
+        return True
+    noise = max(challenger.noise, best.noise, tolerance)
+    return challenger.score > best.score * (1.0 + noise)
+
+
+def _better(candidate: Candidate, than: Candidate | None) -> bool:
+    """Whether ``candidate`` measured more than ``than`` (any amount), both measured and within the p99 budget."""
+    if candidate.error is not None or not candidate.within_budget:
+        return False
+    return than is None or than.error is not None or not than.within_budget or candidate.score > than.score
+
+
+def hill_climb(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, budget_s: float, tolerance: float,
+               clock: Callable[[], float] = time.monotonic) -> SearchResult:
+    """Search ``facts``' space with ``measure``; at most ``budget_s`` seconds once the baseline is measured.
+
+    The climb goes on from the best neighbour only when it beats the current setting by more than the noise
+    (:func:`beats`); the best reported is the highest measurement of all (a gain inside the noise is kept, never
+    climbed from).
+    """
+    began = clock()
+    deadline = began + budget_s
+    baseline = measure(facts.baseline)
+    result = SearchResult(baseline, baseline, [baseline])
+    current = baseline
+    seen = {facts.baseline}
+    while not result.stopped:
+        step_best: Candidate | None = None
+        fresh = [s for s in neighbours(current.setting, facts) if s not in seen]
+        if not fresh:
+            result.stopped = "converged: every neighbour of the best was measured"
+        for setting in fresh:
+            if clock() >= deadline:
+                result.stopped = f"budget: {budget_s:g} s spent"
+                break
+            seen.add(setting)
+            candidate = measure(setting)
+            result.candidates.append(candidate)
+            if _better(candidate, step_best):
+                step_best = candidate
+            if _better(candidate, result.best):
+                result.best = candidate
+        if result.stopped:
+            break
+        if step_best is None or not beats(step_best, current, tolerance):
+            noise = max(current.noise, step_best.noise if step_best else 0.0, tolerance)
+            result.stopped = f"converged: no neighbour beats the best by more than the noise ({noise:.1%})"
+            break
+        current = step_best
+    result.seconds = clock() - began
+    return result
+
+
+def exhaustive(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, budget_s: float = float("inf"),
+               tolerance: float = 0.0, clock: Callable[[], float] = time.monotonic) -> SearchResult:
+    """Every setting of the grid (:func:`generator.tuning.space.grid`), baseline first.
+
+    What the climb is judged against (``bench/bench_tune.py``). ``tolerance`` is unused; ``budget_s`` bounds it like
+    the climb.
+    """
+    began = clock()
+    settings = grid(facts)
+    baseline = measure(settings[0])
+    result = SearchResult(baseline, baseline, [baseline])
+    for setting in settings[1:]:
+        if clock() >= began + budget_s:
+            result.stopped = f"budget: {budget_s:g} s spent"
+            break
+        candidate = measure(setting)
+        result.candidates.append(candidate)
+        if _better(candidate, result.best):
+            result.best = candidate
+    result.stopped = result.stopped or f"grid: all {len(settings)} settings measured"
+    result.seconds = clock() - began
+    return result

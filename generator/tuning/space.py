@@ -1,0 +1,253 @@
+"""What ``gen-repo tune`` may vary, and nothing else: a model's facts, its settings, their neighbours and the grid.
+
+A :class:`Setting` is the served part of a config that needs no rebuild and that no client sees: the instance count
+(the kind stays the generated one), the dynamic batcher's queue delay and its preferred batch sizes (none, or the
+generated ones; the profile's max batch where the generated config has none). ``max_batch_size`` is never varied:
+a lower one breaks clients (``gen-repo diff`` calls it breaking), a higher one goes beyond what the engine was built
+for (a TensorRT profile's max batch) and what the contract promises. No preferred batch size ever exceeds the
+profile's max batch (:func:`setting_problems` says so, and the property test in ``tests/tuning/test_space.py``
+holds every setting the climb can reach to it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from generator.bounded import read_text
+from generator.confinement import confined_path
+from generator.errors import GenRepoError, Problem
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
+    from generator.triton.proto import model_config_pb2
+
+__all__ = [
+    "DELAY_LADDER_US",
+    "MAX_CONCURRENCY",
+    "MAX_INSTANCES",
+    "ModelFacts",
+    "Setting",
+    "candidate_config",
+    "default_concurrency",
+    "facts_from_repository",
+    "grid",
+    "neighbours",
+    "setting_problems",
+]
+
+#: Queue delays tried, in microseconds: none, gen-repo's default, then steps that gather a few requests at the
+#: latencies of small CPU models (~1-10 ms) without adding more than a few ms to a request.
+DELAY_LADDER_US = (0, 100, 500, 2000, 4000)
+#: Most instances of one model tried on one machine (the issue's measurements peaked at 2-3 on 2 CPUs; more only
+#: competes for the same cores or GPU).
+MAX_INSTANCES = 4
+#: Upper bound of the default concurrency (Triton's rule 2 x max_batch_size x instances can reach thousands).
+MAX_CONCURRENCY = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFacts:
+    """What bounds one model's search: read from its config.pbtxt and gen-repo contract, never changed by tuning."""
+
+    name: str
+    max_batch_size: int
+    #: The largest batch the engine accepts: the contract's max batch (a TensorRT profile's), <= max_batch_size.
+    profile_max_batch: int
+    kind: str
+    instance_count: int
+    dynamic_batching: bool
+    max_queue_delay_us: int
+    preferred_batch_size: tuple[int, ...]
+    #: Ensembles and decoupled models have nothing tune may vary (Triton refuses instance groups on an ensemble).
+    tunable: bool = True
+    why_not: str = ""
+
+    @property
+    def baseline(self) -> Setting:
+        """The generated config's setting: where the search starts."""
+        return Setting(self.instance_count, self.kind, self.max_queue_delay_us, self.preferred_batch_size)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Setting:
+    """One candidate: instance count and kind, queue delay (us) and preferred batch sizes (() for none)."""
+
+    instance_count: int
+    kind: str
+    max_queue_delay_us: int
+    preferred_batch_size: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The candidate's fields in the tune report's CANDIDATE form."""
+        return {"instance_count": self.instance_count, "kind": self.kind,
+                "max_queue_delay_microseconds": self.max_queue_delay_us,
+                "preferred_batch_size": list(self.preferred_batch_size)}
+
+
+def _preferred_options(facts: ModelFacts) -> list[tuple[int, ...]]:
+    """The preferred sizes tried: none (whatever the queue holds), and the generated ones.
+
+    The generated sizes are cut to what the profile accepts; where the generated config has none, the profile's max
+    batch stands in.
+    """
+    generated = tuple(s for s in facts.preferred_batch_size if 1 <= s <= facts.profile_max_batch)
+    other = generated or ((facts.profile_max_batch,) if facts.profile_max_batch > 0 else ())
+    return [()] if not other else [(), other]
+
+
+def _delays(facts: ModelFacts) -> list[int]:
+    return sorted({*DELAY_LADDER_US, facts.max_queue_delay_us})
+
+
+def _counts(facts: ModelFacts) -> list[int]:
+    return list(range(1, max(MAX_INSTANCES, facts.instance_count) + 1))
+
+
+def neighbours(setting: Setting, facts: ModelFacts) -> list[Setting]:
+    """The settings one step from ``setting``, inside the space.
+
+    One instance more or fewer, the next delay up or down, the other preferred batch option; only dynamic-batching
+    models vary delay and preferred sizes.
+    """
+    out: list[Setting] = []
+    counts = _counts(facts)
+    for count in (setting.instance_count - 1, setting.instance_count + 1):
+        if count in counts:
+            out.append(replace(setting, instance_count=count))
+    if facts.dynamic_batching:
+        delays = _delays(facts)
+        at = delays.index(setting.max_queue_delay_us) if setting.max_queue_delay_us in delays else 0
+        for k in (at - 1, at + 1):
+            if 0 <= k < len(delays):
+                out.append(replace(setting, max_queue_delay_us=delays[k]))
+        for preferred in _preferred_options(facts):
+            if preferred != setting.preferred_batch_size:
+                out.append(replace(setting, preferred_batch_size=preferred))
+    return [s for s in out if not setting_problems(s, facts)]
+
+
+def grid(facts: ModelFacts) -> list[Setting]:
+    """Every setting of the space (what the benchmark's exhaustive search measures), baseline first."""
+    delays = _delays(facts) if facts.dynamic_batching else [facts.max_queue_delay_us]
+    preferred = _preferred_options(facts) if facts.dynamic_batching else [facts.preferred_batch_size]
+    everything = [Setting(c, facts.kind, d, p) for c in _counts(facts) for d in delays for p in preferred]
+    base = facts.baseline
+    return [base, *[s for s in everything if s != base]]
+
+
+def setting_problems(setting: Setting, facts: ModelFacts) -> list[str]:
+    """Why ``setting`` is outside what the engine and the contract allow (empty when it is inside)."""
+    out = []
+    if setting.kind != facts.kind:
+        out.append(f"instance kind {setting.kind} is not the generated {facts.kind}")
+    if not 1 <= setting.instance_count <= max(MAX_INSTANCES, facts.instance_count):
+        out.append(f"instance count {setting.instance_count} is outside 1..{max(MAX_INSTANCES, facts.instance_count)}")
+    if setting.max_queue_delay_us < 0:
+        out.append("a negative queue delay")
+    for size in setting.preferred_batch_size:
+        if not 1 <= size <= facts.profile_max_batch:
+            out.append(f"preferred_batch_size {size} is outside the engine's 1..{facts.profile_max_batch}")
+    if not facts.dynamic_batching and (setting.preferred_batch_size != facts.preferred_batch_size
+                                       or setting.max_queue_delay_us != facts.max_queue_delay_us):
+        out.append("batching settings on a model without dynamic batching")
+    return out
+
+
+def default_concurrency(facts: ModelFacts) -> list[int]:
+    """Triton's rule for throughput: 2 x max_batch_size x instances (the largest count tried), capped.
+
+    One level, the same for every candidate, so candidates compare; at least 2 (one request executing, one queued).
+    """
+    instances = max(MAX_INSTANCES, facts.instance_count)
+    return [max(2, min(MAX_CONCURRENCY, 2 * max(facts.max_batch_size, 1) * instances))]
+
+
+def candidate_config(base: model_config_pb2.ModelConfig, setting: Setting) -> model_config_pb2.ModelConfig:
+    """``base`` with the setting's instance group and batching: what Triton loads as the candidate's override.
+
+    The first instance group keeps everything but its count (its profiles, GPUs); other groups are dropped, since a
+    candidate says how many instances serve the model in all.
+    """
+    config = model_config_pb2.ModelConfig()
+    config.CopyFrom(base)
+    first = model_config_pb2.ModelInstanceGroup()
+    if base.instance_group:
+        first.CopyFrom(base.instance_group[0])
+    first.count = setting.instance_count
+    first.kind = model_config_pb2.ModelInstanceGroup.Kind.Value(setting.kind)
+    del config.instance_group[:]
+    config.instance_group.append(first)
+    if base.HasField("dynamic_batching"):
+        config.dynamic_batching.max_queue_delay_microseconds = setting.max_queue_delay_us
+        del config.dynamic_batching.preferred_batch_size[:]
+        config.dynamic_batching.preferred_batch_size.extend(setting.preferred_batch_size)
+    return config
+
+
+def _facts(name: str, config: model_config_pb2.ModelConfig, contract: dict[str, Any] | None) -> ModelFacts:
+    mbs = int(config.max_batch_size)
+    profile_max = mbs
+    if contract is not None and mbs > 0:
+        batches = [int(t["max_shape"][0]) for t in contract.get("inputs", []) if t.get("max_shape")]
+        profile_max = min([mbs, *[b for b in batches if b > 0]])
+    kinds = model_config_pb2.ModelInstanceGroup.Kind
+    groups = list(config.instance_group)
+    kind = kinds.Name(groups[0].kind) if groups else "KIND_AUTO"
+    count = sum(max(int(g.count), 1) for g in groups) if groups else 1
+    dyn = config.HasField("dynamic_batching")
+    why = ""
+    if config.platform == "ensemble":
+        why = "an ensemble: Triton refuses instance groups and batching options on it"
+    elif config.model_transaction_policy.decoupled:
+        why = "a decoupled model: its throughput is not a request rate"
+    return ModelFacts(
+        name=name, max_batch_size=mbs, profile_max_batch=profile_max, kind=kind, instance_count=count,
+        dynamic_batching=dyn, max_queue_delay_us=int(config.dynamic_batching.max_queue_delay_microseconds),
+        preferred_batch_size=tuple(int(s) for s in config.dynamic_batching.preferred_batch_size),
+        tunable=not why, why_not=why,
+    )
+
+
+def facts_from_repository(repo: Path | str, names: Sequence[str] = ()) -> list[tuple[ModelFacts,
+                                                                                    model_config_pb2.ModelConfig]]:
+    """Every model folder of ``repo`` (or those named): its facts and its config, every problem at once.
+
+    The contract (``<version>/gen_repo/contract.json``, highest version) bounds the batch where present; a
+    hand-written repository without one is bounded by ``max_batch_size`` alone.
+    """
+    from google.protobuf import text_format
+
+    from generator.naming import version_folder
+
+    root = Path(repo)
+    if not root.is_dir():
+        raise GenRepoError([Problem(str(root), "", "model repository folder does not exist")])
+    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
+    problems = [Problem(str(root), "", f"no model {n!r} (models: {', '.join(folders) or 'none'})")
+                for n in names if n not in folders]
+    out = []
+    for name in folders:
+        if names and name not in names:
+            continue
+        try:
+            path = confined_path(root, name, "config.pbtxt")
+            config = text_format.Parse(read_text(path, "config_bytes"), model_config_pb2.ModelConfig())
+            versions = sorted(v for p in confined_path(root, name).iterdir()
+                              if p.is_dir() and (v := version_folder(p.name)) is not None)
+            contract_path = confined_path(root, name, str(versions[-1]), "gen_repo", "contract.json") \
+                if versions else None
+            contract = json.loads(read_text(contract_path)) if contract_path and contract_path.is_file() else None
+        except (ValueError, text_format.ParseError, OSError) as error:
+            problems.append(Problem(str(root / name), "", f"cannot read the model: {error}"))
+            continue
+        out.append((_facts(name, config, contract if isinstance(contract, dict) else None), config))
+    if problems:
+        raise GenRepoError(problems)
+    if not out:
+        raise GenRepoError([Problem(str(root), "", "no models (no <model>/config.pbtxt folders)")])
+    return out
