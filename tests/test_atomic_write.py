@@ -100,12 +100,10 @@ def test_replacing_keeps_the_previous_file_when_the_writer_fails(tmp_path: Path,
 #: created itself, exclusively (mkdtemp, os.mkdir of a fresh random name, TemporaryDirectory), which nobody else can
 #: plant a link in; or opens with O_EXCL. (module, call) -> count.
 _DIRECT_WRITES = {
-    ("generator/building/artifacts.py", "write_text"): 1,  # the build's private work folder
     ("generator/building/artifacts.py", "write_bytes"): 1,  # the build's private work folder
     ("generator/building/engines.py", "write_bytes"): 1,  # TensorRT plans in the build's private work folder
     ("generator/building/pipeline.py", "write_text"): 1,  # <model>/config.pbtxt in the repository's staging folder
     ("generator/building/distributed.py", "write_bytes"): 1,  # a TemporaryDirectory on a Ray worker
-    ("generator/building/ensembles.py", "write_text"): 1,  # the build's private work folder
     ("generator/contracts/reference_data.py", "write_text"): 1,  # gen_repo/reference.json in the build's work folder
     ("generator/repository/staging.py", "write_text"): 2,  # markers in the staging folder (os.mkdir of a random name)
     ("generator/repository/staging.py", "open"): 1,  # the lock file in the staging folder, fsynced before the swap
@@ -115,6 +113,8 @@ _DIRECT_WRITES = {
     ("generator/serving/server.py", "open"): 1,  # appends to the log file mkstemp created
     ("generator/reports/markdown.py", "os.open"): 1,  # --summary-md: appended with O_NOFOLLOW (a shared log)
     ("generator/serving/perf.py", "write_text"): 1,  # perf_analyzer's input data in a TemporaryDirectory
+    ("generator/tuning/measure.py", "write_text"): 1,  # tune's perf_analyzer input data in a TemporaryDirectory
+    ("generator/contracts/request_schema.py", "write_text"): 1,  # contract + request schema in the build's work folder
     # fs.open(..., "wb"): an object in the bucket (fsspec), not a file
     ("generator/repository/publish_files.py", "open"): 1,
     ("generator/atomic_write.py", "os.open"): 1,  # the helper itself

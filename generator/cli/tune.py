@@ -10,11 +10,11 @@ from typing import Any
 import click
 
 from generator.cli._common import report_errors, summary_md_option
+from generator.cli._output import console, echo
 from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
 
 
 def _table(report: Any) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"gen-repo tune ({report.engine}; {report.hardware})")
@@ -35,7 +35,7 @@ def _table(report: Any) -> None:
                       f"{list(s.preferred_batch_size) or 'none'}",
                       "-" if best.error else f"{best.p99_ms:.1f}", str(len(tune.search.candidates)),
                       tune.search.stopped)
-    Console(stderr=True).print(table)
+    console(stderr=True).print(table)
 
 
 def _section(report: Any, written: str | None) -> Any:
@@ -122,14 +122,14 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
 
     if budget < 0 or window <= 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (
             p99_ms is not None and p99_ms <= 0):
-        click.echo("error: --budget >= 0, --window > 0, 0 < --tolerance < 1, --concurrency >= 1, --p99-ms > 0",
+        echo("error: --budget >= 0, --window > 0, 0 < --tolerance < 1, --concurrency >= 1, --p99-ms > 0",
                    err=True)
         raise SystemExit(EXIT_USAGE)
     manifest, repository = _resolve(target, repo)
     run = TuneRun(repository, tuple(models), budget, p99_ms, tuple(concurrency),
                   Windows(window_s=window, tolerance=tolerance), engine, perf_analyzer_path, tritonserver)
     report = tune_repository(run, progress=(lambda line: None) if json_output else
-                             (lambda line: click.echo(line, err=True)))
+                             (lambda line: echo(line, err=True)))
     written = None
     kept = models_to_write(report)
     if write and manifest is not None and kept:
@@ -150,13 +150,13 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
 
         append_summary(summary_md, _section(report, written))
     if json_output:
-        click.echo(json.dumps(document, indent=2, sort_keys=True))
+        echo(json.dumps(document, indent=2, sort_keys=True))
     else:
         _table(report)
         for note in report.notes:
-            click.echo(f"note: {note}", err=True)
-        click.echo(f"tuned settings written into {written}" if written else "nothing written", err=True)
+            echo(f"note: {note}", err=True)
+        echo(f"tuned settings written into {written}" if written else "nothing written", err=True)
     failed = [m.model for m in report.models if m.search is not None and not m.measured]
     if failed:
-        click.echo(f"no candidate could be measured for: {', '.join(failed)}", err=True)
+        echo(f"no candidate could be measured for: {', '.join(failed)}", err=True)
         sys.exit(EXIT_FAILED)

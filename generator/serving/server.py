@@ -304,12 +304,15 @@ class TritonServer:
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         log_file: Path | str | None = None,
+        allow_symlinks: bool = False,
     ) -> TritonServer:
         """Start the server on 127.0.0.1 (free ports picked where not given); returns self without waiting.
 
         ``model_repository`` is a folder (must exist) or a URL such as ``s3://...``. ``load_models`` are passed as
         ``--load-model`` (explicit model control). ``env`` overrides the inherited environment. The log goes to
-        ``log_file`` or a temporary file read back by :meth:`log_text`.
+        ``log_file`` or a temporary file read back by :meth:`log_text`. A folder holding a symlink anywhere is
+        refused (Triton would follow it wherever it leads); ``allow_symlinks`` serves it as it is, for a caller that
+        shows what Triton does with one (lint's real-Triton cases).
         """
         if self._process is not None:
             raise _error(TritonStartError, "<tritonserver>", "this TritonServer was already started")
@@ -318,7 +321,8 @@ class TritonServer:
             repo_path = Path(repo).absolute()
             if not repo_path.is_dir():
                 raise _error(TritonStartError, str(repo_path), "model repository folder does not exist")
-            refuse_symlinks(repo_path)  # Triton follows a link wherever it leads: none is served (exit 2)
+            if not allow_symlinks:
+                refuse_symlinks(repo_path)  # Triton follows a link wherever it leads: none is served (exit 2)
             repo = str(repo_path)
         args = [
             f"--model-repository={repo}",

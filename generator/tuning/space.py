@@ -11,7 +11,6 @@ holds every setting the climb can reach to it).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from generator.bounded import read_text
 from generator.confinement import confined_path
 from generator.errors import GenRepoError, Problem
+from generator.json_reader import read_json
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -241,7 +241,10 @@ def facts_from_repository(repo: Path | str, names: Sequence[str] = ()) -> list[t
                               if p.is_dir() and (v := version_folder(p.name)) is not None)
             contract_path = confined_path(root, name, str(versions[-1]), "gen_repo", "contract.json") \
                 if versions else None
-            contract = json.loads(read_text(contract_path)) if contract_path and contract_path.is_file() else None
+            contract = read_json(contract_path) if contract_path and contract_path.is_file() else None
+        except GenRepoError as error:
+            problems += error.problems
+            continue
         except (ValueError, text_format.ParseError, OSError) as error:
             problems.append(Problem(str(root / name), "", f"cannot read the model: {error}"))
             continue

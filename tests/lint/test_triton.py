@@ -79,7 +79,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[st
     def launch(args: tuple[str, ...]) -> TritonServer:
         server = TritonServer(binary)
         servers.append(server)
-        server.start(roots[0], model_control="explicit", extra_args=[
+        server.start(roots[0], model_control="explicit", allow_symlinks=True, extra_args=[  # cases plant links
             *args, f"--model-repository={roots[1]}", f"--model-repository={roots[2]}"])
         return server
 

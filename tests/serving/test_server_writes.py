@@ -103,8 +103,9 @@ def test_serving_writes_only_bytecode_into_the_repository(example_repository: Pa
 
 
 def test_every_server_gen_repo_starts_goes_through_the_launcher() -> None:
-    """``smoke --launch``, ``serve`` and ``perf`` start tritonserver through generator.serving.server.launch, the
-    launcher whose settings the test above observes; no other module starts a process that mentions tritonserver."""
+    """``smoke --launch``, ``serve``, ``perf`` and ``tune`` start tritonserver through
+    generator.serving.server.launch, the launcher whose settings the test above observes; no other module starts a
+    process that mentions tritonserver."""
     generator = Path(__file__).resolve().parents[2] / "generator"
     texts = {p.relative_to(generator.parent).as_posix(): p.read_text(encoding="utf-8") for p in generator.rglob("*.py")}
     starters = sorted(name for name, text in texts.items()
@@ -112,4 +113,5 @@ def test_every_server_gen_repo_starts_goes_through_the_launcher() -> None:
     assert starters == ["generator/serving/server.py"]
     launchers = sorted(name for name, text in texts.items()
                        if re.search(r"from generator\.serving\.server import [^\n]*\blaunch\b", text))
-    assert launchers == ["generator/cli/serve.py", "generator/serving/perf.py", "generator/serving/smoke_session.py"]
+    assert launchers == ["generator/cli/serve.py", "generator/serving/perf.py", "generator/serving/smoke_session.py",
+                         "generator/tuning/run.py"]

@@ -9,7 +9,13 @@ import pytest
 
 from generator.resources import resource_dir
 from generator.tuning.run import TuneRun, tune_repository
-from tests.tuning.oracle import bound_throughput, one_instance_throughput, reaches_bound, write_oracle_repository
+from tests.tuning.oracle import (
+    bound_throughput,
+    expected_throughput,
+    one_instance_throughput,
+    reaches_bound,
+    write_oracle_repository,
+)
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
@@ -27,9 +33,13 @@ def test_tune_reaches_the_oracles_optimum(tmp_path):
     bound = bound_throughput()
     best = search.best
     assert best.error is None
-    # Within 5% of the optimum the arithmetic gives, and not above it (the model cannot serve faster by construction).
-    assert 0.95 * bound <= best.score <= 1.03 * bound, (bound, lines)
-    assert reaches_bound(best.setting.instance_count), lines
+    # The setting found is the optimum by arithmetic (within 5% of the bound: noise-free, whatever the machine's
+    # load); its measured throughput confirms it, within what a loaded 2-core machine takes off any setting (a
+    # python-backend round trip per request), and never above the bound (the model cannot serve faster).
+    s = best.setting
+    assert expected_throughput(s.instance_count, s.preferred_batch_size) >= 0.95 * bound, (bound, lines)
+    assert reaches_bound(s.instance_count), lines
+    assert 0.85 * bound <= best.score <= 1.03 * bound, (bound, lines)
     # It started away from it (one instance cannot exceed one_instance_throughput) and needed few candidates.
     assert search.baseline.score <= 1.03 * one_instance_throughput() < 0.95 * bound, lines
     assert len(search.candidates) <= MAX_CANDIDATES, lines
