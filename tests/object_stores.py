@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from generator.serving.server import free_port
 from tests.requirements import require
 
@@ -205,3 +207,71 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Objects a bucket writer plants (issue 37's "memory on remote reads"): verify and the copies smoke and report make
+# --------------------------------------------------------------------------------------------------------------------
+class CountingFilesystem:
+    """The store's real fsspec filesystem, with the bytes each object gave counted: the only calls verify and the
+    remote copy may make are a listing (``find``, ``info``) and ranged reads (``cat_file``); any other read
+    (``open``, ``get_file``, ``cat``) fails the test."""
+
+    _ALLOWED = frozenset({"invalidate_cache", "find", "info"})
+
+    def __init__(self, fs: object) -> None:
+        self.fs = fs
+        self.fetched: dict[str, int] = {}
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: object) -> bytes:
+        data = self.fs.cat_file(path, start=start, end=end, **kwargs)  # type: ignore[attr-defined]
+        key = str(path).rstrip("/")
+        self.fetched[key] = self.fetched.get(key, 0) + len(data)
+        return bytes(data)
+
+    def __getattr__(self, name: str) -> object:
+        assert name in self._ALLOWED, f"read the bucket through {name!r}, not the listing and ranged reads"
+        return getattr(self.fs, name)
+
+
+#: What a bucket writer may plant: an unlisted object (anywhere, any name), a locked object grown past its locked
+#: size, a locked object changed at its size, bytecode beyond ``bytecode_bytes`` or of no locked source.
+PLANTS = st.lists(st.tuples(
+    st.sampled_from(["unlisted", "grown", "changed", "bytecode"]),
+    st.sampled_from(["alpha/1/part0.bin", "alpha/1/part1.bin", "beta/1/part2.bin", "beta/1/part0.bin"]),
+    st.sampled_from(["", "x", "1/", "warmup/1/", "__pycache__/"]),
+), min_size=1, max_size=4, unique_by=lambda plant: plant[1])
+HUGE = 6 << 20  # bytes of each planted oversized object: many times what verify may hold
+
+
+def plant_objects(store: ObjectStore, prefix: str, local: Path, plants: list[tuple[str, str, str]],
+                  ) -> tuple[dict[str, str], set[str]]:
+    """A small repository (tests/small_repository.py) written to ``local`` and uploaded under ``prefix``, then
+    ``plants`` (:data:`PLANTS`) planted: the planted keys with what verify must say of each (never fetched), and the
+    locked keys changed at their size (hashed: modified)."""
+    from tests.small_repository import write_repo
+
+    lock = write_repo(local, "v1")
+    fs = store.fs()
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.pipe_file(store.key(prefix, path.relative_to(local).as_posix()), path.read_bytes())
+    unread: dict[str, str] = {}  # planted key -> what verify must say
+    for kind, locked, where in plants:
+        folder = locked.rpartition("/")[0]
+        if kind == "unlisted":
+            key = f"{folder}/{where}planted{len(unread)}.bin"
+            unread[key] = "unexpected: not listed in the lock file"
+        elif kind == "grown":
+            key = locked
+            unread[key] = f"modified: {HUGE} bytes, the lock file says {lock['artifacts'][key]['size']}"
+        elif kind == "bytecode":
+            key = f"{folder}/__pycache__/model.{sys.implementation.cache_tag}.pyc"
+            if key in unread:
+                continue
+            unread[key] = "unexpected: bytecode whose source"
+        else:
+            data = fs.cat_file(store.key(prefix, locked))
+            fs.pipe_file(store.key(prefix, locked), data[:-1] + bytes([data[-1] ^ 0xFF]))
+            continue
+        fs.pipe_file(store.key(prefix, key), b"\0" * HUGE)
+    return unread, {locked for kind, locked, _ in plants if kind == "changed" and locked not in unread}

@@ -137,35 +137,34 @@ class ReportInputs:
 # The repository
 # --------------------------------------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def local_repository(location: str) -> Iterator[Path]:
-    """Yield a local folder holding the repository at ``location``.
+def local_repository(location: str) -> Iterator[tuple[Path, list[Problem] | None]]:
+    """Yield a local folder holding the repository at ``location``, and verify's answer when it was a bucket.
 
-    A folder is used as it is; s3:// and gs:// are read back to a temporary folder, removed afterwards. GenRepoError
+    A folder is used as it is (None: verify reads it there); s3:// and gs:// are copied to a temporary folder, removed
+    afterwards, as far as the bucket's lock lists them (:func:`generator.repository.remote_copy.download_repository`:
+    what the lock does not list, or lists at another size, is never fetched; it is in the answer). GenRepoError
     (exit 2) for a folder that is not there, StorageError (exit 2 or 3) for a bucket.
     """
-    from generator.repository.storage import download_repository, is_storage_url, local_location
+    from generator.repository.remote_copy import download_repository
+    from generator.repository.storage import is_storage_url, local_location
 
     if not is_storage_url(location):
         folder = Path(local_location(location))  # file:///path: the folder it names
         if not folder.is_dir():
             raise GenRepoError([Problem(location, "", "not a directory")])
         refuse_symlinks(folder)
-        yield folder
+        yield folder, None
         return
     with tempfile.TemporaryDirectory(prefix="gen-repo-report-") as tmp:
-        yield download_repository(location, Path(tmp) / "repo")
+        copy = download_repository(location, Path(tmp) / "repo")
+        yield copy.folder, copy.problems
 
 
-def _lock_status(folder: Path, location: str) -> LockStatus:
-    """``verify``'s answer for ``folder``; problems name ``location``'s objects when it is a bucket."""
-    from generator.repository.storage import is_storage_url, parse_url, relocated
-
+def _lock_status(folder: Path, location: str, verified: list[Problem] | None = None) -> LockStatus:
+    """``verify``'s answer for ``folder`` (``verified``: already found for the bucket it was copied from)."""
     if not (folder / LOCK_FILE_NAME).is_file():
         return LockStatus(False, False, None, (f"no {LOCK_FILE_NAME}: not a repository gen-repo built",), ())
-    problems = verify_repository(folder)
-    if is_storage_url(location):
-        target = parse_url(location)
-        problems = [relocated(p, folder, target) for p in problems]
+    problems = verify_repository(folder) if verified is None else verified
     try:
         lock = read_lock(folder)
         artifacts: int | None = len(lock["artifacts"])
@@ -184,9 +183,11 @@ def _lock_models(folder: Path) -> Mapping[str, Any]:
 
 
 def read_repository(folder: Path, location: str | None = None,
-                    decisions: Mapping[str, Sequence[str]] | None = None) -> RepositoryFacts:
+                    decisions: Mapping[str, Sequence[str]] | None = None,
+                    verified: list[Problem] | None = None) -> RepositoryFacts:
     """Gather what the page shows about the repository in ``folder`` (``location``: how the user named it).
 
+    ``verified``: verify's answer when ``folder`` is a bucket's copy (:func:`local_repository`); else it is verified.
     ``decisions``: per model the plan's decisions (``gen-repo plan``'s sentences), when a manifest was given.
     Never raises for a broken model: what could not be read is listed in its :attr:`ModelFacts.problems`.
     """
@@ -197,7 +198,7 @@ def read_repository(folder: Path, location: str | None = None,
     models = tuple(_model_facts(folder, name, locked.get(name), decisions) for name in repository_models(folder))
     report = lint([folder])
     findings = tuple(str(f) for f in report.findings)
-    return RepositoryFacts(where, models, _lock_status(folder, where), report.errors,
+    return RepositoryFacts(where, models, _lock_status(folder, where, verified), report.errors,
                            len(report.findings) - report.errors, findings)
 
 
@@ -435,8 +436,8 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
 def build_report(repository: str, inputs: ReportInputs | None = None,
                  decisions: Mapping[str, Sequence[str]] | None = None) -> str:
     """The page for the repository at ``repository`` (a folder, ``s3://`` or ``gs://``)."""
-    with local_repository(repository) as folder:
-        facts = read_repository(folder, repository, decisions)
+    with local_repository(repository) as (folder, verified):
+        facts = read_repository(folder, repository, decisions, verified)
     return render_report(facts, inputs)
 
 

@@ -52,11 +52,13 @@ __all__ = [
     "StorageFailed",
     "StorageURL",
     "StorageUnreachable",
+    "BucketSource",
     "Verification",
-    "download_repository",
     "is_storage_url",
-    "local_location",
     "list_objects",
+    "local_location",
+    "locked_listing",
+    "object_chunks",
     "object_sha256",
     "open_filesystem",
     "parse_destination",
@@ -452,10 +454,16 @@ def object_sha256(fs: Any, target: StorageURL, key: str, size: int) -> str:
     Callers compare ``size`` with the object's listed size first: the bytes past it are not read.
     """
     digest = hashlib.sha256()
+    for chunk in object_chunks(fs, target, key, size):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def object_chunks(fs: Any, target: StorageURL, key: str, size: int) -> Iterator[bytes]:
+    """The first ``size`` bytes of the object ``key`` as :data:`READ_CHUNK` ranges; not a byte past ``size`` asked."""
     path = target.join(key)
     for start in range(0, size, READ_CHUNK):
-        digest.update(fs.cat_file(path, start=start, end=min(start + READ_CHUNK, size)))
-    return digest.hexdigest()
+        yield bytes(fs.cat_file(path, start=start, end=min(start + READ_CHUNK, size)))
 
 
 def _layout(target: StorageURL, objects: Mapping[str, int]) -> tuple[list[str], list[str]]:
@@ -506,27 +514,6 @@ def _listed_repository(fs: Any, target: StorageURL) -> tuple[dict[str, int], lis
     return objects, files, folders
 
 
-def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> Path:
-    """Copy the repository at ``url`` into ``destination`` (a new folder); the publishers' objects are left out.
-
-    StorageError (located, never a traceback) for a bad URL, a missing bucket, an unreachable endpoint, no objects,
-    or objects that cannot form a folder tree.
-    """
-    target = parse_url(url)
-    dest = Path(destination)
-    with storage_errors(target, "reading the repository"):
-        fs = filesystem if filesystem is not None else open_filesystem(target)
-        _objects, files, folders = _listed_repository(fs, target)
-        dest.mkdir(parents=True, exist_ok=False)
-        for folder in folders:
-            dest.joinpath(*folder.split("/")).mkdir(parents=True, exist_ok=True)
-        for key in files:
-            out = dest.joinpath(*key.split("/"))
-            out.parent.mkdir(parents=True, exist_ok=True)
-            fs.get_file(target.join(key), str(out))  # streamed to disk: a plan of any size, bounded memory
-    return dest
-
-
 @dataclass(frozen=True, slots=True)
 class Verification:
     """What ``gen-repo verify`` found at a location: the problems (named as there) and the artifacts checked."""
@@ -557,19 +544,31 @@ def verify_published(url: str, filesystem: Any = None) -> Verification:
     target = parse_url(url)
     with storage_errors(target, "reading the repository"):
         fs = filesystem if filesystem is not None else open_filesystem(target)
-        objects, files, folders = _listed_repository(fs, target)
-        if LOCK_FILE_NAME not in objects:
-            raise StorageError([Problem(target.object_url(LOCK_FILE_NAME), "",
-                                        "missing: not a repository published by gen-repo")])
-        where = target.object_url(LOCK_FILE_NAME)
-        try:
-            lock = parse_lock(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"), where)
-        except GenRepoError as error:  # over lock_bytes, or not a valid lock
-            return Verification(url, error.problems, None)
-        sizes = {key: objects[key] for key in files}
-        listing = Listing(sizes, folders=_folders(files, folders))
-        problems = check_listing(listing, lock, _Bucket(fs, target, sizes))
+        listed = locked_listing(fs, target)
+        if isinstance(listed, list):  # over lock_bytes, or not a valid lock
+            return Verification(url, listed, None)
+        listing, lock, _raw = listed
+        problems = check_listing(listing, lock, BucketSource(fs, target, listing.files))
     return Verification(url, problems, len(lock["artifacts"]))
+
+
+def locked_listing(fs: Any, target: StorageURL) -> tuple[Listing, dict[str, Any], bytes] | list[Problem]:
+    """The repository at ``target`` from one listing, its lock file (parsed and as read) within ``lock_bytes``.
+
+    Nothing else is read. The lock's problems when it is over its limit or not a valid lock. StorageError for no
+    objects, objects that cannot form a folder tree, or no lock file (not a repository published by gen-repo).
+    """
+    objects, files, folders = _listed_repository(fs, target)
+    if LOCK_FILE_NAME not in objects:
+        raise StorageError([Problem(target.object_url(LOCK_FILE_NAME), "",
+                                    "missing: not a repository published by gen-repo")])
+    where = target.object_url(LOCK_FILE_NAME)
+    try:
+        raw = read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes")
+        lock = parse_lock(raw, where)
+    except GenRepoError as error:
+        return error.problems
+    return Listing({key: objects[key] for key in files}, folders=_folders(files, folders)), lock, raw
 
 
 def _folders(files: list[str], markers: list[str]) -> set[str]:
@@ -582,7 +581,7 @@ def _folders(files: list[str], markers: list[str]) -> set[str]:
 
 
 @dataclass(frozen=True)
-class _Bucket:
+class BucketSource:
     """A repository in a bucket as :class:`generator.repository.verify.Source`: listed sizes, bounded reads."""
 
     fs: Any
@@ -590,15 +589,19 @@ class _Bucket:
     sizes: Mapping[str, int]
 
     def where(self, rel: str) -> str:
+        """The object's URL."""
         return self.target.object_url(rel)
 
     def sha256(self, rel: str, size: int) -> str:
+        """sha256 of the object's first ``size`` bytes (:func:`object_sha256`)."""
         return object_sha256(self.fs, self.target, rel, size)
 
     def read(self, rel: str, limit_name: str) -> bytes:
+        """The object within ``limit_name`` (:func:`read_object`)."""
         return read_object(self.fs, self.target, rel, self.sizes[rel], limit_name)
 
     def mtime(self, rel: str) -> float:
+        """0: a bucket keeps no source mtime."""
         return 0.0  # a bucket keeps no source mtime Python recorded: a timestamp-based .pyc there does not match
 
 

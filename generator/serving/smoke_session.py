@@ -49,11 +49,19 @@ def smoke_session(
         serve_from: Path | str | None = folder
         scratch: Path | None = None
         if bucket is not None:
-            from generator.repository.storage import download_repository, parse_url
+            from generator.errors import GenRepoError
+            from generator.repository.remote_copy import download_repository
+            from generator.repository.storage import parse_url
 
-            # The checks need the repository's files (configs, contracts, references): read them from the bucket.
+            # The checks need the repository's files (configs, contracts, references): copied from the bucket as far
+            # as its lock lists them. A bucket that differs from its lock is refused: the checks would judge the
+            # served models against expectations nobody locked.
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gen-repo-smoke-")))
-            folder = download_repository(bucket, scratch / "repo")
+            copy = download_repository(bucket, scratch / "repo")
+            if copy.problems:
+                raise GenRepoError(copy.problems, summary="the bucket differs from its lock file (gen-repo verify): "
+                                                          "not smoke-tested")
+            folder = copy.folder
             serve_from = parse_url(bucket).triton_url
         if url is not None:
             return run_smoke(url, protocol, folder, list(models) or None, options, progress)

@@ -25,7 +25,8 @@ from generator.repository.publish import (
     publish,
     published_config,
 )
-from generator.repository.storage import download_repository, parse_url, verify_url
+from generator.repository.remote_copy import download_repository
+from generator.repository.storage import parse_url, verify_url
 from tests.bucket_states import sync, with_version_folder
 from tests.object_stores import ObjectStore
 from tests.process_helpers import gen_repo_script
@@ -157,7 +158,7 @@ def test_triton_serves_from_the_store_and_rolls_to_version_2(
     assert report.triton_url == store.triton_url("served")
     server = triton_server_factory(report.triton_url, env=store.env, model_control="poll",
                                    extra_args=["--repository-poll-secs=1"], ready_timeout=180)
-    smoke = run_smoke(server.grpc_url, repo_dir=download_repository(url, tmp_path / "v1"))
+    smoke = run_smoke(server.grpc_url, repo_dir=download_repository(url, tmp_path / "v1").folder)
     assert smoke.exit_code == 0, smoke.to_dict()
 
     client = grpcclient.InferenceServerClient(server.grpc_url)

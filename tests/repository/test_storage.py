@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 from generator.errors import GenRepoError
 from generator.repository.publish import publish
@@ -23,9 +22,13 @@ from tests.loopback_namespace import LoopbackNamespace
 from tests.object_stores import (
     AWS_ENV,
     BUCKET,
+    HUGE,
     MISSING_BUCKET,
+    PLANTS,
+    CountingFilesystem,
     ObjectStore,
     gcs_env,
+    plant_objects,
     skip_unless_installed,
     store_command,
 )
@@ -249,38 +252,6 @@ def test_a_bucket_lock_nested_too_deep_or_with_a_key_twice_is_refused_located(
 # --------------------------------------------------------------------------------------------------------------------
 # Memory on remote reads: the listing is checked before any object is fetched (issue 37's class)
 # --------------------------------------------------------------------------------------------------------------------
-class _CountingFilesystem:
-    """The store's real fsspec filesystem, with the bytes each object gave counted: the only calls verify may make
-    are a listing (``find``, ``info``) and ranged reads (``cat_file``); any other read (``open``, ``get_file``,
-    ``cat``) fails the test."""
-
-    _ALLOWED = frozenset({"invalidate_cache", "find", "info"})
-
-    def __init__(self, fs: object) -> None:
-        self.fs = fs
-        self.fetched: dict[str, int] = {}
-
-    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: object) -> bytes:
-        data = self.fs.cat_file(path, start=start, end=end, **kwargs)  # type: ignore[attr-defined]
-        key = str(path).rstrip("/")
-        self.fetched[key] = self.fetched.get(key, 0) + len(data)
-        return bytes(data)
-
-    def __getattr__(self, name: str) -> object:
-        assert name in self._ALLOWED, f"verify read the bucket through {name!r}, not the listing and ranged reads"
-        return getattr(self.fs, name)
-
-
-#: What a bucket writer may plant: an unlisted object (anywhere, any name), a locked object grown past its locked
-#: size, a locked object changed at its size, bytecode beyond ``bytecode_bytes`` or of no locked source.
-PLANTS = st.lists(st.tuples(
-    st.sampled_from(["unlisted", "grown", "changed", "bytecode"]),
-    st.sampled_from(["alpha/1/part0.bin", "alpha/1/part1.bin", "beta/1/part2.bin", "beta/1/part0.bin"]),
-    st.sampled_from(["", "x", "1/", "warmup/1/", "__pycache__/"]),
-), min_size=1, max_size=4, unique_by=lambda plant: plant[1])
-HUGE = 6 << 20  # bytes of each planted oversized object: many times what verify may hold
-
-
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example uploads megabytes
@@ -294,35 +265,11 @@ def test_verify_refuses_unlisted_and_oversized_objects_from_the_listing_unread(
     import tracemalloc
 
     from generator.repository.storage import verify_published
-    from tests.small_repository import write_repo
 
     monkeypatch.setenv("GEN_REPO_MAX_BYTECODE_BYTES", "1MiB")
-    local = tmp_path_factory.mktemp("remote") / "repo"
-    lock = write_repo(local, "v1")
     prefix = f"memory-{os.getpid()}-{time.monotonic_ns()}"
-    fs = store.fs()
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.pipe_file(store.key(prefix, path.relative_to(local).as_posix()), path.read_bytes())
-    unread: dict[str, str] = {}  # planted key -> what verify must say
-    for kind, locked, where in plants:
-        folder = locked.rpartition("/")[0]
-        if kind == "unlisted":
-            key = f"{folder}/{where}planted{len(unread)}.bin"
-            unread[key] = "unexpected: not listed in the lock file"
-        elif kind == "grown":
-            key = locked
-            unread[key] = f"modified: {HUGE} bytes, the lock file says {lock['artifacts'][key]['size']}"
-        elif kind == "bytecode":
-            key = f"{folder}/__pycache__/model.{sys.implementation.cache_tag}.pyc"
-            if key in unread:
-                continue
-            unread[key] = "unexpected: bytecode whose source"
-        else:
-            data = fs.cat_file(store.key(prefix, locked))
-            fs.pipe_file(store.key(prefix, locked), data[:-1] + bytes([data[-1] ^ 0xFF]))
-            continue
-        fs.pipe_file(store.key(prefix, key), b"\0" * HUGE)
-    counting = _CountingFilesystem(store.fs())
+    unread, changed = plant_objects(store, prefix, tmp_path_factory.mktemp("remote") / "repo", plants)
+    counting = CountingFilesystem(store.fs())
     verify_published(store.url(prefix), counting)  # warm: the S3/GCS client's models and sessions load once
     counting.fetched.clear()
     tracemalloc.start()
@@ -336,7 +283,6 @@ def test_verify_refuses_unlisted_and_oversized_objects_from_the_listing_unread(
         url = parse_url(store.url(prefix)).object_url(key)
         assert problems.get(url, "").startswith(message), (key, problems)
         assert counting.fetched.get(store.key(prefix, key), 0) == 0, (key, counting.fetched)
-    changed = {locked for kind, locked, _ in plants if kind == "changed" and locked not in unread}
     for locked in changed:
         assert problems[parse_url(store.url(prefix)).object_url(locked)].startswith("modified: sha256")
     assert len(problems) == len(unread) + len(changed), problems

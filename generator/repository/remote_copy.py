@@ -1,0 +1,93 @@
+"""A published repository copied from its bucket to a folder (``smoke --repo``, ``report``), listing first.
+
+One listing and the lock file (:func:`generator.repository.storage.locked_listing`), then the same check as ``verify``
+(:func:`generator.repository.verify.check_listing`) with a source that writes each object it hashes: an object the
+lock does not list, or lists at another size, is refused from the listing without a byte of it fetched; a locked
+object is fetched in ranges up to its locked size, written and hashed as it comes, and removed again when its hash is
+not the lock's. The copy holds the lock file and the locked objects that match it, nothing else, so disk and memory
+stay bounded by the lock's sizes whatever a bucket writer plants; what was refused or skipped comes back as problems
+naming the objects in the bucket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.confinement import confined_path
+from generator.errors import Problem
+from generator.repository.lock import LOCK_FILE_NAME
+from generator.repository.storage import (
+    BucketSource,
+    StorageError,
+    locked_listing,
+    object_chunks,
+    open_filesystem,
+    parse_url,
+    storage_errors,
+)
+from generator.repository.verify import check_listing
+
+__all__ = ["RemoteCopy", "download_repository"]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteCopy:
+    """A bucket's repository copied to ``folder``; ``problems``: verify's answer for the bucket (objects not copied)."""
+
+    folder: Path
+    problems: list[Problem]
+    artifacts: int
+
+
+@dataclass(frozen=True)
+class _CopyingSource(BucketSource):
+    """A bucket as :class:`generator.repository.verify.Source` whose hashing also writes each object into ``dest``."""
+
+    dest: Path = Path()
+    #: repository-relative path -> sha256 of what was written there
+    written: dict[str, str] = field(default_factory=dict)
+
+    def sha256(self, rel: str, size: int) -> str:
+        out = confined_path(self.dest, *rel.split("/"))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        try:
+            with open(out, "xb") as file:  # a fresh folder gen-repo made: nothing there to write through
+                for chunk in object_chunks(self.fs, self.target, rel, size):
+                    digest.update(chunk)
+                    file.write(chunk)
+        except BaseException:
+            out.unlink(missing_ok=True)  # a partial object is no part of the copy
+            raise
+        self.written[rel] = digest.hexdigest()
+        return self.written[rel]
+
+
+def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> RemoteCopy:
+    """Copy the repository at ``url`` into ``destination`` (a new folder): its lock file and the objects matching it.
+
+    StorageError (located, never a traceback) for a bad URL, a missing bucket, an unreachable endpoint, no objects,
+    objects that cannot form a folder tree, or a lock file that is missing, over ``lock_bytes`` or not a valid lock
+    (then nothing bounds what to fetch, and nothing is). Objects the lock does not list or lists at another size are
+    never fetched; a locked object whose bytes differ is fetched within its locked size and removed: each is a problem
+    of :attr:`RemoteCopy.problems`, as ``verify`` names it.
+    """
+    target = parse_url(url)
+    dest = Path(destination)
+    with storage_errors(target, "reading the repository"):
+        fs = filesystem if filesystem is not None else open_filesystem(target)
+        listed = locked_listing(fs, target)
+        if isinstance(listed, list):
+            raise StorageError(listed, summary="the bucket's lock file cannot be read: nothing was copied")
+        listing, lock, raw = listed
+        dest.mkdir(parents=True, exist_ok=False)
+        (dest / LOCK_FILE_NAME).write_bytes(raw)
+        source = _CopyingSource(fs, target, listing.files, dest)
+        problems = check_listing(listing, lock, source)
+    for rel, digest in source.written.items():
+        if digest != lock["artifacts"][rel]["sha256"]:  # fetched within its locked size, but not the locked bytes
+            confined_path(dest, *rel.split("/")).unlink()
+    return RemoteCopy(dest, problems, len(lock["artifacts"]))
