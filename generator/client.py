@@ -17,6 +17,7 @@ TensorRT optimization profile), so prefer :meth:`ModelContract.from_repository` 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import importlib
 from collections.abc import Mapping, Sequence
@@ -286,7 +287,7 @@ class ModelContract:
         if config is None:
             raise FileNotFoundError(f"{model_dir}: neither gen_repo/contract.json nor config.pbtxt")
         contract = config_to_contract(config, name=config.name or model, source=str(config_path))
-        return _replace_version(contract, version)
+        return dataclasses.replace(contract, version=version)
 
     @classmethod
     def from_server(
@@ -306,7 +307,7 @@ class ModelContract:
                     raise unreachable_error(url, f"get_model_config({model!r})", exc) from exc
                 raise
         contract = config_to_contract(config, name=config.name or model, source=f"{protocol}://{url}")
-        return _replace_version(contract, int(version) if version else None)
+        return dataclasses.replace(contract, version=int(version) if version else None)
 
     # ------------------------------------------------------------------ queries
     def input(self, name: str) -> TensorContract:
@@ -605,19 +606,6 @@ def config_to_contract(config: model_config_pb2.ModelConfig, name: str = "", sou
 
 
 # ---------------------------------------------------------------------------- helpers
-def _replace_version(contract: ModelContract, version: int | None) -> ModelContract:
-    return ModelContract(
-        name=contract.name,
-        max_batch_size=contract.max_batch_size,
-        inputs=contract.inputs,
-        outputs=contract.outputs,
-        version=version,
-        platform=contract.platform,
-        backend=contract.backend,
-        source=contract.source,
-    )
-
-
 def _shape_text(tensor: TensorContract) -> str:
     parts = []
     for low, high in zip(tensor.min_shape, tensor.max_shape, strict=True):

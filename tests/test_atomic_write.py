@@ -118,6 +118,10 @@ _DIRECT_WRITES = {
     # fs.open(..., "wb"): an object in the bucket (fsspec), not a file
     ("generator/repository/publish_files.py", "open"): 1,
     ("generator/atomic_write.py", "os.open"): 1,  # the helper itself
+    # a bucket's locked objects and its lock, copied into a fresh folder gen-repo made ("x" mode: never through a
+    # file already there)
+    ("generator/repository/remote_copy.py", "open"): 1,
+    ("generator/repository/remote_copy.py", "write_bytes"): 1,
     # a publish destination folder: O_EXCL | O_NOFOLLOW under a folder fd opened without following symlinks; a
     # replaced file (config, lock file) is written to a fresh name and renamed, as the helper does, but by fd
     ("generator/repository/local_store.py", "os.open"): 3,
