@@ -152,19 +152,25 @@ def test_real_triton(case: Case, outcomes: dict[tuple[str, str], Outcome]) -> No
     assert good.loaded, good.text
 
 
-def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any, tmp_path: Path) -> None:
-    """``warmup-batch-size`` is left out of the shared server: Triton 2.51 does not refuse it, it crashes (or, with
-    a model that answers nothing, refuses it with "max allowed is"). Either way the model never serves."""
+def _load_bad_side_alone(case_id: str, triton_server_factory: Any, tmp_path: Path) -> Any:
+    """A server of its own for a case that takes Triton down, after its bad side's load was refused; the server."""
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
-    case = CASE_IDS["warmup-batch-size"]
+    case = CASE_IDS[case_id]
     roots = [tmp_path / f"repo{r}" for r in range(3)]
     write_side(case, "bad", roots)
     server = triton_server_factory(roots[0], model_control="explicit", disable_auto_complete_config=True)
     client = grpcclient.InferenceServerClient(server.grpc_url)
     with pytest.raises(InferenceServerException):
         client.load_model(case.name("bad", "m"), client_timeout=60)
+    return server
+
+
+def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any, tmp_path: Path) -> None:
+    """``warmup-batch-size`` is left out of the shared server: Triton 2.51 does not refuse it, it crashes (or, with
+    a model that answers nothing, refuses it with "max allowed is"). Either way the model never serves."""
+    server = _load_bad_side_alone("warmup-batch-size", triton_server_factory, tmp_path)
     deadline = time.monotonic() + 30  # a crash answers the load before the process is gone
     while server.running and "max allowed is 4" not in server.log_text() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -174,16 +180,7 @@ def test_an_oversized_warmup_batch_takes_triton_down(triton_server_factory: Any,
 def test_a_profile_past_int32_takes_triton_down(triton_server_factory: Any, tmp_path: Path) -> None:
     """``instance-group-profile-int32`` is left out of the shared server: core's GetProfileIndex catches only
     std::invalid_argument from stoi, so a profile past int32 aborts the whole server (SIGABRT), not just the load."""
-    import tritonclient.grpc as grpcclient
-    from tritonclient.utils import InferenceServerException
-
-    case = CASE_IDS["instance-group-profile-int32"]
-    roots = [tmp_path / f"repo{r}" for r in range(3)]
-    write_side(case, "bad", roots)
-    server = triton_server_factory(roots[0], model_control="explicit", disable_auto_complete_config=True)
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    with pytest.raises(InferenceServerException):
-        client.load_model(case.name("bad", "m"), client_timeout=60)
+    server = _load_bad_side_alone("instance-group-profile-int32", triton_server_factory, tmp_path)
     deadline = time.monotonic() + 30
     while server.running and time.monotonic() < deadline:
         time.sleep(0.1)
