@@ -12,6 +12,8 @@ from generator.lint.rules import RULES
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
 
+    from generator.triton.config_rules import Refusal
+
 __all__ = ["ConfigFile", "Finding", "folder_finding", "format_finding"]
 
 
@@ -83,4 +85,29 @@ class ConfigFile:
     def entry(self, prefix: Sequence[str | int], key: str, *rest: str | int) -> tuple[str | int, ...]:
         """Path of ``rest`` inside the map entry ``key`` of map field ``prefix`` (the map itself when not found)."""
         return (*self.locator.map_entry(tuple(prefix), key), *rest)
+
+    def refuse(self, refusal: Refusal) -> None:
+        """A finding of a rule of :mod:`generator.triton.config_rules`, at the field its location names."""
+        self.add(refusal.rule, refusal.message, self._field_path(refusal.where))
+
+    def _field_path(self, where: Sequence[str | int]) -> tuple[str | int, ...]:
+        """The locator's path of a ``ModelConfig`` location (a map key: its entry's ``key``)."""
+        path: tuple[str | int, ...] = ()
+        message, parts = self.config.DESCRIPTOR, list(where)
+        while parts:
+            field = message.fields_by_name[str(parts.pop(0))]
+            entry = field.message_type
+            if entry is not None and entry.GetOptions().map_entry:
+                if not parts:
+                    return (*path, field.name)
+                path = self.entry((*path, field.name), str(parts.pop(0)))
+                if not parts:
+                    return (*path, "key")
+                path, message = (*path, "value", 0), entry.fields_by_name["value"].message_type
+            elif entry is not None:
+                repeated = bool(parts) and isinstance(parts[0], int)
+                path, message = (*path, field.name, parts.pop(0) if repeated else 0), entry
+            else:
+                return (*path, field.name, "#", parts[0]) if parts else (*path, field.name)
+        return path
 
