@@ -58,7 +58,8 @@ def _check_sequence(cf: ConfigFile) -> None:
     sb = cf.config.sequence_batching
     _check_controls(cf)
     if sb.HasField("oldest"):
-        _check_preferred(cf, list(sb.oldest.preferred_batch_size), ("sequence_batching", "oldest", "preferred_batch_size"))
+        _check_preferred(cf, list(sb.oldest.preferred_batch_size),
+                         ("sequence_batching", "oldest", "preferred_batch_size"))
     if sb.HasField("direct") and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
         cf.add("sequence-slot-utilization", f"sequence_batching direct minimum_slot_utilization "
                f"{sb.direct.minimum_slot_utilization:g} is outside 0..1",

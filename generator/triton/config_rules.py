@@ -21,6 +21,7 @@ __all__ = [
     "InstanceGroup",
     "Location",
     "QueuePolicy",
+    "REFUSED_KINDS",
     "Refusal",
     "batching_refusals",
     "dynamic_batching_of",
@@ -32,6 +33,12 @@ __all__ = [
 #: Where a refusal is, in ``ModelConfig`` field names: ``("dynamic_batching", "priority_queue_policy", 3)`` (a map
 #: key), ``("dynamic_batching", "default_queue_policy", "timeout_action")``, ``("instance_group", 0, "gpus", 1)``.
 Location = tuple[str | int, ...]
+
+#: Backend -> (instance kinds it refuses, its words): tensorrt creates only GPU instances, openvino only CPU ones.
+REFUSED_KINDS: dict[str, tuple[frozenset[str], str]] = {
+    "tensorrt": (frozenset({"KIND_CPU", "KIND_MODEL"}), "TensorRT backend supports only GPU device"),
+    "openvino": (frozenset({"KIND_GPU", "KIND_MODEL"}), "Triton openVINO backend supports only CPU device"),
+}
 
 
 @dataclass(frozen=True, slots=True)
