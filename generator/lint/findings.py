@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from generator.triton.config_rules import Refusal
 
-__all__ = ["ConfigFile", "Finding", "folder_finding", "format_finding"]
+__all__ = ["ConfigFile", "Finding", "folder_finding"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +54,8 @@ class Finding:
         }
 
     def __str__(self) -> str:
-        return format_finding(self)
-
-
-def format_finding(finding: Finding) -> str:
-    """``file:line:column: severity: message [rule]`` (position parts left out when unknown)."""
-    return f"{finding.location}: {finding.severity}: {finding.message} [{finding.rule}]"
+        """``file:line:column: severity: message [rule]`` (position parts left out when unknown)."""
+        return f"{self.location}: {self.severity}: {self.message} [{self.rule}]"
 
 
 def folder_finding(rule: str, where: str, message: str) -> Finding:
