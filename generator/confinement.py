@@ -79,48 +79,43 @@ class ConfigPathField:
 
     field: str
     kind: str
-    resolved_against: str
     read_by: str
 
 
 #: Every ModelConfig field (and backend parameter) that names a file, folder or library. ``field`` uses the proto's
 #: names; ``[KEY]`` is a map entry, ``[]`` every element of a repeated field.
 CONFIG_PATH_FIELDS: tuple[ConfigPathField, ...] = (
-    ConfigPathField("default_model_filename", RELATIVE, "<model>/<version>/",
+    ConfigPathField("default_model_filename", RELATIVE,
                     "core model_config_utils.cc; every backend (python_backend stub_launcher.cc imports it)"),
-    ConfigPathField("cc_model_filenames[CC]", RELATIVE, "<model>/<version>/", "tensorrt_backend model_state.cc"),
-    ConfigPathField("model_warmup[].inputs[NAME].input_data_file", RELATIVE, "<model>/warmup/",
-                    "core backend_model_instance.cc"),
-    ConfigPathField("sequence_batching.state[].initial_state[].data_file", RELATIVE, "<model>/initial_state/",
+    ConfigPathField("cc_model_filenames[CC]", RELATIVE, "tensorrt_backend model_state.cc"),
+    ConfigPathField("model_warmup[].inputs[NAME].input_data_file", RELATIVE, "core backend_model_instance.cc"),
+    ConfigPathField("sequence_batching.state[].initial_state[].data_file", RELATIVE,
                     "core sequence_batch_scheduler.cc"),
-    ConfigPathField("output[].label_filename", RELATIVE, "<model>/", "core model.cc (label provider)"),
-    ConfigPathField("backend", NAME, "<backends>/<backend>/libtriton_<backend>.so",
-                    "core backend_model.cc GetBackendLibrarySearchPaths"),
-    ConfigPathField("runtime", NAME, "<model>/<version>/, <model>/, <backends>/<backend>/",
-                    "core backend_model.cc GetBackendLibraryProperties"),
-    ConfigPathField("platform", NAME, "(a backend name)", "core model_config_utils.cc GetBackendTypeFromPlatform"),
-    ConfigPathField("model_repository_agents.agents[].name", NAME,
-                    "<repoagents>/<name>/libtritonrepoagent_<name>.so", "core repo_agent.cc"),
+    ConfigPathField("output[].label_filename", RELATIVE, "core model.cc (label provider)"),
+    ConfigPathField("backend", NAME, "core backend_model.cc GetBackendLibrarySearchPaths"),
+    ConfigPathField("runtime", NAME, "core backend_model.cc GetBackendLibraryProperties"),
+    ConfigPathField("platform", NAME, "core model_config_utils.cc GetBackendTypeFromPlatform"),
+    ConfigPathField("model_repository_agents.agents[].name", NAME, "core repo_agent.cc"),
     ConfigPathField("model_repository_agents.agents[checksum].parameters[ALGORITHM:PATH] (key)", RELATIVE,
-                    "<model>/", "checksum_repository_agent checksum.cc ReadFile"),
-    ConfigPathField("parameters[EXECUTION_ENV_PATH]", MODEL_DIRECTORY, "$$TRITON_MODEL_DIRECTORY = <model>/",
+                    "checksum_repository_agent checksum.cc ReadFile"),
+    ConfigPathField("parameters[EXECUTION_ENV_PATH]", MODEL_DIRECTORY,
                     "python_backend python_be.cc; core model_config_utils.cc"),
-    ConfigPathField("parameters[TRITON_BATCH_STRATEGY_PATH]", SERVER, "as given",
+    ConfigPathField("parameters[TRITON_BATCH_STRATEGY_PATH]", SERVER,
                     "core backend_model.cc (custom batching library, dlopen)"),
     ConfigPathField("optimization.execution_accelerators.*_execution_accelerator[].parameters[trt_engine_cache_path]",
-                    SERVER, "as given", "onnxruntime_backend onnxruntime.cc (TensorRT execution provider)"),
+                    SERVER, "onnxruntime_backend onnxruntime.cc (TensorRT execution provider)"),
     ConfigPathField("optimization.execution_accelerators.*_execution_accelerator[].parameters[trt_timing_cache_path]",
-                    SERVER, "as given", "onnxruntime_backend onnxruntime.cc"),
+                    SERVER, "onnxruntime_backend onnxruntime.cc"),
     ConfigPathField(
         "optimization.execution_accelerators.*_execution_accelerator[].parameters[trt_ep_context_file_path]",
-        SERVER, "as given", "onnxruntime_backend onnxruntime.cc"),
+        SERVER, "onnxruntime_backend onnxruntime.cc"),
     ConfigPathField(
         "optimization.execution_accelerators.*_execution_accelerator[].parameters[trt_extra_plugin_lib_paths]",
-        SERVER, "as given, ';'-separated libraries (dlopen)", "onnxruntime_backend onnxruntime.cc"),
+        SERVER, "onnxruntime_backend onnxruntime.cc"),
     ConfigPathField(
         "optimization.execution_accelerators.*_execution_accelerator[].parameters[int8_calibration_table_name]",
-        NAME, "the engine cache folder", "onnxruntime_backend onnxruntime.cc"),
-    ConfigPathField("model_operations.op_library_filename[]", SERVER, "as given (dlopen)",
+        NAME, "onnxruntime_backend onnxruntime.cc"),
+    ConfigPathField("model_operations.op_library_filename[]", SERVER,
                     "onnxruntime_backend onnxruntime.cc RegisterCustomOpsLibrary; tensorflow_backend"),
 )
 

@@ -575,14 +575,14 @@ CASES: tuple[Case, ...] = (
          one(B + "dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY "
              "default_timeout_microseconds: 100 } }\n" + IO),
          one(B + "dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: REJECT "
-             "default_timeout_microseconds: 100 } }\n" + IO), at="preserve_ordering"),
+             "default_timeout_microseconds: 100 } }\n" + IO), at="timeout_action"),
     Case("preserve-ordering-delay-priority",
          one(B + "dynamic_batching { preserve_ordering: true priority_levels: 1 default_priority_level: 1 "
              "priority_queue_policy { key: 1 value: { timeout_action: DELAY default_timeout_microseconds: 100 } } }\n"
              + IO),
          one(B + "dynamic_batching { preserve_ordering: true priority_levels: 1 default_priority_level: 1 "
              "priority_queue_policy { key: 1 value: { timeout_action: REJECT default_timeout_microseconds: 100 } } }\n"
-             + IO), at="preserve_ordering"),
+             + IO), at="timeout_action"),
     Case("sequence-control-unnamed",
          one(seq('control_input [ { control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ]')),
          one(seq(CONTROLS_OK)), at="{ control ["),

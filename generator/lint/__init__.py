@@ -19,9 +19,7 @@ Findings are errors (Triton refuses the model) or warnings (Triton loads it, pro
 from __future__ import annotations
 
 from generator.lint.environment import Environment, environment_from_server, parse_backends
-from generator.lint.findings import Finding, format_finding
-from generator.lint.layout import parse_config_text
-from generator.lint.locator import PbtxtLocator
+from generator.lint.findings import Finding
 from generator.lint.rules import RULE_TABLE, RULES
 from generator.lint.run import LintReport, lint, lint_repository
 
@@ -31,11 +29,8 @@ __all__ = [
     "Environment",
     "Finding",
     "LintReport",
-    "PbtxtLocator",
     "environment_from_server",
-    "format_finding",
     "lint",
     "lint_repository",
     "parse_backends",
-    "parse_config_text",
 ]

@@ -26,22 +26,16 @@ from generator.lint.environment import Environment, normalized_kind
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
 from generator.lint.locator import FieldPath
+from generator.triton.config_rules import REFUSED_KINDS
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
 else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
     from generator.triton.proto import model_config_pb2 as mc
 
-__all__ = ["REFUSED_KINDS", "check_backend_config"]
+__all__ = ["check_backend_config"]
 
 Kind = mc.ModelInstanceGroup.Kind
-#: Backend -> (instance kinds it refuses, its words): the only kinds tensorrt and openvino create instances for.
-REFUSED_KINDS: dict[str, tuple[frozenset[int], str]] = {
-    "tensorrt": (frozenset({Kind.Value("KIND_CPU"), Kind.Value("KIND_MODEL")}), "TensorRT backend supports only GPU "
-                 "device"),
-    "openvino": (frozenset({Kind.Value("KIND_GPU"), Kind.Value("KIND_MODEL")}), "Triton openVINO backend supports "
-                 "only CPU device"),
-}
 STRING = "TYPE_STRING"
 
 
@@ -132,7 +126,7 @@ def _check_instance_kinds(cf: ConfigFile, backend: str, environment: Environment
     refused, words = REFUSED_KINDS[backend]
     for index, group in enumerate(cf.config.instance_group):
         kind = normalized_kind(group, environment.gpus)
-        if kind is None or kind not in refused:
+        if kind is None or Kind.Name(kind) not in refused:
             continue  # KIND_AUTO with an unknown GPU count: undecided
         label = f"instance_group #{index}" + (f" '{group.name}'" if group.name else "")
         how = "" if kind == group.kind else (f" (KIND_AUTO, which Triton makes {Kind.Name(kind)} on a machine with "

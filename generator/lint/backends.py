@@ -37,7 +37,6 @@ __all__ = [
     "backend_refused",
     "check_model_files",
     "check_platform",
-    "expected_model_file",
     "resolve",
 ]
 
@@ -235,7 +234,7 @@ def check_platform(cf: ConfigFile, resolved: Resolved) -> None:
 
 
 # ---------------------------------------------------------------------------- files each backend loads
-def expected_model_file(resolved: Resolved) -> str | None:
+def _expected_model_file(resolved: Resolved) -> str | None:
     """File (or folder) each version folder must hold; None when no rule applies (ensemble, custom backend)."""
     if resolved.backend == "tensorflow" or resolved.backend in BACKEND_MODEL_FILE:
         return resolved.default_model_filename or BACKEND_MODEL_FILE.get(resolved.backend)
@@ -249,7 +248,7 @@ def check_model_files(folder: ModelFolder) -> list[Finding]:
         return []
     config = cf.config
     findings: list[Finding] = []
-    expected = expected_model_file(resolved)
+    expected = _expected_model_file(resolved)
     if expected is not None and relative_path_problem(expected):
         expected = None  # path-escape's finding
     if resolved.backend == "python":

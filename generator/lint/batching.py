@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.locator import FieldPath
+from generator.triton.config_rules import Location, batching_refusals, dynamic_batching_of, preferred_refusals
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
@@ -36,12 +37,9 @@ def check_batching(cf: ConfigFile) -> None:
         _check_sequence(cf)
 
 
-def _check_preferred(cf: ConfigFile, sizes: list[int], base: FieldPath, what: str) -> None:
-    mbs = cf.config.max_batch_size
-    for k, size in enumerate(sizes):
-        if size < 1 or size > mbs:
-            cf.add("preferred-batch-size", f"{what} preferred_batch_size {size} is outside 1..max_batch_size ({mbs})",
-                   (*base, "#", k))
+def _check_preferred(cf: ConfigFile, sizes: list[int], at: Location) -> None:
+    for refusal in preferred_refusals(sizes, cf.config.max_batch_size, at):
+        cf.refuse(refusal)
 
 
 def _check_dynamic(cf: ConfigFile) -> None:
@@ -51,25 +49,9 @@ def _check_dynamic(cf: ConfigFile) -> None:
         cf.add("dynamic-batching-no-batch", "dynamic_batching is set but max_batch_size is 0: Triton loads it, but the "
                "model has no batch axis for the batcher to fill; set max_batch_size > 0 or remove dynamic_batching",
                ("dynamic_batching",))
-    _check_preferred(cf, list(db.preferred_batch_size), ("dynamic_batching", 0, "preferred_batch_size"),
-                     "dynamic_batching")
-    levels = db.priority_levels
-    if levels != 0:
-        if not 1 <= db.default_priority_level <= levels:
-            cf.add("priority-level", f"default_priority_level {db.default_priority_level} is outside 1..{levels} "
-                   f"(priority_levels {levels})", ("dynamic_batching", 0, "default_priority_level"))
-        for level in sorted(db.priority_queue_policy):
-            if not 1 <= level <= levels:
-                cf.add("priority-level", f"priority_queue_policy level {level} is outside 1..{levels}",
-                       cf.entry(("dynamic_batching", 0, "priority_queue_policy"), str(level), "key"))
-    if db.preserve_ordering:
-        if levels > 1:
-            cf.add("preserve-ordering", f"preserve_ordering is true with priority_levels {levels}; Triton allows only "
-                   "one priority level when preserving order", ("dynamic_batching", 0, "preserve_ordering"))
-        policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
-        if any(p.default_timeout_microseconds != 0 and p.timeout_action == mc.ModelQueuePolicy.DELAY for p in policies):
-            cf.add("preserve-ordering", "a queue policy uses timeout_action DELAY while preserve_ordering is true",
-                   ("dynamic_batching", 0, "preserve_ordering"))
+    _check_preferred(cf, list(db.preferred_batch_size), ("dynamic_batching", "preferred_batch_size"))
+    for refusal in batching_refusals(dynamic_batching_of(config)):
+        cf.refuse(refusal)
 
 
 def _check_sequence(cf: ConfigFile) -> None:
@@ -77,7 +59,7 @@ def _check_sequence(cf: ConfigFile) -> None:
     _check_controls(cf)
     if sb.HasField("oldest"):
         _check_preferred(cf, list(sb.oldest.preferred_batch_size),
-                         ("sequence_batching", 0, "oldest", 0, "preferred_batch_size"), "sequence_batching")
+                         ("sequence_batching", "oldest", "preferred_batch_size"))
     if sb.HasField("direct") and not 0.0 <= sb.direct.minimum_slot_utilization <= 1.0:
         cf.add("sequence-slot-utilization", f"sequence_batching direct minimum_slot_utilization "
                f"{sb.direct.minimum_slot_utilization:g} is outside 0..1",

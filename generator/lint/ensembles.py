@@ -21,7 +21,7 @@ from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder, Resolved
 from generator.lint.layout import gen_repo_contract
 from generator.lint.locator import FieldPath
-from generator.triton.ensemble import Location, Step, StepModel, TensorIO, Wiring, dims_compatible, wiring_problems
+from generator.triton.ensemble import Location, Step, StepModel, Wiring, WiringTensor, dims_compatible, wiring_problems
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
@@ -178,12 +178,12 @@ def _path(edges: Mapping[str, list[str]], source: str, target: str) -> list[str]
 
 
 # --------------------------------------------------------------------- wiring (generator.triton.ensemble's rules)
-def _wiring_io(io: mc.ModelInput | mc.ModelOutput, shapes: Mapping[str, Any] | None = None) -> TensorIO:
+def _wiring_io(io: mc.ModelInput | mc.ModelOutput, shapes: Mapping[str, Any] | None = None) -> WiringTensor:
     """A config tensor for the wiring rules (Triton compares an ensemble's reshape when it has one)."""
     dims = io.reshape.shape if io.HasField("reshape") and not shapes else io.dims
     entry = (shapes or {}).get(io.name) or {}
     low, high = entry.get("min_shape"), entry.get("max_shape")
-    return TensorIO(io.name, mc.DataType.Name(io.data_type), tuple(dims), bool(getattr(io, "optional", False)),
+    return WiringTensor(io.name, mc.DataType.Name(io.data_type), tuple(dims), bool(getattr(io, "optional", False)),
                     tuple(low) if isinstance(low, list) else None, tuple(high) if isinstance(high, list) else None)
 
 

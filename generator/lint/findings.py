@@ -12,7 +12,9 @@ from generator.lint.rules import RULES
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
 
-__all__ = ["ConfigFile", "Finding", "folder_finding", "format_finding"]
+    from generator.triton.config_rules import Refusal
+
+__all__ = ["ConfigFile", "Finding", "folder_finding"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +54,8 @@ class Finding:
         }
 
     def __str__(self) -> str:
-        return format_finding(self)
-
-
-def format_finding(finding: Finding) -> str:
-    """``file:line:column: severity: message [rule]`` (position parts left out when unknown)."""
-    return f"{finding.location}: {finding.severity}: {finding.message} [{finding.rule}]"
+        """``file:line:column: severity: message [rule]`` (position parts left out when unknown)."""
+        return f"{self.location}: {self.severity}: {self.message} [{self.rule}]"
 
 
 def folder_finding(rule: str, where: str, message: str) -> Finding:
@@ -83,4 +81,29 @@ class ConfigFile:
     def entry(self, prefix: Sequence[str | int], key: str, *rest: str | int) -> tuple[str | int, ...]:
         """Path of ``rest`` inside the map entry ``key`` of map field ``prefix`` (the map itself when not found)."""
         return (*self.locator.map_entry(tuple(prefix), key), *rest)
+
+    def refuse(self, refusal: Refusal) -> None:
+        """A finding of a rule of :mod:`generator.triton.config_rules`, at the field its location names."""
+        self.add(refusal.rule, refusal.message, self._field_path(refusal.where))
+
+    def _field_path(self, where: Sequence[str | int]) -> tuple[str | int, ...]:
+        """The locator's path of a ``ModelConfig`` location (a map key: its entry's ``key``)."""
+        path: tuple[str | int, ...] = ()
+        message, parts = self.config.DESCRIPTOR, list(where)
+        while parts:
+            field = message.fields_by_name[str(parts.pop(0))]
+            entry = field.message_type
+            if entry is not None and entry.GetOptions().map_entry:
+                if not parts:
+                    return (*path, field.name)
+                path = self.entry((*path, field.name), str(parts.pop(0)))
+                if not parts:
+                    return (*path, "key")
+                path, message = (*path, "value", 0), entry.fields_by_name["value"].message_type
+            elif entry is not None:
+                repeated = bool(parts) and isinstance(parts[0], int)
+                path, message = (*path, field.name, parts.pop(0) if repeated else 0), entry
+            else:
+                return (*path, field.name, "#", parts[0]) if parts else (*path, field.name)
+        return path
 

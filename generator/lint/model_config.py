@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
 from generator.lint.layout import element_count
+from generator.triton.config_rules import group_refusals, instance_groups_of
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
@@ -191,18 +192,14 @@ def profile_index(profile: str) -> int | None:
 
 
 def _check_instance_groups(cf: ConfigFile, platform: str) -> None:
+    for refusal in group_refusals(instance_groups_of(cf.config)):
+        cf.refuse(refusal)
     for index, group in enumerate(cf.config.instance_group):
         label = f"instance_group #{index}" + (f" '{group.name}'" if group.name else "")
         base = ("instance_group", index)
         if group.count < 0:
             cf.add("instance-group-count", f"{label} count is {group.count}; Triton replaces a count below 1 with its "
                    "default (1, or 2 on CPU for some backends)", (*base, "count"))
-        if group.kind in (mc.ModelInstanceGroup.KIND_CPU, mc.ModelInstanceGroup.KIND_MODEL) and group.gpus:
-            kind = mc.ModelInstanceGroup.Kind.Name(group.kind)
-            cf.add("instance-group-gpus", f"{label} has kind {kind} but lists gpus {list(group.gpus)}", (*base, "gpus"))
-        for k, gpu in enumerate(group.gpus):
-            if gpu < 0:
-                cf.add("instance-group-gpus", f"{label} lists gpu id {gpu}; GPU ids are >= 0", (*base, "gpus", "#", k))
         if group.profile and platform != TENSORRT_PLAN:
             cf.add("instance-group-profile", f"{label} sets 'profile', which only the TensorRT platform supports "
                    f"(platform is '{platform}')", (*base, "profile"))

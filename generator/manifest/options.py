@@ -8,6 +8,13 @@ from typing import Any
 from generator.errors import Problem, json_pointer
 from generator.manifest.proto_ranges import option_number_problems
 from generator.naming import case_collisions, model_name_problems
+from generator.triton.config_rules import (
+    DynamicBatching,
+    InstanceGroup,
+    QueuePolicy,
+    batching_refusals,
+    group_refusals,
+)
 
 __all__ = ["name_problems", "option_problems", "tuned_problems"]
 
@@ -37,39 +44,10 @@ def option_problems(
                 Problem(file, where("max_batch_size"), "max_batch_size is set but batching is 'none'; remove one")
             )
     if isinstance(dyn, dict):
-        levels = int(dyn.get("priority_levels", 0))
-        if dyn.get("preserve_ordering") and levels > 1:
-            problems.append(
-                Problem(file, where("dynamic_batching", "preserve_ordering"),
-                        f"preserve_ordering cannot be combined with priority_levels {levels} (Triton allows one "
-                        "priority level when responses must keep request order)")
-            )
-        if "default_priority_level" in dyn and not 1 <= int(dyn["default_priority_level"]) <= max(levels, 0):
-            problems.append(
-                Problem(file, where("dynamic_batching", "default_priority_level"),
-                        f"default_priority_level must be in 1..priority_levels ({levels})")
-            )
-        if levels > 0 and "default_priority_level" not in dyn:
-            problems.append(
-                Problem(file, where("dynamic_batching", "priority_levels"),
-                        "priority_levels needs a default_priority_level in 1..priority_levels")
-            )
-        for level in dyn.get("priority_queue_policy", {}):
-            if not 1 <= int(level) <= levels:
-                problems.append(
-                    Problem(file, where("dynamic_batching", "priority_queue_policy", level),
-                            f"priority level {level} is outside 1..priority_levels ({levels})")
-                )
-        if dyn.get("preserve_ordering"):
-            policies = [("default_queue_policy",), *[("priority_queue_policy", k) for k in dyn.get(
-                "priority_queue_policy", {})]]
-            for key in policies:
-                policy = dyn.get(key[0]) if len(key) == 1 else dyn["priority_queue_policy"][key[1]]
-                if policy and policy.get("timeout_action") == "DELAY" and policy.get("default_timeout_microseconds"):
-                    problems.append(
-                        Problem(file, where("dynamic_batching", *key, "timeout_action"),
-                                "timeout_action DELAY cannot be combined with preserve_ordering")
-                    )
+        keys = {int(key): key for key in dyn.get("priority_queue_policy", {})}  # the level as the manifest spells it
+        for refusal in batching_refusals(_dynamic_batching(dyn)):
+            rest = [keys.get(part, part) if isinstance(part, int) else part for part in refusal.where[1:]]
+            problems.append(Problem(file, where("dynamic_batching", *rest), refusal.message))
     policy = options.get("version_policy")
     if isinstance(policy, dict) and "specific" in policy and version not in policy["specific"]:
         problems.append(
@@ -83,9 +61,19 @@ def option_problems(
 
 
 def _group_problems(file: str, groups: list[Mapping[str, Any]], at: tuple[str | int, ...]) -> list[Problem]:
-    """Instance groups Triton refuses whatever the model: GPU ids listed for a CPU or model-chosen kind."""
-    return [Problem(file, json_pointer((*at, g, "gpus")), f"gpus cannot be listed for {group['kind']}")
-            for g, group in enumerate(groups) if group.get("kind") in ("KIND_CPU", "KIND_MODEL") and "gpus" in group]
+    """Instance groups Triton refuses whatever the model (:func:`generator.triton.config_rules.group_refusals`)."""
+    plain = [InstanceGroup(str(g.get("kind", "KIND_AUTO")), tuple(g.get("gpus", ()))) for g in groups]
+    return [Problem(file, json_pointer((*at, *r.where[1:])), r.message) for r in group_refusals(plain)]
+
+
+def _dynamic_batching(dyn: Mapping[str, Any]) -> DynamicBatching:
+    def policy(p: Mapping[str, Any] | None) -> QueuePolicy:
+        p = p or {}
+        return QueuePolicy(str(p.get("timeout_action", "REJECT")), int(p.get("default_timeout_microseconds", 0)))
+
+    return DynamicBatching(int(dyn.get("priority_levels", 0)), int(dyn.get("default_priority_level", 0)),
+                           bool(dyn.get("preserve_ordering")), policy(dyn.get("default_queue_policy")),
+                           {int(k): policy(p) for k, p in dyn.get("priority_queue_policy", {}).items()})
 
 
 def tuned_problems(file: str, index: int, tuned: Mapping[str, Any]) -> list[Problem]:

@@ -18,7 +18,7 @@ from generator.errors import GenRepoError, Problem
 from generator.naming import MAX_MODEL_NAME_LENGTH, model_name_from_graph
 from generator.specs.schema import LoadedGraph, load_graphspecs
 
-__all__ = ["OPTION_COMMENTS", "starter_manifest", "write_starter_manifest"]
+__all__ = ["OPTION_COMMENTS", "write_starter_manifest"]
 
 #: Every option besides ``target``, in the manifest's order: (default as YAML, or None where the default depends on
 #: the model or is Triton's own, and what it means). A literal default can be uncommented without changing anything
@@ -122,7 +122,7 @@ def _relative(spec: Path, manifest: Path, allow_outside: bool) -> str:
     return Path(os.path.relpath(target, base)).as_posix()
 
 
-def starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *, allow_outside: bool = False) -> str:
+def _starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *, allow_outside: bool = False) -> str:
     """The text of a starter manifest at ``manifest`` for every graph in ``specs`` (in order, duplicates once).
 
     Spec paths are relative to ``manifest``'s folder, wherever the command runs. Raises GenRepoError with every
@@ -163,7 +163,7 @@ def starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *, allow
 
 def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *,
                            allow_outside: bool = False) -> tuple[Path, int, bool]:
-    """Write :func:`starter_manifest` to ``manifest``, never over an existing file.
+    """Write :func:`_starter_manifest` to ``manifest``, never over an existing file.
 
     Returns the manifest, its model count and whether it refers to specs outside its folder (``plan`` then needs
     ``--allow-outside``). The text goes to a temporary file in the same folder first and is then linked to its name,
@@ -175,7 +175,7 @@ def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *,
                                          "choose another name with -o)")
     if manifest.exists() or manifest.is_symlink():
         raise GenRepoError([refused])
-    text = starter_manifest(specs, manifest, allow_outside=allow_outside)
+    text = _starter_manifest(specs, manifest, allow_outside=allow_outside)
     folder = manifest.resolve().parent
     if not folder.is_dir():
         raise GenRepoError([Problem(str(manifest), "", f"folder {folder} does not exist")])

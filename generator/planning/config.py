@@ -38,6 +38,14 @@ from generator.naming import WARMUP_FOLDER, model_name_problems
 from generator.planning.fragments import fragment_kind, fragment_refusals
 from generator.planning.pbtxt import message_text
 from generator.resources import resource_dir
+from generator.triton.config_rules import (
+    REFUSED_KINDS,
+    batching_refusals,
+    dynamic_batching_of,
+    group_refusals,
+    instance_groups_of,
+    preferred_refusals,
+)
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -281,13 +289,9 @@ def _dynamic_batching(r: ConfigRequest, build: ConfigBuild) -> None:
     default_preferred, default_origin = _default_preferred(r)
     # An empty list is an answer (no preferred sizes), not a fallback to the default.
     preferred = list(settings.get("preferred_batch_size", default_preferred))
-    for k, size in enumerate(preferred):
-        if not 1 <= size <= r.max_batch_size:
-            build.problems.append(
-                Problem(r.file, _where(r, "preferred_batch_size" in tuned, "dynamic_batching", "preferred_batch_size",
-                                       k),
-                        f"preferred_batch_size {size} is outside 1..max_batch_size ({r.max_batch_size})")
-            )
+    build.problems += [
+        Problem(r.file, _where(r, "preferred_batch_size" in tuned, "dynamic_batching", *refusal.where), refusal.message)
+        for refusal in preferred_refusals(preferred, r.max_batch_size, ("preferred_batch_size",))]
     dyn.preferred_batch_size.extend(preferred)
     delay = int(settings.get("max_queue_delay_microseconds", DEFAULT_QUEUE_DELAY_US))
     dyn.max_queue_delay_microseconds = delay
@@ -370,7 +374,7 @@ def _instance_groups(r: ConfigRequest, build: ConfigBuild) -> None:
         message.count = int(group.get("count", DEFAULT_CPU_INSTANCE_COUNT if kind == "KIND_CPU" else 1))
         message.gpus.extend(group.get("gpus", []))
         if r.target == "tensorrt":
-            if kind in ("KIND_CPU", "KIND_MODEL"):
+            if kind in REFUSED_KINDS["tensorrt"][0]:
                 build.problems.append(
                     Problem(r.file, _where(r, tuned, "instance_group", g, "kind"),
                             f"the tensorrt target runs on a GPU; instance group kind {kind} cannot serve a plan")
@@ -615,15 +619,10 @@ def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | Non
             _io_problems(kind, io, io_name, mbs, out)
     if not inputs or not outputs:
         out.append("config needs at least one input and one output")
-    if config.HasField("dynamic_batching"):
-        dyn = config.dynamic_batching
-        for size in dyn.preferred_batch_size[:]:
-            if not 1 <= size <= mbs:
-                out.append(f"preferred_batch_size {size} is outside 1..max_batch_size ({mbs})")
-        if dyn.preserve_ordering and dyn.priority_levels > 1:
-            out.append("preserve_ordering is refused with priority_levels > 1")
-        if dyn.priority_levels and not 1 <= dyn.default_priority_level <= dyn.priority_levels:
-            out.append(f"default_priority_level must be in 1..{dyn.priority_levels}")
+    if config.HasField("dynamic_batching"):  # Triton's rules, as lint applies them (generator.triton.config_rules)
+        refusals = preferred_refusals(config.dynamic_batching.preferred_batch_size[:], mbs, ())
+        out += [r.message for r in (*refusals, *batching_refusals(dynamic_batching_of(config)))]
+    out += [r.message for r in group_refusals(instance_groups_of(config))]
     if platform == "tensorrt_plan":
         _profile_list_problems(config, out)
     for warmup in config.model_warmup[:]:

@@ -18,7 +18,7 @@ from generator.planning.compare import CompareSettings, resolve_compare
 from generator.planning.config import PicklesModelConfig
 from generator.planning.contract import PlannedModel, request_shape
 from generator.planning.tensors import TensorPlan
-from generator.triton.ensemble import Location, Step, StepModel, TensorIO, Wiring, step_order, wiring_problems
+from generator.triton.ensemble import Location, Step, StepModel, Wiring, WiringTensor, step_order, wiring_problems
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -63,8 +63,8 @@ class EnsemblePlan(PicklesModelConfig):
 
 
 
-def _io(tensor: TensorPlan) -> TensorIO:
-    return TensorIO(tensor.name, tensor.data_type, tuple(tensor.dims), False,
+def _io(tensor: TensorPlan) -> WiringTensor:
+    return WiringTensor(tensor.name, tensor.data_type, tuple(tensor.dims), False,
                     tuple(request_shape(tensor, tensor.min_shape)), tuple(request_shape(tensor, tensor.max_shape)))
 
 
@@ -111,9 +111,9 @@ def plan_ensemble(
               for name in input_names]
     outputs = [_ensemble_tensor(name, producers.get(name, []), batching, max_batch_size, consume=False,
                                 notes=decisions) for name in output_names]
-    def declared(names: list[str], tensors: list[TensorPlan | None]) -> tuple[TensorIO, ...]:
+    def declared(names: list[str], tensors: list[TensorPlan | None]) -> tuple[WiringTensor, ...]:
         # A name no known step tensor is mapped to has no type: the wiring rules report why.
-        return tuple(_io(t) if t is not None else TensorIO(n, "", ()) for n, t in zip(names, tensors, strict=True))
+        return tuple(_io(t) if t is not None else WiringTensor(n, "", ()) for n, t in zip(names, tensors, strict=True))
 
     wiring = Wiring(ensemble.name, max_batch_size, declared(input_names, inputs), declared(output_names, outputs),
                     steps)

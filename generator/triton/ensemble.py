@@ -30,7 +30,7 @@ __all__ = [
     "Location",
     "Step",
     "StepModel",
-    "TensorIO",
+    "WiringTensor",
     "Wiring",
     "WiringProblem",
     "dims_compatible",
@@ -44,7 +44,7 @@ Location = tuple[str | int, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class TensorIO:
+class WiringTensor:
     """One input or output as a config declares it; shapes (request-side, full) when a contract gives them."""
 
     name: str
@@ -61,8 +61,8 @@ class StepModel:
 
     name: str
     max_batch_size: int
-    inputs: tuple[TensorIO, ...]
-    outputs: tuple[TensorIO, ...]
+    inputs: tuple[WiringTensor, ...]
+    outputs: tuple[WiringTensor, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +80,8 @@ class Wiring:
 
     name: str
     max_batch_size: int
-    inputs: tuple[TensorIO, ...]
-    outputs: tuple[TensorIO, ...]
+    inputs: tuple[WiringTensor, ...]
+    outputs: tuple[WiringTensor, ...]
     steps: tuple[Step, ...]
 
 
@@ -99,7 +99,7 @@ class _Use:
     """One appearance of an ensemble tensor: who, its declaration, whether that side batches, where."""
 
     who: str
-    io: TensorIO
+    io: WiringTensor
     batching: bool
     where: Location
     produces: bool
@@ -195,10 +195,10 @@ def _step_problems(
             out.append(WiringProblem(("step", j), f"{label} has an empty {kind}", "ensemble-config"))
     if model is None:
         for key, tensor in step.input_map.items():
-            add(tensor, _Use(f"{label} input {key!r}", TensorIO(key, "", ()), False, ("step", j, "input_map", key),
+            add(tensor, _Use(f"{label} input {key!r}", WiringTensor(key, "", ()), False, ("step", j, "input_map", key),
                              False))
         for key, tensor in step.output_map.items():
-            add(tensor, _Use(f"{label} output {key!r}", TensorIO(key, "", ()), False,
+            add(tensor, _Use(f"{label} output {key!r}", WiringTensor(key, "", ()), False,
                              ("step", j, "output_map", key), True))
         return out
     step_batching = model.max_batch_size > 0

@@ -62,7 +62,7 @@ def test_severity_follows_triton() -> None:
 
 
 def _literals(path: Path) -> tuple[set[str], set[str]]:
-    """(rule ids passed to ``.add``/``folder_finding``/``Finding``/``WiringProblem``, every string literal)."""
+    """(rule ids passed to ``.add``/``folder_finding``/``Finding``/``WiringProblem``/``Refusal``, every literal)."""
     tree = ast.parse(path.read_text())
     called, literals = set(), set()
     for node in ast.walk(tree):
@@ -74,7 +74,7 @@ def _literals(path: Path) -> tuple[set[str], set[str]]:
         args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
         if name in ("add", "folder_finding") and args:
             called.add(args[0])
-        elif name in ("Finding", "WiringProblem"):
+        elif name in ("Finding", "WiringProblem", "Refusal"):
             called |= {a for a in args if re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)+", a)}
     return called, literals
 
@@ -83,7 +83,7 @@ def test_every_rule_in_the_code_is_in_the_table_and_back() -> None:
     """Every rule id the code reports is in the table; every rule in the table is reported somewhere."""
     called: set[str] = set()
     literals: set[str] = set()
-    for path in [*LINT.glob("*.py"), ROOT / "generator" / "triton" / "ensemble.py"]:
+    for path in [*LINT.glob("*.py"), *(ROOT / "generator" / "triton" / f for f in ("ensemble.py", "config_rules.py"))]:
         if path.name != "rules.py":
             c, lits = _literals(path)
             called |= c

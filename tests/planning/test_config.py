@@ -199,7 +199,7 @@ def test_preserve_ordering_with_priorities_refused_even_from_a_fragment(tmp_path
     with pytest.raises(GenRepoError) as info:
         one_model(tmp_path, batch_graph(), pbtxt="dynamic_batching { preserve_ordering: true priority_levels: 2 "
                                                  "default_priority_level: 1 }")
-    assert any("preserve_ordering is refused with priority_levels > 1" in m for m in problems_of(info.value))
+    assert any("preserve_ordering cannot be combined with priority_levels 2" in m for m in problems_of(info.value))
 
 
 def test_tensorrt_target(tmp_path):

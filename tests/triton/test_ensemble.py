@@ -22,7 +22,15 @@ from generator.cli import main
 from generator.errors import GenRepoError
 from generator.lint import lint_repository
 from generator.planning.model_files import config_files
-from generator.triton.ensemble import Step, StepModel, TensorIO, Wiring, dims_compatible, step_order, wiring_problems
+from generator.triton.ensemble import (
+    Step,
+    StepModel,
+    Wiring,
+    WiringTensor,
+    dims_compatible,
+    step_order,
+    wiring_problems,
+)
 from tests.manifest_helpers import REPO, graph, plan_for, problems_of, tensor, write_manifest
 
 CORPUS = Path(__file__).parents[1] / "ensemble_corpus"
@@ -185,8 +193,8 @@ def test_an_input_whose_consumers_share_no_shape_is_refused(tmp_path):
 # --------------------------------------------------------------------------------------------------------------------
 # The rules on plain data
 # --------------------------------------------------------------------------------------------------------------------
-def _io(name: str, dims: tuple[int, ...] = (4,), data_type: str = "TYPE_FP32") -> TensorIO:
-    return TensorIO(name, data_type, dims)
+def _io(name: str, dims: tuple[int, ...] = (4,), data_type: str = "TYPE_FP32") -> WiringTensor:
+    return WiringTensor(name, data_type, dims)
 
 
 def test_a_cycle_is_a_step_that_never_runs():
@@ -307,9 +315,9 @@ def test_the_real_triton_refuses_every_planted_defect_and_serves_the_good_ensemb
 def test_a_size_the_data_decides_fits_only_a_consumer_without_an_upper_bound():
     """A filter's row count has no upper bound (contract max -1): a consumer bounded on that axis may get more rows
     than it accepts, one unbounded there takes any count."""
-    rows = TensorIO("rows", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(-1, 4))
-    bounded = TensorIO("boxes", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(64, 4))
-    unbounded = TensorIO("boxes", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(-1, 4))
+    rows = WiringTensor("rows", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(-1, 4))
+    bounded = WiringTensor("boxes", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(64, 4))
+    unbounded = WiringTensor("boxes", "TYPE_FP32", (-1, 4), min_shape=(0, 4), max_shape=(-1, 4))
     steps = (Step("filter", {"x": "x"}, {"rows": "t"}), Step("head", {"boxes": "t"}, {"y": "y"}))
     wiring = Wiring("e", 0, (_io("x"),), (_io("y"),), steps)
     models = {"filter": StepModel("filter", 0, (_io("x"),), (rows,)), "head": StepModel("head", 0, (bounded,),
