@@ -433,6 +433,7 @@ def test_check_request_lists_a_value_past_its_table_beside_a_sequence_too_long(t
                                        str(tmp_path / "request.npz")])
     assert result.exit_code == 1
     assert result.output.splitlines() == [
+        "model text: version 1 (highest version folder)",  # which version was read (stderr)
         "invalid: text [request]",
         "  value_out_of_range: input 'input_input_ids': value 150 is above 0..99 (index into the 100-row table "
         "'embed.weight')",

@@ -128,7 +128,8 @@ def test_facts_come_from_the_config_and_the_contracts_profile(tmp_path):
     ''', '{"format": "gen-repo-contract/1", "model": "plan", "max_batch_size": 8, "inputs": '
          '[{"name": "x", "data_type": "TYPE_FP32", "dims": [3], "min_shape": [1, 3], "max_shape": [4, 3]}]}')
     _write_model(tmp_path, "chain", 'name: "chain"\nplatform: "ensemble"\nmax_batch_size: 0\n')
-    (plan, plan_config), (chain, _) = sorted(facts_from_repository(tmp_path), key=lambda e: e[0].name, reverse=True)
+    (plan, plan_served), (chain, _) = sorted(facts_from_repository(tmp_path), key=lambda e: e[0].name, reverse=True)
+    plan_config = plan_served.config
     assert (plan.max_batch_size, plan.profile_max_batch, plan.kind, plan.instance_count) == (8, 4, "KIND_GPU", 2)
     assert plan.preferred_batch_size == (4, 8) and plan.tunable
     assert text_format.MessageToString(plan_config).startswith('name: "plan"')
