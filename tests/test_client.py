@@ -13,10 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from google.protobuf import json_format, text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tritonclient.grpc import model_config_pb2, service_pb2
 from tritonclient.utils import triton_to_np_dtype
 
 from generator.cli import main
@@ -29,6 +27,7 @@ from generator.client import (
     to_infer_inputs,
     wire_datatype,
 )
+from generator.errors import GenRepoError
 from tests.manifest_helpers import EXAMPLES_MANIFEST, REPO
 
 ZOO = REPO / "tests" / "zoo"
@@ -116,8 +115,8 @@ def test_contract_from_repository_refuses_a_contract_naming_another_model(tmp_pa
     shutil.copytree(GOOD / "mlp_python", repo / "mlp_python")
     contract = repo / "mlp_python" / "1" / "gen_repo" / "contract.json"
     contract.write_text(json.dumps({**json.loads(contract.read_text()), "model": "other"}))
-    with pytest.raises(ValueError, match=r"contract.json: /model: names the model 'other', but the contract lies in "
-                                         r"the model folder 'mlp_python'"):
+    with pytest.raises(GenRepoError, match=r"names the model 'other', but the contract lies in "
+                                           r"the model folder 'mlp_python'"):
         ModelContract.from_repository(repo, "mlp_python")
 
 
@@ -143,30 +142,6 @@ def test_contract_from_config_pbtxt_file(tmp_path: Path) -> None:
     path.write_text(CONFIG.replace('name: "mixed"\n', ""))
     contract = ModelContract.from_config_pbtxt(path)
     assert contract.name == "mixed" and contract.source == str(path)
-
-
-def test_contract_from_both_server_json_shapes(mixed: ModelContract) -> None:
-    config = text_format.Parse(CONFIG, model_config_pb2.ModelConfig())
-    # gRPC get_model_config(as_json=True): {"config": {...}} with int64 dims as strings.
-    grpc_json = json.loads(
-        json_format.MessageToJson(service_pb2.ModelConfigResponse(config=config), preserving_proto_field_name=True)
-    )
-    assert grpc_json["config"]["input"][0]["dims"] == ["3", "-1", "-1"]
-    # HTTP get_model_config: the config object itself, numbers as numbers.
-    http_json = {
-        "name": "mixed",
-        "backend": "python",
-        "max_batch_size": 4,
-        "input": [
-            {"name": "image", "data_type": "TYPE_FP16", "dims": [3, -1, -1], "optional": False},
-            {"name": "prompt", "data_type": "TYPE_STRING", "dims": [1]},
-            {"name": "mask", "data_type": "TYPE_BOOL", "dims": [2], "optional": True},
-        ],
-        "output": [{"name": "score", "data_type": "TYPE_FP32", "dims": [1]}],
-        "some_future_field": {"ignored": True},
-    }
-    for doc in (grpc_json, http_json):
-        assert ModelContract.from_config_dict(doc) == mixed
 
 
 def test_data_type_mapping_matches_tritonclient() -> None:
@@ -398,7 +373,7 @@ def _plant_faults(data: st.DataObject, contract: ModelContract) -> tuple[dict[st
 
 def _check_file(contract: ModelContract, request: dict[str, np.ndarray]) -> list[tuple[str, str]]:
     """check-request's problems for ``request`` saved as an .npz, against ``contract`` written as contract.json."""
-    from generator.client import check_request_file
+    from generator.cli.check_request import check_request_file
     from generator.planning.contract import render_contract
 
     with tempfile.TemporaryDirectory() as folder:
@@ -407,7 +382,8 @@ def _check_file(contract: ModelContract, request: dict[str, np.ndarray]) -> list
         written.parent.mkdir(parents=True)
         written.write_text(render_contract(contract.to_dict()))
         np.savez(root / "request.npz", **request)
-        (case,) = check_request_file(contract.name, root / "request.npz", repo=root / "repo")["cases"]
+        read = ModelContract.from_repository(root / "repo", contract.name)
+        (case,) = check_request_file(read, root / "request.npz")["cases"]
     return [(p["kind"], p["input"]) for p in case["problems"]]
 
 
@@ -457,6 +433,7 @@ def test_check_request_lists_a_value_past_its_table_beside_a_sequence_too_long(t
                                        str(tmp_path / "request.npz")])
     assert result.exit_code == 1
     assert result.output.splitlines() == [
+        "model text: version 1 (highest version folder)",  # which version was read (stderr)
         "invalid: text [request]",
         "  value_out_of_range: input 'input_input_ids': value 150 is above 0..99 (index into the 100-row table "
         "'embed.weight')",

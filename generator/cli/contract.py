@@ -17,19 +17,23 @@ from generator.cli._output import echo
               show_default=True,
               help="json: the contract as generator.client reads it; jsonschema: a valid KServe v2 JSON request as a "
                    "JSON Schema (Draft 2020-12), the bytes of the build's gen_repo/request.schema.json.")
-@click.option("--version", "model_version", type=int, default=None, help="Model version (default: latest).")
+@click.option("--version", "model_version", type=int, default=None, help="Model version (default: the served one).")
 @report_errors
 def command(repo: Path, model: str, output_format: str, model_version: int | None) -> None:
     """Print MODEL's contract from the model repository REPO.
 
-    From <model>/<version>/gen_repo/contract.json when present, else from config.pbtxt (ranges from dims alone,
-    docs/client.md). Exit status: 0 printed, 2 no such model or an unreadable contract.
+    The version Triton serves (the config's version_policy, else the highest version folder; stderr says which):
+    its gen_repo/contract.json when present, else config.pbtxt (ranges from dims alone, docs/client.md). Exit status:
+    0 printed, 2 no such model or an unreadable contract.
     """
     # numpy + tritonclient only; imported when the command runs.
-    from generator.client import repository_contract
+    from generator.client import ModelContract
     from generator.contracts.request_schema import render_request_schema
+    from generator.contracts.served import FolderReader, read_served_model
     from generator.planning.contract import render_contract
 
-    contract = repository_contract(repo, model, model_version).to_dict()
+    served = read_served_model(FolderReader(repo), model, model_version)
+    contract = ModelContract.from_served(served).to_dict()
+    echo(served.describe(), err=True)
     text = render_request_schema(contract) if output_format == "jsonschema" else render_contract(contract)
     echo(text, nl=False)

@@ -8,7 +8,8 @@ JSON header. Before any array is allocated, each one's declared dtype and shape 
 together) and against the file itself (an ``.npz`` member must hold exactly the bytes its header declares; a
 safetensors entry's data must lie inside the file), and a member that inflates more than the ``array_inflate_ratio``
 limit to 64 MiB or more is refused as a deflate bomb. The caller then sees every :class:`ArrayHeader` and reads
-only the arrays it accepts, e.g. those inside a model's contract (:func:`generator.client.check_request_file`) or
+only the arrays it accepts, e.g. those inside a model's contract
+(:func:`generator.cli.check_request.check_request_file`) or
 a plan's ranges (:func:`generator.building.samples.read_samples`).
 
 Nothing is unpickled: object arrays are refused from their header. Reading an ``.npz`` member goes through

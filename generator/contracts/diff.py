@@ -10,15 +10,15 @@ settings no client sees (:class:`ServedSettings`: instance groups, queue delay, 
 changes the request's first axis: where that changes a tensor's rank (its dims kept) or its first axis's range, that
 is reported on its own (breaking); a model whose first dim was already variable keeps its requests' shape.
 
-Contracts are :class:`generator.client.ModelContract` objects, read here through the protocols
-:class:`ModelContract` and :class:`TensorContract` (the attributes the diff compares): the client calls this module,
-so this module does not import the client. One from ``gen_repo/contract.json`` is *exact*: its shape ranges are the
-TensorRT profile's and its inputs carry their value domains. One derived from a ``config.pbtxt`` (a repository
-gen-repo did not build, or a live server) knows only the config: a ``-1`` dim is any size and no value domain is
-known. Where a side is not exact, the facts it cannot tell are listed as :class:`UnknownFact` instead of being
-reported as changes. :func:`is_exact` says which a contract is, from the contract itself.
+Contracts are :class:`generator.contracts.model_contract.ModelContract` objects (read here through the protocol
+:class:`ModelContract`) holding :class:`~generator.contracts.tensor_contract.TensorContract` tensors. One from
+``gen_repo/contract.json`` is *exact*: its shape ranges are the TensorRT profile's and its inputs carry their value
+domains. One derived from a ``config.pbtxt`` (a repository gen-repo did not build, or a live server) knows only the
+config: a ``-1`` dim is any size and no value domain is known. Where a side is not exact, the facts it cannot tell
+are listed as :class:`UnknownFact` instead of being reported as changes. :func:`is_exact` says which a contract is,
+from the contract itself.
 
-Pure data, no I/O: :mod:`generator.repository.contract_sources` loads the contracts of repositories and buckets;
+Pure data, no I/O: :mod:`generator.contracts.served` reads what a repository serves;
 ``ModelContract.compatible_with`` and ``gen-repo diff`` and ``gen-repo publish`` all classify through
 :func:`diff_models`.
 """
@@ -28,10 +28,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from generator.planning.values import ValueDomain
+from generator.contracts.tensor_contract import TensorContract
+from generator.planning.values import ValueDomain
 
 __all__ = [
     "DIFF_FORMAT",
@@ -52,48 +52,11 @@ COMPATIBLE = "compatible"
 _MAX_ENUMERATED = 4096
 
 
-class TensorContract(Protocol):
-    """What the diff reads of a contract's tensor (:class:`generator.client.TensorContract`)."""
-
-    @property
-    def name(self) -> str:
-        """Its name."""
-
-    @property
-    def data_type(self) -> str:
-        """Config data type (``TYPE_FP32``)."""
-
-    @property
-    def dims(self) -> tuple[int, ...]:
-        """Config dims."""
-
-    @property
-    def min_shape(self) -> tuple[int, ...]:
-        """Smallest full request shape."""
-
-    @property
-    def max_shape(self) -> tuple[int | None, ...]:
-        """Largest full request shape (None: no upper bound)."""
-
-    @property
-    def opt_shape(self) -> tuple[int, ...] | None:
-        """The profile's opt shape (contract.json only)."""
-
-    @property
-    def optional(self) -> bool:
-        """Whether a request may leave it out."""
-
-    @property
-    def values(self) -> ValueDomain | None:
-        """The values an input takes (contract.json only)."""
-
-    @property
-    def rank(self) -> int:
-        """Axes of the full request shape."""
-
-
 class ModelContract(Protocol):
-    """What the diff reads of a model's contract (:class:`generator.client.ModelContract`)."""
+    """What the diff reads of a model's contract (:class:`generator.contracts.model_contract.ModelContract`).
+
+    A protocol, not that class: its ``compatible_with`` calls this module, which therefore cannot import it.
+    """
 
     @property
     def name(self) -> str:

@@ -37,6 +37,7 @@ from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import ERROR
 from generator.naming import WARMUP_FOLDER, triton_version, version_folder_problem
+from generator.triton.version_policy import versions_to_load
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2 as mc
@@ -57,7 +58,6 @@ __all__ = [
     "read_config",
     "scan_versions",
     "triton_join",
-    "versions_to_load",
 ]
 
 #: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.naming's WARMUP_FOLDER.
@@ -224,20 +224,6 @@ def scan_versions(folder: ModelFolder) -> list[Finding]:
                 "version-non-numeric", where, f"folder {sub.name!a} in model '{folder.name}' is not a numeric "
                 "version; Triton ignores it"))
     return findings
-
-
-def versions_to_load(config: mc.ModelConfig | None, existing: Iterable[int]) -> list[int]:
-    """The versions Triton loads: the version policy over the versions found (no policy: the latest one)."""
-    found = sorted(set(existing), reverse=True)
-    if config is None or not config.HasField("version_policy"):
-        return found[:1]
-    policy = config.version_policy
-    choice = policy.WhichOneof("policy_choice")
-    if choice == "specific":
-        return sorted({v for v in policy.specific.versions if v in found})
-    if choice == "latest":
-        return sorted(found[: policy.latest.num_versions])
-    return sorted(found)
 
 
 def check_versions(folder: ModelFolder) -> list[Finding]:

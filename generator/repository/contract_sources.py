@@ -1,10 +1,8 @@
 """The contracts of a repository, as ``gen-repo diff`` and ``gen-repo publish`` compare them.
 
 A location is a repository folder, an ``s3://`` or ``gs://`` repository, or one model's version folder (local or in
-a bucket: ``repo/mlp/3``). Per model the contract is that of the version Triton serves: the highest version the
-config's ``version_policy { specific }`` names (what ``gen-repo publish`` pins), else the highest version folder.
-It comes from ``<model>/<version>/gen_repo/contract.json`` (exact) or, for a repository gen-repo did not build, from
-``<model>/config.pbtxt`` (:meth:`generator.client.ModelContract.from_config`; the diff lists what it cannot tell).
+a bucket: ``repo/mlp/3``). Per model the contract is that of the version Triton serves, read by
+:func:`generator.contracts.served.read_served_model` (a bucket through :class:`BucketReader`).
 
 Every file is read within the limits of :mod:`generator.bounded` and inside its repository
 (:func:`generator.confinement.confined_path`); a bucket's objects are read one by one, only the configs and
@@ -18,19 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from generator.bounded import read_bytes
 from generator.client import ModelContract
-from generator.confinement import confined_path, refuse_symlinks
+from generator.confinement import refuse_symlinks
 from generator.contracts.diff import ContractDiff, ServedSettings, diff_repositories
+from generator.contracts.served import CONTRACT_PATH, FolderReader, Reader, read_served_model
 from generator.errors import GenRepoError, Problem
-from generator.json_reader import parse_json
 from generator.naming import version_folder
-from generator.planning.contract import contract_model_problem
 from generator.repository.storage import (
     StorageURL,
     is_storage_url,
@@ -42,6 +37,7 @@ from generator.repository.storage import (
     repository_objects,
     storage_errors,
 )
+from generator.triton.version_policy import served_version
 
 __all__ = [
     "BucketReader",
@@ -54,53 +50,6 @@ __all__ = [
     "served_settings",
     "served_version",
 ]
-
-CONTRACT_PATH = "gen_repo/contract.json"
-
-
-class Reader(Protocol):
-    """A repository's files by repository-relative path (``mlp/config.pbtxt``)."""
-
-    def read(self, rel: str, limit_name: str) -> bytes | None:
-        """The file's bytes (None when there is none); UnreadableFileError beyond the limit."""
-
-    def where(self, rel: str) -> str:
-        """How problems name the file."""
-
-    def models(self) -> list[str]:
-        """The repository's model folders, sorted."""
-
-    def versions(self, model: str) -> set[int]:
-        """The model's numeric version folders."""
-
-
-@dataclass(frozen=True)
-class FolderReader:
-    """A repository folder on disk."""
-
-    root: Path
-
-    def read(self, rel: str, limit_name: str) -> bytes | None:
-        """See :class:`Reader`; a path leading outside the folder (a symlink) is refused (ValueError)."""
-        path = confined_path(self.root, *rel.split("/"))
-        if not path.is_file():
-            return None
-        return read_bytes(path, limit_name)
-
-    def where(self, rel: str) -> str:
-        """The file's path."""
-        return str(self.root.joinpath(*rel.split("/")))
-
-    def models(self) -> list[str]:
-        """Folders that hold a config.pbtxt or a numeric version folder (hidden folders are not models)."""
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")
-                      and ((p / "config.pbtxt").is_file() or self.versions(p.name)))
-
-    def versions(self, model: str) -> set[int]:
-        """The model's version folders (:func:`generator.naming.version_folder`)."""
-        folder = self.root / model
-        found = (version_folder(p.name) for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else ()
-        return {v for v in found if v is not None}
 
 
 @dataclass
@@ -143,27 +92,9 @@ class BucketReader:
         return {v for v in found if v is not None}
 
 
-def _parse_config(data: bytes, where: str) -> model_config_pb2.ModelConfig:
-    config = model_config_pb2.ModelConfig()
-    try:
-        text_format.Parse(data.decode("utf-8"), config)
-    except (UnicodeDecodeError, text_format.ParseError) as error:
-        raise GenRepoError([Problem(where, "", f"not a valid config.pbtxt: {error}")]) from error
-    return config
-
-
-def served_version(config: model_config_pb2.ModelConfig | None, folders: set[int]) -> int | None:
-    """The version Triton serves: the highest the config's ``specific`` policy names, else the highest folder."""
-    if config is not None and config.version_policy.WhichOneof("policy_choice") == "specific":
-        named = [int(v) for v in config.version_policy.specific.versions]
-        if named:
-            return max(named)
-    return max(folders) if folders else None
-
-
 def load_model_contract(reader: Reader, model: str, version: int | None = None) -> ModelContract:
-    """The contract of ``model`` at ``version`` (default: :func:`served_version`); GenRepoError naming the file."""
-    return _load_model(reader, model, version)[0]
+    """The contract of ``model`` at ``version`` (default: the one Triton serves); GenRepoError naming the file."""
+    return ModelContract.from_served(read_served_model(reader, model, version))
 
 
 def served_settings(config: model_config_pb2.ModelConfig) -> ServedSettings:
@@ -174,41 +105,6 @@ def served_settings(config: model_config_pb2.ModelConfig) -> ServedSettings:
         return ServedSettings(groups, None, None)
     dynamic = config.dynamic_batching
     return ServedSettings(groups, dynamic.max_queue_delay_microseconds, tuple(dynamic.preferred_batch_size))
-
-
-def _load_model(reader: Reader, model: str, version: int | None
-                ) -> tuple[ModelContract, model_config_pb2.ModelConfig | None]:
-    """:func:`load_model_contract`, with the model's config (None where it has none)."""
-    config_rel = f"{model}/config.pbtxt"
-    try:
-        config_bytes = reader.read(config_rel, "config_bytes")
-        config = _parse_config(config_bytes, reader.where(config_rel)) if config_bytes is not None else None
-        if version is None:
-            version = served_version(config, reader.versions(model))
-        contract_rel = f"{model}/{version}/{CONTRACT_PATH}"
-        data = reader.read(contract_rel, "document_bytes") if version is not None else None
-    except ValueError as error:  # a path leading out of the repository
-        raise GenRepoError([Problem(reader.where(model), "", str(error))]) from error
-    if data is not None:
-        where = reader.where(contract_rel)
-        try:
-            doc = parse_json(data, where)
-            if not isinstance(doc, dict):
-                raise ValueError("the document is not a JSON object")
-            if (why := contract_model_problem(doc, model)) is not None:
-                raise GenRepoError([Problem(where, "/model", why)])
-            contract = ModelContract.from_contract_dict(doc, source=where, config=config)
-        except KeyError as error:
-            raise GenRepoError([Problem(where, f"/{error.args[0]}", "missing: a gen-repo contract needs it")]) \
-                from error
-        except (ValueError, TypeError, AttributeError) as error:
-            raise GenRepoError([Problem(where, "", f"not a gen-repo contract: {error}")]) from error
-        return replace(contract, name=model, version=version), config
-    if config is None:
-        raise GenRepoError([Problem(reader.where(model), "", f"neither {config_rel} nor "
-                                                             f"{model}/<version>/{CONTRACT_PATH}: not a model")])
-    return replace(ModelContract.from_config(config, name=model, source=reader.where(config_rel)),
-                   version=version), config
 
 
 @dataclass(frozen=True)
@@ -227,12 +123,13 @@ def _load_all(reader: Reader, label: str, models: list[str], version: int | None
     contracts, served = {}, {}
     for model in models:
         try:
-            contracts[model], config = _load_model(reader, model, version)
+            model_served = read_served_model(reader, model, version)
+            contracts[model] = ModelContract.from_served(model_served)
         except GenRepoError as error:
             problems += error.problems
             continue
-        if config is not None:
-            served[model] = served_settings(config)
+        if model_served.config is not None:
+            served[model] = served_settings(model_served.config)
     if problems:
         raise GenRepoError(problems, summary=f"cannot read the contracts of {label}")
     return Location(label, contracts, version_folder, served)

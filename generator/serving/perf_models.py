@@ -12,11 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from generator.bounded import read_text
-from generator.confinement import confined_path, refuse_symlinks
+from generator.confinement import refuse_symlinks
 from generator.errors import GenRepoError, Problem
-from generator.json_reader import read_json
-from generator.naming import version_folder
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -146,62 +143,33 @@ def _model_from_contract(
 
 
 def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> list[PerfModel]:
-    """Every model of a gen-repo repository (or those named), from ``<model>/<version>/gen_repo/contract.json``.
+    """Every model of a gen-repo repository (or those named), at the version Triton serves.
 
-    The highest numeric version folder is used. A model folder without a contract is a problem: only the contract
-    knows the profile's ranges (a config's ``-1`` dims do not bound anything). So is a contract whose ``model`` is not
-    its folder's name (:func:`generator.planning.contract.contract_model_problem`), and any file reached through a
-    symlink leading out of the repository: the names written under ``-o`` are the repository's folder names.
+    Read by :func:`generator.contracts.served.read_served_model`. A model without a contract is a problem: only the
+    contract knows the profile's ranges (a config's ``-1`` dims do not bound anything).
     """
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2 as pb
-
-    from generator.planning.contract import contract_model_problem
+    from generator.contracts.served import FolderReader, read_served_model
 
     root = Path(repo_dir)
     if not root.is_dir():
         raise GenRepoError([Problem(str(root), "", "model repository folder does not exist")])
     refuse_symlinks(root)  # the one rule for every reader of a repository (generator.confinement.walk_tree)
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
-    wanted = list(names)
-    problems: list[Problem] = []
-    missing = sorted(set(wanted) - {p.name for p in folders})
-    for name in missing:
-        problems.append(Problem(str(root), "", f"no model {name!r} (models: {', '.join(p.name for p in folders)})"))
+    reader = FolderReader(root)
+    folders = [m for m in reader.models() if (root / m / "config.pbtxt").is_file()]
+    problems = [Problem(str(root), "", f"no model {n!r} (models: {', '.join(folders)})")
+                for n in sorted(set(names) - set(folders))]
     models: list[PerfModel] = []
-    for folder in folders:
-        if wanted and folder.name not in wanted:
+    for name in folders:
+        if names and name not in names:
             continue
         try:
-            model_dir = confined_path(root, folder.name)
-            versions = sorted(n for v in model_dir.iterdir()
-                              if v.is_dir() and (n := version_folder(v.name)) is not None)
-            config_path = confined_path(root, folder.name, "config.pbtxt")
-            contract = confined_path(root, folder.name, str(versions[-1]), "gen_repo", "contract.json") \
-                if versions else None
-        except ValueError as error:
-            problems.append(Problem(str(folder), "", str(error)))
-            continue
-        if contract is None or not contract.is_file():
-            problems.append(
-                Problem(str(folder), "", "no <version>/gen_repo/contract.json: only gen-repo's contract knows the "
-                        "profile's shape ranges (rebuild the repository with gen-repo)")
-            )
-            continue
-        try:
-            config = text_format.Parse(read_text(config_path, "config_bytes"), pb.ModelConfig())
-        except text_format.ParseError as error:
-            problems.append(Problem(str(config_path), "", f"does not parse: {error}"))
-            continue
-        try:
-            doc = read_json(contract)
-            if not isinstance(doc, dict):
-                problems.append(Problem(str(contract), "", "not a JSON object: not a gen-repo contract"))
+            served = read_served_model(reader, name)
+            if served.contract_doc is None:
+                problems.append(Problem(str(root / name), "", f"{served.describe()} has no gen_repo/contract.json: "
+                                        "only gen-repo's contract knows the profile's shape ranges (rebuild the "
+                                        "repository with gen-repo)"))
                 continue
-            if (why := contract_model_problem(doc, folder.name)) is not None:
-                problems.append(Problem(str(contract), "/model", why))
-                continue
-            models.append(_model_from_contract(doc, config, str(contract)))
+            models.append(_model_from_contract(served.contract_doc, served.config, served.contract_where))
         except GenRepoError as error:
             problems.extend(error.problems)
     if problems:

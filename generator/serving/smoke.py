@@ -45,13 +45,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
-from generator.bounded import read_text
 from generator.client import ModelContract, config_to_contract
-from generator.confinement import confined_path
+from generator.contracts.served import FolderReader, read_served_model
 from generator.errors import GenRepoError
 from generator.naming import version_folder
 from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
@@ -170,55 +168,41 @@ class _ModelSide:
     reference_dir: Path | None = None
     #: How the build compared the outputs (tolerances, padding mask): smoke compares the same way.
     compare: CompareSettings = field(default_factory=CompareSettings)
+    #: Which version was read and why (:meth:`generator.contracts.served.ServedModel.describe`).
+    read: str = ""
     problems: list[str] = field(default_factory=list)
 
 
 def _model_side(repo_dir: Path | None, model: str) -> _ModelSide:
+    """The served version's config, contract and reference settings (:mod:`generator.contracts.served`)."""
     side = _ModelSide()
     if repo_dir is None:
         return side
-    # The name comes from the server or the command line, and every file is the repository's: each path must stay in
-    # the repository (no '..', no symlink leading out) before anything is read.
     try:
-        model_dir = confined_path(repo_dir, model)
-        config_path = confined_path(repo_dir, model, "config.pbtxt")
-    except ValueError as error:
-        side.problems.append(f"model {model!r}: {error}")
+        served = read_served_model(FolderReader(repo_dir), model, reference=True)
+        side.contract = ModelContract.from_served(served) if served.contract_doc is not None else None
+    except GenRepoError as error:
+        side.problems.extend(str(p) for p in error.problems)
         return side
-    if not model_dir.is_dir():
-        side.problems.append(f"model '{model}' has no folder in {repo_dir}")
-        return side
-    if config_path.is_file():
-        try:
-            side.config = text_format.Parse(read_text(config_path, "config_bytes"), model_config_pb2.ModelConfig())
-            side.config_path = str(config_path)
-        except (text_format.ParseError, OSError) as exc:
-            side.problems.append(f"{config_path}: cannot parse: {exc}")
-    versions = sorted(v for p in model_dir.iterdir() if p.is_dir() and (v := version_folder(p.name)) is not None)
-    if versions:
-        try:
-            gen_repo = confined_path(repo_dir, model, str(versions[-1]), "gen_repo")
-            contract_path = confined_path(gen_repo, "contract.json")
-            for name in ("reference.json", "reference.npz"):  # what the reference readers open in gen_repo
-                confined_path(gen_repo, name)
-        except ValueError as error:
-            side.problems.append(f"model {model!r}: {error}")
-            return side
-        if contract_path.is_file():
-            try:
-                side.contract = ModelContract.from_contract_json(contract_path, config=side.config, model=model)
-                side.contract_path = str(contract_path)
-            except (ValueError, KeyError, OSError) as exc:
-                side.problems.append(f"{contract_path}: cannot read: {exc}")
-        if (gen_repo / "reference.json").is_file():
-            side.reference_dir = gen_repo
-            from generator.contracts.reference_data import read_compare_settings
-
-            try:
-                side.compare = read_compare_settings(gen_repo)
-            except GenRepoError as exc:
-                side.problems.extend(str(p) for p in exc.problems)
+    side.config, side.config_path, side.contract_path = served.config, served.config_where, served.contract_where
+    side.read = served.describe()
+    if served.compare is not None:
+        side.reference_dir, side.compare = repo_dir / served.gen_repo, served.compare
     return side
+
+
+@dataclass(slots=True)
+class _State:
+    """What one model's checks pass on: the server's config, the contract requests are built from, the answers."""
+
+    contract: ModelContract
+    served_config: model_config_pb2.ModelConfig | None = None
+    #: The contract came from the server's config alone (no --repo contract): its ranges are the config's dims.
+    config_only: bool = False
+    #: The inference check's cases and answers; ``no_reference`` says why there is no reference to compare.
+    cases: list[_Case] | None = None
+    no_reference: str = ""
+    responses: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -259,8 +243,7 @@ class _Run:
         except Exception as exc:
             status, message, details = "error", f"{type(exc).__name__}: {exception_text(exc)}", {}
             if is_transport_error(exc) and not self.alive():
-                self.lost = f"the server stopped answering during {model}/{name} ({exception_text(exc)})"
-                message = f"server lost: {self.lost}"
+                message = self.lose(f"during {model}/{name}", exc)
         duration = time.monotonic() - started
         return self.add(CheckResult(model, name, status, duration, message, details))
 
@@ -271,11 +254,15 @@ class _Run:
         except Exception:
             return False
 
+    def lose(self, when: str, exc: BaseException | None = None) -> str:
+        """Mark the server lost (every later check is not run) and return the message saying so."""
+        self.lost = f"the server stopped answering {when}" + (f" ({exception_text(exc)})" if exc is not None else "")
+        return f"server lost: {self.lost}"
+
     def transport(self, exc: BaseException, where: str) -> None:
         """Raise ServerLostError when ``exc`` is a transport error and the server no longer answers."""
         if is_transport_error(exc) and not self.alive():
-            self.lost = f"the server stopped answering during {where} ({exception_text(exc)})"
-            raise ServerLostError(f"server lost: {self.lost}") from exc
+            raise ServerLostError(self.lose(f"during {where}", exc)) from exc
 
     # -- one model --------------------------------------------------------------------------------------------------
     def run_model(self, model: str) -> None:
@@ -289,20 +276,23 @@ class _Run:
             for name in CHECKS[1:]:
                 self.add(CheckResult(model, name, status, 0.0, f"not run: {reason}"))
             return
-        state: dict[str, Any] = {}
+        served: model_config_pb2.ModelConfig | None = None
         try:
-            state["served_config"] = self.conn.config(model)
+            served = self.conn.config(model)
         except Exception as exc:
             if is_transport_error(exc) and not self.alive():
-                self.lost = f"the server stopped answering during {model} ({exception_text(exc)})"
+                self.lose(f"during {model}", exc)
             problem = self.lost or f"cannot get the server's config of '{model}': {exception_text(exc)}"
             if side.contract is None:  # nothing to build requests from
                 for name in CHECKS[1:]:
                     self.add(CheckResult(model, name, "error", 0.0, f"not run: {problem}"))
                 return
-        served = state.get("served_config")
-        state["config_only"] = side.contract is None
-        state["contract"] = side.contract or config_to_contract(served, name=model, source=f"{self.protocol}://{self.url}")
+        if side.contract is not None:
+            state = _State(side.contract, served)
+        else:
+            assert served is not None
+            state = _State(config_to_contract(served, name=model, source=f"{self.protocol}://{self.url}"), served,
+                           config_only=True)
         self.check(model, "config", lambda: self.check_config(model, side, state))
         self.check(model, "inference", lambda: self.check_inference(model, side, state))
         self.check(model, "reference", lambda: self.check_reference(model, side, state))
@@ -358,7 +348,7 @@ class _Run:
         return entries[0] if entries else {"state": "", "reason": "not in the server's repository index"}
 
     # -- 2. config ----------------------------------------------------------------------------------------------------
-    def check_config(self, model: str, side: _ModelSide, state: dict[str, Any]) -> Outcome:
+    def check_config(self, model: str, side: _ModelSide, state: _State) -> Outcome:
         if self.repo_dir is None:
             return "skipped", "no --repo: no generated config to compare the server's with", {}
         if side.problems and side.config is None:
@@ -366,17 +356,17 @@ class _Run:
         if side.config is None:
             return "skipped", f"{self.repo_dir / model} has no config.pbtxt to compare with", {}
         served = self.conn.config(model)
-        state["served_config"] = served
+        state.served_config = served
         problems = config_differences(side.config, served)
         problems += metadata_differences(side.config, self.conn.metadata(model))
         if side.contract is not None:
             problems += contract_differences(side.contract, served)
-        details: dict[str, Any] = {"generated": side.config_path, "differences": problems}
+        details: dict[str, Any] = {"generated": side.config_path, "differences": problems, "read": side.read}
         if side.contract_path:
             details["contract"] = side.contract_path
         if problems:
             return "failed", f"the server's view differs from {side.config_path}: " + "; ".join(problems), details
-        return "passed", "server config and metadata agree with the generated config", details
+        return "passed", f"server config and metadata agree with the generated config ({side.read})", details
 
     # -- 3. inference and reference -----------------------------------------------------------------------------------
     def _cases(self, model: str, side: _ModelSide, contract: ModelContract) -> tuple[list[_Case], str]:
@@ -397,10 +387,10 @@ class _Run:
             cases.append(_Case(shape, contract.example_inputs(shape, seed=self.options.seed + i)))
         return cases, why
 
-    def check_inference(self, model: str, side: _ModelSide, state: dict[str, Any]) -> Outcome:
-        contract: ModelContract = state["contract"]
+    def check_inference(self, model: str, side: _ModelSide, state: _State) -> Outcome:
+        contract = state.contract
         cases, why = self._cases(model, side, contract)
-        state["cases"], state["no_reference"] = cases, why
+        state.cases, state.no_reference = cases, why
         datatypes = {t.name: t.datatype for t in contract.inputs}
         outputs = [t.name for t in contract.outputs]
         problems, per_case = [], []
@@ -421,7 +411,7 @@ class _Run:
             responses[case.name] = result
             problems += [f"case {case.name}: {p}" for p in output_problems(contract, case.inputs, result)]
             per_case.append(entry)
-        state["responses"] = responses
+        state.responses = responses
         details: dict[str, Any] = {"cases": per_case}
         if why:
             details["inputs"] = "random inputs inside the config's dims"
@@ -432,14 +422,14 @@ class _Run:
         source = "reference inputs" if not why else "random inputs"
         return "passed", f"served {len(cases)} requests ({names}) with {source}; outputs complete", details
 
-    def check_reference(self, model: str, side: _ModelSide, state: dict[str, Any]) -> Outcome:
-        if "cases" not in state:
+    def check_reference(self, model: str, side: _ModelSide, state: _State) -> Outcome:
+        if state.cases is None:
             return "skipped", "not run: the inference check did not run", {}
-        if state["no_reference"]:
-            return "skipped", f"reference comparison skipped: {state['no_reference']}", {}
-        responses: dict[str, dict[str, np.ndarray]] = state.get("responses", {})
+        if state.no_reference:
+            return "skipped", f"reference comparison skipped: {state.no_reference}", {}
+        responses = state.responses
         problems, compared = [], []
-        for case in state["cases"]:
+        for case in state.cases:
             if case.name not in responses:
                 problems.append(f"case {case.name}: no response to compare (see the inference check)")
                 continue
@@ -470,16 +460,15 @@ class _Run:
                 raise
             details["server_error"] = exception_text(exc)
             if not self.alive():  # a "rejection" by a server that died answering is not a rejection
-                self.lost = f"the server stopped answering after the {model}/{check} request"
-                raise ServerLostError(f"server lost: {self.lost}") from exc
+                raise ServerLostError(self.lose(f"after the {model}/{check} request")) from exc
             # Triton appends a long NOTE on max_batch_size to shape errors; the details keep the whole text.
             reason = exception_text(exc).split(" NOTE: ")[0]
             return "passed", f"rejected {what}: {_short(reason)}", details
         details["served_outputs"] = {n: list(a.shape) for n, a in result.items()}
         return "failed", f"the server SERVED {what} instead of rejecting it", details
 
-    def check_reject_batch(self, model: str, state: dict[str, Any]) -> Outcome:
-        contract: ModelContract = state["contract"]
+    def check_reject_batch(self, model: str, state: _State) -> Outcome:
+        contract = state.contract
         if not contract.batching:
             return "skipped", "model does not batch (max_batch_size 0): no batch size is too large", {}
         size = contract.max_batch_size + 1
@@ -489,8 +478,8 @@ class _Run:
             contract,
         )
 
-    def check_reject_shape(self, model: str, side: _ModelSide, state: dict[str, Any]) -> Outcome:
-        contract: ModelContract = state["contract"]
+    def check_reject_shape(self, model: str, side: _ModelSide, state: _State) -> Outcome:
+        contract = state.contract
         inputs, changes = out_of_range_inputs(contract)
         if not changes:
             return "skipped", "every non-batch axis is unbounded (-1 dims without a profile): no size is out of " \
@@ -501,10 +490,10 @@ class _Run:
         )
 
     # -- 5./6. burst --------------------------------------------------------------------------------------------------
-    def check_burst(self, model: str, state: dict[str, Any]) -> Outcome:
-        contract: ModelContract = state["contract"]
+    def check_burst(self, model: str, state: _State) -> Outcome:
+        contract = state.contract
         options = self.options
-        served = state.get("served_config") or self.conn.config(model)
+        served = state.served_config or self.conn.config(model)
         dynamic = served.HasField("dynamic_batching") and contract.batching
         inputs = contract.example_inputs("opt", batch_size=1 if contract.batching else None, seed=options.seed)
         # Whether requests queue long enough to be batched depends on timing; a burst that happened not to batch is
@@ -541,7 +530,7 @@ class _Run:
         if outcome.transport_error:
             self.transport(outcome.transport_error, f"{model}/burst")
         if outcome.failures:
-            hint = _RANGE_HINT if state.get("config_only") else ""
+            hint = _RANGE_HINT if state.config_only else ""
             return "failed", (
                 f"{len(outcome.failures)} of {options.burst} requests failed "
                 f"({min(options.concurrency, options.burst)} in flight); first: {outcome.failures[0]}{hint}"

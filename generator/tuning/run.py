@@ -12,11 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from generator.contracts.served import ServedModel
 from generator.errors import GenRepoError, Problem
 from generator.tuning.measure import Candidate, Measurer, Windows
 from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
 from generator.tuning.search import exhaustive, hill_climb
-from generator.tuning.space import ModelFacts, Setting, default_concurrency, facts_from_repository
+from generator.tuning.space import Setting, TuneFacts, default_concurrency, facts_from_repository
 
 __all__ = ["DEFAULT_BUDGET_S", "TuneRun", "choose_engine", "tune_repository"]
 
@@ -60,11 +61,11 @@ def choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
     return "loop", None, status.reason
 
 
-def _request(repo: Path, name: str, facts: ModelFacts) -> tuple[dict, dict[str, str], int]:
+def _request(served: ServedModel, facts: TuneFacts) -> tuple[dict, dict[str, str], int]:
     """The request every client sends: one item of the opt shape (the opt batch where one item is out of range)."""
     from generator.client import ModelContract
 
-    contract = ModelContract.from_repository(repo, name)
+    contract = ModelContract.from_served(served)
     try:
         inputs = contract.example_inputs("opt", batch_size=1) if facts.max_batch_size > 0 else \
             contract.example_inputs("opt")
@@ -85,7 +86,10 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
     if engine == "loop":
         report.notes.append(f"measured with the built-in load loop: {why}")
     with launch(run.repo, tritonserver=run.tritonserver, model_control="explicit") as server:
-        for facts, config in entries:
+        for facts, served in entries:
+            config = served.config
+            assert config is not None, "facts_from_repository reads only models with a config"
+            progress(served.describe())
             levels = list(run.concurrency) or default_concurrency(facts)
             tune = ModelTune(facts.name, levels, run.p99_ms)
             report.models.append(tune)
@@ -93,7 +97,7 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                 tune.skipped = facts.why_not
                 report.notes.append(f"{facts.name}: not tuned: {facts.why_not}")
                 continue
-            inputs, datatypes, batch = _request(run.repo, facts.name, facts)
+            inputs, datatypes, batch = _request(served, facts)
             progress(f"{facts.name}: concurrency {', '.join(map(str, levels))}, budget {run.budget_s:g} s")
             with Measurer(server.grpc_url, facts.name, config, inputs, datatypes, batch=batch, levels=levels,
                           windows=run.windows, engine=engine, perf_analyzer=binary, repo=run.repo,

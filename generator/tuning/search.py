@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from generator.tuning.measure import Candidate
-from generator.tuning.space import ModelFacts, Setting, grid, neighbours
+from generator.tuning.space import Setting, TuneFacts, grid, neighbours
 
 __all__ = ["SearchResult", "beats", "exhaustive", "hill_climb"]
 
@@ -48,7 +48,7 @@ def _better(candidate: Candidate, than: Candidate | None) -> bool:
     return than is None or than.error is not None or not than.within_budget or candidate.score > than.score
 
 
-def hill_climb(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, budget_s: float, tolerance: float,
+def hill_climb(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, budget_s: float, tolerance: float,
                clock: Callable[[], float] = time.monotonic) -> SearchResult:
     """Search ``facts``' space with ``measure``; at most ``budget_s`` seconds once the baseline is measured.
 
@@ -89,7 +89,7 @@ def hill_climb(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, bu
     return result
 
 
-def exhaustive(facts: ModelFacts, measure: Callable[[Setting], Candidate], *, budget_s: float = float("inf"),
+def exhaustive(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, budget_s: float = float("inf"),
                tolerance: float = 0.0, clock: Callable[[], float] = time.monotonic) -> SearchResult:
     """Every setting of the grid (:func:`generator.tuning.space.grid`), baseline first.
 

@@ -16,10 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from generator.bounded import read_text
-from generator.confinement import confined_path
+from generator.contracts.served import FolderReader, ServedModel, read_served_model
 from generator.errors import GenRepoError, Problem
-from generator.json_reader import read_json
 
 if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
@@ -30,7 +28,7 @@ __all__ = [
     "DELAY_LADDER_US",
     "MAX_CONCURRENCY",
     "MAX_INSTANCES",
-    "ModelFacts",
+    "TuneFacts",
     "Setting",
     "candidate_config",
     "default_concurrency",
@@ -51,7 +49,7 @@ MAX_CONCURRENCY = 64
 
 
 @dataclass(frozen=True, slots=True)
-class ModelFacts:
+class TuneFacts:
     """What bounds one model's search: read from its config.pbtxt and gen-repo contract, never changed by tuning."""
 
     name: str
@@ -89,7 +87,7 @@ class Setting:
                 "preferred_batch_size": list(self.preferred_batch_size)}
 
 
-def _preferred_options(facts: ModelFacts) -> list[tuple[int, ...]]:
+def _preferred_options(facts: TuneFacts) -> list[tuple[int, ...]]:
     """The preferred sizes tried: none (whatever the queue holds), and the generated ones.
 
     The generated sizes are cut to what the profile accepts; where the generated config has none, the profile's max
@@ -100,15 +98,15 @@ def _preferred_options(facts: ModelFacts) -> list[tuple[int, ...]]:
     return [()] if not other else [(), other]
 
 
-def _delays(facts: ModelFacts) -> list[int]:
+def _delays(facts: TuneFacts) -> list[int]:
     return sorted({*DELAY_LADDER_US, facts.max_queue_delay_us})
 
 
-def _counts(facts: ModelFacts) -> list[int]:
+def _counts(facts: TuneFacts) -> list[int]:
     return list(range(1, max(MAX_INSTANCES, facts.instance_count) + 1))
 
 
-def neighbours(setting: Setting, facts: ModelFacts) -> list[Setting]:
+def neighbours(setting: Setting, facts: TuneFacts) -> list[Setting]:
     """The settings one step from ``setting``, inside the space.
 
     One instance more or fewer, the next delay up or down, the other preferred batch option; only dynamic-batching
@@ -131,7 +129,7 @@ def neighbours(setting: Setting, facts: ModelFacts) -> list[Setting]:
     return [s for s in out if not setting_problems(s, facts)]
 
 
-def grid(facts: ModelFacts) -> list[Setting]:
+def grid(facts: TuneFacts) -> list[Setting]:
     """Every setting of the space (what the benchmark's exhaustive search measures), baseline first."""
     delays = _delays(facts) if facts.dynamic_batching else [facts.max_queue_delay_us]
     preferred = _preferred_options(facts) if facts.dynamic_batching else [facts.preferred_batch_size]
@@ -140,7 +138,7 @@ def grid(facts: ModelFacts) -> list[Setting]:
     return [base, *[s for s in everything if s != base]]
 
 
-def setting_problems(setting: Setting, facts: ModelFacts) -> list[str]:
+def setting_problems(setting: Setting, facts: TuneFacts) -> list[str]:
     """Why ``setting`` is outside what the engine and the contract allow (empty when it is inside)."""
     out = []
     if setting.kind != facts.kind:
@@ -158,7 +156,7 @@ def setting_problems(setting: Setting, facts: ModelFacts) -> list[str]:
     return out
 
 
-def default_concurrency(facts: ModelFacts) -> list[int]:
+def default_concurrency(facts: TuneFacts) -> list[int]:
     """Triton's rule for throughput: 2 x max_batch_size x instances (the largest count tried), capped.
 
     One level, the same for every candidate, so candidates compare; at least 2 (one request executing, one queued).
@@ -189,7 +187,7 @@ def candidate_config(base: model_config_pb2.ModelConfig, setting: Setting) -> mo
     return config
 
 
-def _facts(name: str, config: model_config_pb2.ModelConfig, contract: dict[str, Any] | None) -> ModelFacts:
+def _facts(name: str, config: model_config_pb2.ModelConfig, contract: dict[str, Any] | None) -> TuneFacts:
     mbs = int(config.max_batch_size)
     profile_max = mbs
     if contract is not None and mbs > 0:
@@ -205,7 +203,7 @@ def _facts(name: str, config: model_config_pb2.ModelConfig, contract: dict[str, 
         why = "an ensemble: Triton refuses instance groups and batching options on it"
     elif config.model_transaction_policy.decoupled:
         why = "a decoupled model: its throughput is not a request rate"
-    return ModelFacts(
+    return TuneFacts(
         name=name, max_batch_size=mbs, profile_max_batch=profile_max, kind=kind, instance_count=count,
         dynamic_batching=dyn, max_queue_delay_us=int(config.dynamic_batching.max_queue_delay_microseconds),
         preferred_batch_size=tuple(int(s) for s in config.dynamic_batching.preferred_batch_size),
@@ -213,21 +211,17 @@ def _facts(name: str, config: model_config_pb2.ModelConfig, contract: dict[str, 
     )
 
 
-def facts_from_repository(repo: Path | str, names: Sequence[str] = ()) -> list[tuple[ModelFacts,
-                                                                                    model_config_pb2.ModelConfig]]:
-    """Every model folder of ``repo`` (or those named): its facts and its config, every problem at once.
+def facts_from_repository(repo: Path | str, names: Sequence[str] = ()) -> list[tuple[TuneFacts, ServedModel]]:
+    """Every model folder of ``repo`` (or those named) with a config: its facts and what Triton serves of it.
 
-    The contract (``<version>/gen_repo/contract.json``, highest version) bounds the batch where present; a
-    hand-written repository without one is bounded by ``max_batch_size`` alone.
+    Read by :func:`generator.contracts.served.read_served_model` (the served version). Its contract bounds the batch
+    where present; a hand-written repository without one is bounded by ``max_batch_size`` alone. Every problem at once.
     """
-    from google.protobuf import text_format
-
-    from generator.naming import version_folder
-
     root = Path(repo)
     if not root.is_dir():
         raise GenRepoError([Problem(str(root), "", "model repository folder does not exist")])
-    folders = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
+    reader = FolderReader(root)
+    folders = [m for m in reader.models() if (root / m / "config.pbtxt").is_file()]
     problems = [Problem(str(root), "", f"no model {n!r} (models: {', '.join(folders) or 'none'})")
                 for n in names if n not in folders]
     out = []
@@ -235,20 +229,12 @@ def facts_from_repository(repo: Path | str, names: Sequence[str] = ()) -> list[t
         if names and name not in names:
             continue
         try:
-            path = confined_path(root, name, "config.pbtxt")
-            config = text_format.Parse(read_text(path, "config_bytes"), model_config_pb2.ModelConfig())
-            versions = sorted(v for p in confined_path(root, name).iterdir()
-                              if p.is_dir() and (v := version_folder(p.name)) is not None)
-            contract_path = confined_path(root, name, str(versions[-1]), "gen_repo", "contract.json") \
-                if versions else None
-            contract = read_json(contract_path) if contract_path and contract_path.is_file() else None
+            served = read_served_model(reader, name)
         except GenRepoError as error:
             problems += error.problems
             continue
-        except (ValueError, text_format.ParseError, OSError) as error:
-            problems.append(Problem(str(root / name), "", f"cannot read the model: {error}"))
-            continue
-        out.append((_facts(name, config, contract if isinstance(contract, dict) else None), config))
+        assert served.config is not None
+        out.append((_facts(name, served.config, served.contract_doc), served))
     if problems:
         raise GenRepoError(problems)
     if not out:

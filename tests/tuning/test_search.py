@@ -6,9 +6,9 @@ import itertools
 
 from generator.tuning.measure import Candidate, LevelResult
 from generator.tuning.search import beats, hill_climb
-from generator.tuning.space import ModelFacts, Setting, grid
+from generator.tuning.space import Setting, TuneFacts, grid
 
-FACTS = ModelFacts("m", 16, 16, "KIND_CPU", 1, True, 100, (4, 16))
+FACTS = TuneFacts("m", 16, 16, "KIND_CPU", 1, True, 100, (4, 16))
 
 
 def _measure(score, noise=0.01, p99=None, log=None):

@@ -15,8 +15,8 @@ from generator.tuning.space import (
     DELAY_LADDER_US,
     MAX_CONCURRENCY,
     MAX_INSTANCES,
-    ModelFacts,
     Setting,
+    TuneFacts,
     candidate_config,
     default_concurrency,
     facts_from_repository,
@@ -29,20 +29,20 @@ KINDS = ["KIND_CPU", "KIND_GPU", "KIND_AUTO"]
 
 
 @st.composite
-def model_facts(draw: st.DrawFn) -> ModelFacts:
+def model_facts(draw: st.DrawFn) -> TuneFacts:
     """Facts as a generated config and contract could give them: a profile max batch at most max_batch_size, the
     generated preferred sizes within 1..max_batch_size (not always within the profile), or no batching at all."""
     mbs = draw(st.integers(0, 256))
     batching = mbs > 0 and draw(st.booleans())
     profile_max = draw(st.integers(1, mbs)) if mbs > 0 else 0
     preferred = tuple(sorted(draw(st.sets(st.integers(1, mbs), max_size=3)))) if batching else ()
-    return ModelFacts(name="m", max_batch_size=mbs, profile_max_batch=profile_max, kind=draw(st.sampled_from(KINDS)),
+    return TuneFacts(name="m", max_batch_size=mbs, profile_max_batch=profile_max, kind=draw(st.sampled_from(KINDS)),
                       instance_count=draw(st.integers(1, 6)), dynamic_batching=batching,
                       max_queue_delay_us=draw(st.sampled_from([0, 100, 250, 500, 10_000])) if batching else 0,
                       preferred_batch_size=preferred)
 
 
-def _config(facts: ModelFacts) -> model_config_pb2.ModelConfig:
+def _config(facts: TuneFacts) -> model_config_pb2.ModelConfig:
     config = model_config_pb2.ModelConfig(name=facts.name, backend="python", max_batch_size=facts.max_batch_size)
     config.input.add(name="X", data_type=model_config_pb2.TYPE_FP32, dims=[4])
     config.output.add(name="Y", data_type=model_config_pb2.TYPE_FP32, dims=[4])
@@ -82,7 +82,7 @@ def test_every_neighbour_and_grid_point_stays_inside_the_profile_and_the_contrac
 
 
 def test_neighbours_step_one_dimension_at_a_time():
-    facts = ModelFacts("m", 8, 8, "KIND_CPU", 1, True, 100, (4, 8))
+    facts = TuneFacts("m", 8, 8, "KIND_CPU", 1, True, 100, (4, 8))
     got = set(neighbours(facts.baseline, facts))
     assert got == {Setting(2, "KIND_CPU", 100, (4, 8)), Setting(1, "KIND_CPU", 0, (4, 8)),
                    Setting(1, "KIND_CPU", 500, (4, 8)), Setting(1, "KIND_CPU", 100, ())}
@@ -90,14 +90,14 @@ def test_neighbours_step_one_dimension_at_a_time():
 
 
 def test_a_model_without_dynamic_batching_varies_only_its_instances():
-    facts = ModelFacts("m", 0, 0, "KIND_CPU", 1, False, 0, ())
+    facts = TuneFacts("m", 0, 0, "KIND_CPU", 1, False, 0, ())
     assert neighbours(facts.baseline, facts) == [Setting(2, "KIND_CPU", 0, ())]
     assert setting_problems(Setting(1, "KIND_CPU", 500, ()), facts)
 
 
 def test_preferred_sizes_beyond_the_profile_are_cut_and_refused():
     # A TensorRT profile built to batch 4 under max_batch_size 8: 8 is never proposed.
-    facts = ModelFacts("m", 8, 4, "KIND_GPU", 1, True, 100, (4, 8))
+    facts = TuneFacts("m", 8, 4, "KIND_GPU", 1, True, 100, (4, 8))
     assert all(s.preferred_batch_size in ((), (4,)) for s in grid(facts)[1:])
     assert setting_problems(Setting(1, "KIND_GPU", 100, (8,)), facts) == [
         "preferred_batch_size 8 is outside the engine's 1..4"]
@@ -105,9 +105,9 @@ def test_preferred_sizes_beyond_the_profile_are_cut_and_refused():
 
 
 def test_default_concurrency_follows_tritons_rule_capped():
-    assert default_concurrency(ModelFacts("m", 4, 4, "KIND_CPU", 1, True, 100, ())) == [2 * 4 * MAX_INSTANCES]
-    assert default_concurrency(ModelFacts("m", 64, 64, "KIND_CPU", 1, True, 100, ())) == [MAX_CONCURRENCY]
-    assert default_concurrency(ModelFacts("m", 0, 0, "KIND_CPU", 1, False, 0, ())) == [2 * MAX_INSTANCES]
+    assert default_concurrency(TuneFacts("m", 4, 4, "KIND_CPU", 1, True, 100, ())) == [2 * 4 * MAX_INSTANCES]
+    assert default_concurrency(TuneFacts("m", 64, 64, "KIND_CPU", 1, True, 100, ())) == [MAX_CONCURRENCY]
+    assert default_concurrency(TuneFacts("m", 0, 0, "KIND_CPU", 1, False, 0, ())) == [2 * MAX_INSTANCES]
 
 
 def _write_model(root, name, config_text, contract=None):
@@ -128,7 +128,8 @@ def test_facts_come_from_the_config_and_the_contracts_profile(tmp_path):
     ''', '{"format": "gen-repo-contract/1", "model": "plan", "max_batch_size": 8, "inputs": '
          '[{"name": "x", "data_type": "TYPE_FP32", "dims": [3], "min_shape": [1, 3], "max_shape": [4, 3]}]}')
     _write_model(tmp_path, "chain", 'name: "chain"\nplatform: "ensemble"\nmax_batch_size: 0\n')
-    (plan, plan_config), (chain, _) = sorted(facts_from_repository(tmp_path), key=lambda e: e[0].name, reverse=True)
+    (plan, plan_served), (chain, _) = sorted(facts_from_repository(tmp_path), key=lambda e: e[0].name, reverse=True)
+    plan_config = plan_served.config
     assert (plan.max_batch_size, plan.profile_max_batch, plan.kind, plan.instance_count) == (8, 4, "KIND_GPU", 2)
     assert plan.preferred_batch_size == (4, 8) and plan.tunable
     assert text_format.MessageToString(plan_config).startswith('name: "plan"')
