@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator.contracts.diff import diff_models
+from generator.contracts.diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
 from generator.naming import triton_version
 from generator.repository.bucket_state import (
@@ -70,7 +70,14 @@ from generator.repository.bucket_state import (
     object_problems,
     read_bucket,
 )
-from generator.repository.contract_sources import BucketReader, FolderReader, load_model_contract
+from generator.repository.digest import hash_bytes
+from generator.repository.contract_sources import (
+    BucketReader,
+    FolderReader,
+    Reader,
+    load_model_contract,
+    served_settings,
+)
 from generator.repository.lock import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock
 from generator.repository.publish_files import (
     CONTRACT_KEY,
@@ -79,7 +86,6 @@ from generator.repository.publish_files import (
     local_model,
     local_versions,
     published_config,
-    sha256_of,
     upload_file,
     versioned_path,
 )
@@ -324,9 +330,9 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: BucketState, model:
     config_key = f"{model.name}/config.pbtxt"
     config = model.config_as(current)
     if bucket.recorded(model.name, current) != expected or \
-            bucket.artifacts.get(config_key, {}).get("sha256") != sha256_of(config):
+            bucket.artifacts.get(config_key, {}).get("sha256") != hash_bytes(config):
         return None
-    expected[config_key] = (sha256_of(config), len(config))
+    expected[config_key] = (hash_bytes(config), len(config))
     problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected,
                                 f"version {current} of {model.name}")
     if not problems:
@@ -378,8 +384,7 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
         from_version = bucket.served(model)
         record: dict[str, Any] = {"from_version": from_version}
         try:
-            comparison = diff_models(load_model_contract(reader, model),
-                                     load_model_contract(folder, model, models[model].version))
+            comparison = _release_diff(reader, folder, model, bucket.configs.get(model), models[model])
         except GenRepoError as error:
             why = "; ".join(str(p) for p in error.problems)
             if not gate.allow_breaking:
@@ -393,7 +398,7 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
             record["changes"] = [c.to_dict() for c in comparison.changes]
             if comparison.unknown:
                 record["unknown"] = [u.to_dict() for u in comparison.unknown]
-            breaking = comparison.breaking
+            breaking = tuple(c for c in comparison.changes if c.breaking)
             if breaking and not gate.allow_breaking:
                 refused += [Problem(target.object_url(model), "", f"breaking ({c.kind}): {c.message}")
                             for c in breaking]
@@ -409,6 +414,19 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
         raise ReleaseRefused([*refused, Problem(target.url, "", note)],
                              summary="the new versions break clients of the versions served now")
     return records
+
+
+def _release_diff(served: Reader, local: Reader, model: str, served_config: Any, built: LocalModel) -> ContractDiff:
+    """``gen-repo diff``'s answer for ``model``: the served version against the local one, served settings included."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    local_config = text_format.Parse(built.config_text, model_config_pb2.ModelConfig())
+    return diff_repositories({model: load_model_contract(served, model)},
+                             {model: load_model_contract(local, model, built.version)},
+                             old_label=served.where(model), new_label=local.where(model),
+                             old_served={model: served_settings(served_config)} if served_config is not None else {},
+                             new_served={model: served_settings(local_config)})
 
 
 #: Per model: (kept, removed, damaged versions, foreign folders).
@@ -508,7 +526,7 @@ def _new_lock(lock: Mapping[str, Any], bucket: BucketState, models: Mapping[str,
                           for key in bucket.locked.keys(model, kept)})
         artifacts.update({key: {"sha256": sha256, "size": size}
                           for key, (sha256, size) in models[model].expected(version).items()})
-        artifacts[f"{model}/config.pbtxt"] = {"sha256": sha256_of(configs[model]), "size": len(configs[model])}
+        artifacts[f"{model}/config.pbtxt"] = {"sha256": hash_bytes(configs[model]), "size": len(configs[model])}
         entries[model] = {**dict(lock["models"][model]), "version": version}
         entries[model].pop("release", None)  # a downloaded repository's record belongs to its own publish
         if model in releases:

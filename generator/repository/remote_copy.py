@@ -11,13 +11,13 @@ naming the objects in the bucket.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from generator.confinement import confined_path
 from generator.errors import Problem
+from generator.repository.digest import hash_chunks
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.storage import (
     BucketSource,
@@ -53,16 +53,12 @@ class _CopyingSource(BucketSource):
     def sha256(self, rel: str, size: int) -> str:
         out = confined_path(self.dest, *rel.split("/"))
         out.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
         try:
             with open(out, "xb") as file:  # a fresh folder gen-repo made: nothing there to write through
-                for chunk in object_chunks(self.fs, self.target, rel, size):
-                    digest.update(chunk)
-                    file.write(chunk)
+                self.written[rel] = hash_chunks(object_chunks(self.fs, self.target, rel, size), file)[0]
         except BaseException:
             out.unlink(missing_ok=True)  # a partial object is no part of the copy
             raise
-        self.written[rel] = digest.hexdigest()
         return self.written[rel]
 
 

@@ -23,7 +23,7 @@ from generator.bounded import limit, read_bytes
 from generator.confinement import confined_file, walk_tree
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.naming import WARMUP_FOLDER, version_folder_problem
-from generator.repository.cache import hash_file
+from generator.repository.digest import hash_file
 from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, read_lock
 
 __all__ = [
