@@ -44,7 +44,7 @@ When a check fails nothing becomes visible: the new folders are removed, the con
 were. What changed, and for an allowed breaking change who allowed it and when, is recorded with the published
 version in the lock file (``models/<model>/release``).
 
-URLs, filesystems and storage failures: :mod:`generator.repository.storage`; the publishers' lock:
+URLs and filesystems: :mod:`generator.repository.storage_urls`; the publishers' lock:
 :mod:`generator.repository.publish_lock`.
 """
 
@@ -63,6 +63,7 @@ from typing import Any
 from generator.contracts.diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
 from generator.naming import triton_version
+from generator.repository.bucket_reads import STAGING_PREFIX, list_objects, repository_objects
 from generator.repository.bucket_state import (
     BucketState,
     VersionIndex,
@@ -70,7 +71,6 @@ from generator.repository.bucket_state import (
     object_problems,
     read_bucket,
 )
-from generator.repository.digest import hash_bytes
 from generator.repository.contract_sources import (
     BucketReader,
     FolderReader,
@@ -78,6 +78,7 @@ from generator.repository.contract_sources import (
     load_model_contract,
     served_settings,
 )
+from generator.repository.digest import hash_bytes
 from generator.repository.lock import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock
 from generator.repository.publish_files import (
     CONTRACT_KEY,
@@ -99,16 +100,8 @@ from generator.repository.publish_lock import (
     reserve_versions,
     reserved_versions,
 )
-from generator.repository.storage import (
-    FILE_PROTOCOL,
-    STAGING_PREFIX,
-    StorageURL,
-    list_objects,
-    open_filesystem,
-    parse_destination,
-    repository_objects,
-    storage_errors,
-)
+from generator.repository.storage_errors import storage_errors
+from generator.repository.storage_urls import FILE_PROTOCOL, StorageURL, open_filesystem, parse_destination
 from generator.repository.verify import verify_repository
 
 #: Versions kept per model after a publish: the new one and the one before (a server may still be on it).
@@ -213,7 +206,7 @@ def publish(
     objects do not match the remote lock file, or the served state changed while this publish uploaded;
     :class:`ReleaseRefused` (exit 1) when a model's new version breaks clients of its served version and
     ``allow_breaking`` is false (``allowed_by``, default ``$USER``, is recorded when it is true);
-    :class:`~generator.repository.storage.StorageUnreachable` (exit 3) when the storage endpoint cannot be reached.
+    :class:`~generator.repository.storage_errors.StorageUnreachable` (exit 3) when the endpoint cannot be reached.
     """
     if keep_versions < 1:
         raise GenRepoError([Problem(url, "", f"keep_versions must be at least 1, got {keep_versions}")])
@@ -333,8 +326,7 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: BucketState, model:
             bucket.artifacts.get(config_key, {}).get("sha256") != hash_bytes(config):
         return None
     expected[config_key] = (hash_bytes(config), len(config))
-    problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected,
-                                f"version {current} of {model.name}")
+    problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected)
     if not problems:
         results[model.name] = ModelPublish(model.name, "unchanged", current, current,
                                            foreign=_foreign(bucket, model.name))
@@ -446,7 +438,7 @@ def _retention(fs: Any, target: StorageURL, bucket: BucketState, model: str, opt
         if len(kept) >= options.keep_versions - 1:
             break
         problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model, old),
-                                    bucket.recorded(model, old), f"version {old} of {model}")
+                                   bucket.recorded(model, old))
         if problems:
             damaged.append(old)
             options.say(model, f"version {old} does not match the lock file ({problems[0].file}: "
@@ -501,8 +493,7 @@ def _upload_and_check(fs: Any, target: StorageURL, local: Path, plans: Mapping[s
     for model, (built, version) in plans.items():
         present = [k for k in listing if k.startswith(f"{model}/{staging}/")] if staging else now.keys(model, version)
         bad += object_problems(fs, target, listing, present,
-                                {_staged(key, staging): meta for key, meta in built.expected(version).items()},
-                                f"version {version} of {model}")
+                               {_staged(key, staging): meta for key, meta in built.expected(version).items()})
     if bad:
         note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
         raise PublishError([*[Problem(p.file, p.pointer, f"uploaded object {p.message}") for p in bad],

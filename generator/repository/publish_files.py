@@ -21,8 +21,9 @@ from generator.errors import GenRepoError, Problem, json_pointer
 from generator.json_reader import parse_json
 from generator.naming import WARMUP_FOLDER, version_folder, versioned_folder
 from generator.planning.contract import render_contract
+from generator.repository.bucket_reads import READ_CHUNK
 from generator.repository.digest import hash_bytes, hash_chunks, read_chunks
-from generator.repository.storage import READ_CHUNK, StorageURL
+from generator.repository.storage_urls import StorageURL
 
 __all__ = [
     "CONTRACT_KEY",

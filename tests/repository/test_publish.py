@@ -26,7 +26,8 @@ from generator.repository.publish import (
     published_config,
 )
 from generator.repository.remote_copy import download_repository
-from generator.repository.storage import parse_url, verify_url
+from generator.repository.storage_urls import parse_url
+from generator.repository.verify import verify_location
 from tests.bucket_states import sync, with_version_folder
 from tests.object_stores import ObjectStore
 from tests.process_helpers import gen_repo_script
@@ -61,7 +62,7 @@ def test_publish_verify_and_republish_unchanged(store: ObjectStore, example_repo
     url = store.url("plain")
     first = publish(example_repository, url)
     assert {m.name: (m.status, m.version) for m in first.models} == {"mlp": ("published", 1), "text": ("published", 1)}
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     objects = store.snapshot("plain")
     assert store.key("plain", LOCK_FILE_NAME) in objects
     assert not any(p.endswith(LOCK_OBJECT) for p in objects)  # released
@@ -74,7 +75,7 @@ def test_publish_verify_and_republish_unchanged(store: ObjectStore, example_repo
 
     # A damaged object in the bucket is found by verify, named as the object.
     store.fs().pipe_file(store.key("plain", "text/1/model.onnx"), b"not onnx")
-    problems = verify_url(url)
+    problems = verify_location(url).problems
     assert [p.file for p in problems] == [f"{url}/text/1/model.onnx"]
 
 
@@ -104,7 +105,7 @@ def test_publish_trusts_the_objects_not_the_remote_lock(store: ObjectStore, exam
     assert outcome == {"mlp": (2, (), ()), "text": (2, (1,), (1,))}
     assert fs.exists(store.key("tampered", "mlp/1/model.onnx"))  # the intact fallback stays
     assert not fs.exists(store.key("tampered", "text/1/model.onnx"))
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
 
 @pytest.mark.slow
@@ -218,7 +219,7 @@ def test_triton_serves_from_the_store_and_rolls_to_version_2(
     while versions("mlp").get("2") != "READY" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert versions("mlp").get("2") == "READY", versions("mlp")
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     done = subprocess.run([gen_repo_script(), "smoke", "--url", server.grpc_url, "--repo", url, "--burst", "8"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -246,7 +247,7 @@ def test_cli_publish_and_retention(store: ObjectStore, warmup_example_repository
     local = (warmup_example_repository / "mlp" / "warmup" / "1" / "input_x").read_bytes()
     assert fs.cat_file(store.key("cli", "mlp/warmup/3/input_x")) == local
     assert 'input_data_file: "3/input_x"' in fs.cat_file(store.key("cli", "mlp/config.pbtxt")).decode()
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     # Text output: the URL in the form it was given, for the user and for tritonserver.
     done = subprocess.run([gen_repo_script(), "publish", str(warmup_example_repository), url], capture_output=True,
                           text=True, timeout=120)
@@ -292,7 +293,7 @@ def test_publish_accepts_the_locks_verify_accepts(store: ObjectStore, example_re
     assert done.returncode == 0, done.stdout + done.stderr
     report = publish(repo, store.url("versionless"))
     assert {m.name: (m.status, m.version) for m in report.models} == {"mlp": ("published", 1), "text": ("published", 1)}
-    assert verify_url(store.url("versionless")) == []
+    assert verify_location(store.url("versionless")).problems == []
 
 
 @pytest.mark.parametrize(("edit", "pointer", "verify_code"), [
@@ -387,7 +388,7 @@ def test_publish_refuses_a_breaking_version_unless_allowed(s3_server: ObjectStor
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text["allowed_at"])
     assert [(c["kind"], c["classification"]) for c in text["changes"]].count(("input_removed", "breaking")) == 1
     assert "allowed_by" not in mlp and {c["classification"] for c in mlp["changes"]} == {"compatible"}
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
     # Version 2 is served now: going back to the example models breaks its clients in turn (library call).
     with pytest.raises(ReleaseRefused) as caught:
@@ -441,7 +442,7 @@ def test_a_version_folder_named_with_a_final_newline_is_refused_everywhere(store
     assert "Traceback" not in published.stderr
     assert f"error: {repo / LOCK_FILE_NAME}: /artifacts/text~11" in published.stderr, published.stderr
     assert store.snapshot("newline") == before
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
 
 class _SwapOnFirstListing:
@@ -497,7 +498,7 @@ def test_a_file_swapped_after_verify_is_refused_and_the_lock_is_derived_from_the
         model, _, rest = key.partition("/")
         if rest.startswith("1/") and not rest.endswith("contract.json"):
             assert remote[f"{model}/2/{rest[2:]}"] == meta, key
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
 
 @pytest.mark.slow
@@ -619,4 +620,4 @@ def test_the_publishers_lock_is_not_held_while_comparing_and_uploading(store: Ob
     config = fs.cat_file(store.key("overlap", "mlp/config.pbtxt")).decode()
     assert "versions: 3" in config
     assert not [k for k in fs.find(store.key("overlap")) if ".gen-repo-publish" in k]  # no lock, no reservation
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
