@@ -29,7 +29,7 @@ from generator.repository.remote_copy import download_repository
 from generator.repository.storage_urls import parse_url
 from generator.repository.verify import verify_location
 from tests.bucket_states import sync, with_version_folder
-from tests.object_stores import ObjectStore
+from tests.object_stores import FolderStore, ObjectStore
 from tests.process_helpers import gen_repo_script
 
 
@@ -412,6 +412,30 @@ def test_publish_of_compatible_changes_needs_no_flag(s3_server: ObjectStore, exa
     assert release is not None and "allowed_by" not in release
     assert [(c["kind"], c["classification"]) for c in release["changes"]] == [
         ("max_batch_size_raised", "compatible"), ("output_added", "compatible")]
+
+
+@pytest.mark.slow
+def test_a_served_setting_change_is_recorded_and_printed_as_diff_reports_it(
+        publish_store: ObjectStore | FolderStore, example_repository: Path, tuned_example_repository) -> None:  # type: ignore[no-untyped-def]
+    """text rebuilt with only its instance count and queue delay changed: publish records in the lock and prints the
+    changes `gen-repo diff` reports, between the two repositories and between the store and the rebuild. Before, it
+    recorded none and printed "0 breaking, 0 compatible change(s) against version 1"."""
+    store = publish_store
+    prefix = f"tuned-{store.kind}"
+    url = store.url(prefix)
+    publish(example_repository, url)
+    diffed = diff_locations(url, str(tuned_example_repository.repo))
+    assert diffed.changes == diff_locations(str(example_repository), str(tuned_example_repository.repo)).changes
+    assert [(c.model, c.kind, c.breaking) for c in diffed.changes] == [
+        ("text", "instance_group", False), ("text", "queue_delay", False)]
+    done = subprocess.run([gen_repo_script(), "publish", str(tuned_example_repository.repo), url], capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[:2] == ["mlp: unchanged (version 1)",
+                                            "text: published (version 2); 0 breaking, 2 compatible change(s) against "
+                                            "version 1"], done.stdout
+    lock = json.loads(store.snapshot(prefix)[store.key(prefix, LOCK_FILE_NAME)])
+    assert lock["models"]["text"]["release"] == {"from_version": 1, "changes": [c.to_dict() for c in diffed.changes]}
 
 
 # --------------------------------------------------------------------------------------------------------------------
