@@ -95,7 +95,9 @@ def test_publish_trusts_the_objects_not_the_remote_lock(store: ObjectStore, exam
         publish(example_repository, url)
     problems = {p.file: p.message for p in caught.value.problems}
     assert problems[f"{url}/text/1/model.onnx"].startswith("modified: sha256"), problems
-    assert problems[f"{url}/mlp/1/__pycache__/model.cpython-311.pyc"].startswith("unexpected"), problems
+    verified = {p.file: p.message for p in verify_location(url).problems}
+    assert problems[f"{url}/mlp/1/__pycache__/model.cpython-311.pyc"].startswith("refused: not cpython"), problems
+    assert {f: m for f, m in problems.items() if f != url} == verified  # publish says what verify says
     assert "gen-repo verify" in problems[url] and "--force" in problems[url]
     assert store.snapshot("tampered") == before  # nothing changed
 
