@@ -201,7 +201,7 @@ def tuned_example_repository(tmp_path_factory):  # type: ignore[no-untyped-def]
         yield SimpleNamespace(manifest=manifest, repo=repo, cache=base / "cache")
 
 
-# ---- store: S3 and GCS on loopback (generator/repository/storage.py, generator/repository/publish.py) ----------------
+# ---- store: S3 and GCS on loopback (generator/repository/storage_urls.py, generator/repository/publish.py) -----------
 @pytest.fixture(scope="session")
 def s3_server():
     """moto_server on 127.0.0.1 with the test bucket, once per session (tests/object_stores.py)."""

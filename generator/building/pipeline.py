@@ -43,7 +43,8 @@ from generator.planning.model_files import CONFIG_FILE, config_text, contract_te
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, RepositoryPlan
 from generator.planning.targets import TensorRTTarget, engine_targets, plan_build, preflight
-from generator.repository.cache import BuildCache, default_cache_root, hash_bytes, hash_file
+from generator.repository.cache import BuildCache, default_cache_root
+from generator.repository.digest import hash_bytes, hash_file
 
 #: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard
 #: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.

@@ -125,7 +125,7 @@ def command(
     summary_md: Path | None = None,
 ) -> None:
     """Smoke-test a model repository on a Triton server through tritonclient (exit 0/1/2/3)."""
-    from generator.repository.storage import local_location
+    from generator.repository.storage_urls import local_location
 
     repo_arg = local_location(repo_arg) if repo_arg is not None else None  # file:///path is the folder it names
     bucket = repo_arg is not None and repo_arg.startswith(("s3://", "gs://"))

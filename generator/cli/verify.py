@@ -15,12 +15,11 @@ import click
 
 from generator.cli._common import report_errors, summary_md_option
 from generator.cli._output import echo
-from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
+from generator.errors import EXIT_FAILED, EXIT_OK
 from generator.reports.markdown import append_summary
 from generator.reports.summaries import verify_summary
-from generator.repository.lock import LOCK_FILE_NAME, read_lock
-from generator.repository.storage import Verification, is_storage_url, local_location, verify_published
-from generator.repository.verify import verify_repository
+from generator.repository.lock import LOCK_FILE_NAME
+from generator.repository.verify import verify_location
 
 
 @click.command("verify")
@@ -30,9 +29,7 @@ from generator.repository.verify import verify_repository
 @report_errors
 def command(directory: str, json_output: bool, summary_md: Path | None = None) -> None:
     """Check DIR's files (or those at an s3://, gs:// or file:// URL) against its gen-repo.lock.json (their sha256)."""
-    # A published repository is read back to a temporary folder; its problems name the objects, not that copy.
-    result = verify_published(directory) if is_storage_url(directory) else \
-        _verify_folder(Path(local_location(directory)))  # file:///path: the folder it names
+    result = verify_location(directory)
     if summary_md is not None:
         append_summary(summary_md, verify_summary(result))
     if json_output:
@@ -52,15 +49,3 @@ def command(directory: str, json_output: bool, summary_md: Path | None = None) -
             echo(f"ok: {result.artifacts} artifact(s) match {LOCK_FILE_NAME}")
     sys.exit(EXIT_FAILED if result.problems else EXIT_OK)
 
-
-def _verify_folder(directory: Path) -> Verification:
-    if not directory.is_dir():
-        raise GenRepoError([Problem(str(directory), "", "not a directory")])
-    if not (directory / LOCK_FILE_NAME).is_file():
-        raise GenRepoError([Problem(str(directory), "", f"not a gen-repo repository: it has no {LOCK_FILE_NAME}")])
-    problems = verify_repository(directory)
-    try:
-        checked: int | None = len(read_lock(directory)["artifacts"])
-    except GenRepoError:
-        checked = None  # a corrupt lock file; verify_repository reported it
-    return Verification(str(directory), problems, checked)

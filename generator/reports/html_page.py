@@ -146,7 +146,7 @@ def local_repository(location: str) -> Iterator[tuple[Path, list[Problem] | None
     (exit 2) for a folder that is not there, StorageError (exit 2 or 3) for a bucket.
     """
     from generator.repository.remote_copy import download_repository
-    from generator.repository.storage import is_storage_url, local_location
+    from generator.repository.storage_urls import is_storage_url, local_location
 
     if not is_storage_url(location):
         folder = Path(local_location(location))  # file:///path: the folder it names

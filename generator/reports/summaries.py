@@ -3,7 +3,7 @@
 One function per result type: :func:`build_summary` (``gen-repo build``'s
 :class:`~generator.building.results.BuildReport`), :func:`smoke_summary`
 (:class:`~generator.serving.smoke_results.SmokeReport`), :func:`lint_summary` (:class:`~generator.lint.run.LintReport`),
-:func:`verify_summary` (:class:`~generator.repository.storage.Verification`), :func:`diff_summary`
+:func:`verify_summary` (:class:`~generator.repository.verify.Verification`), :func:`diff_summary`
 (:class:`~generator.contracts.diff.ContractDiff`; :func:`diff_markdown` is the whole diff as a document for
 ``diff --markdown``), and :func:`error_summary` for a command stopped by bad input or unreachable storage (its located
 problems). Counts come from the result types themselves (``SmokeReport.counts``,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from generator.building.results import BuildReport
     from generator.contracts.diff import ContractDiff
     from generator.lint.run import LintReport
-    from generator.repository.storage import Verification
+    from generator.repository.verify import Verification
     from generator.serving.smoke_results import SmokeReport
 
 __all__ = [

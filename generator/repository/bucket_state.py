@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.errors import GenRepoError, Problem
-from generator.json_reader import parse_json
 from generator.naming import WARMUP_FOLDER, version_folder, version_folder_problem, versioned_folder
+from generator.repository.bucket_reads import list_objects, object_sha256, read_object, repository_objects
 from generator.repository.contract_sources import served_version
-from generator.repository.lock import LOCK_FILE_NAME, lock_problems
-from generator.repository.storage import StorageURL, list_objects, object_sha256, read_object, repository_objects
+from generator.repository.lock import LOCK_FILE_NAME, parse_lock
+from generator.repository.storage_urls import StorageURL
+from generator.repository.verify import BucketSource, Listing, check_listing
 
 __all__ = ["BucketState", "Expected", "VersionIndex", "fingerprint_objects", "object_problems", "read_bucket"]
 
@@ -133,15 +134,11 @@ def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
     where = target.object_url(LOCK_FILE_NAME)
     if LOCK_FILE_NAME in objects:
         try:
-            parsed = parse_json(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"), where)
-            problems = lock_problems(parsed, where)
-            lock = {} if problems else parsed
+            lock = parse_lock(read_object(fs, target, LOCK_FILE_NAME, objects[LOCK_FILE_NAME], "lock_bytes"), where)
         except FileNotFoundError:
             pass
-        except GenRepoError as error:  # over lock_bytes, nested too deep, a key twice: refused, located
+        except GenRepoError as error:  # over lock_bytes, not JSON, not a valid lock: refused, located
             problems = error.problems
-        except ValueError as error:
-            problems = [Problem(where, "", f"corrupt: not valid JSON ({error})")]
     locked = VersionIndex.of(lock.get("artifacts") or {})
     bucket = BucketState(objects, VersionIndex.of(objects), fingerprints, lock, locked, problems)
     for model in models:
@@ -154,20 +151,9 @@ def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
 
 
 def object_problems(fs: Any, target: StorageURL, objects: Mapping[str, int], present: Iterable[str],
-                     expected: Expected, version: str) -> list[Problem]:
-    """How the bucket's objects differ from ``expected``: changed, missing, and unexpected ones.
-
-    ``present``: the keys in the version's folders; ``version``: how messages name it.
-    """
-    problems = [Problem(target.object_url(k), "", f"unexpected: in {version} but not in the lock file")
-                for k in sorted(set(present) - set(expected))]
-    for key, (sha256, size) in sorted(expected.items()):
-        if key not in objects:
-            problems.append(Problem(target.object_url(key), "", "missing: listed in the lock file but not present"))
-        elif objects[key] != size:
-            problems.append(Problem(target.object_url(key), "", f"modified: {objects[key]} bytes, the lock file says "
-                                                                f"{size}"))
-        elif (actual := object_sha256(fs, target, key, size)) != sha256:
-            problems.append(Problem(target.object_url(key), "", f"modified: sha256 {actual}, the lock file says "
-                                                                f"{sha256}"))
-    return problems
+                    expected: Expected) -> list[Problem]:
+    """How the objects ``present`` (and those ``expected``) differ from ``expected``, as ``verify`` says it."""
+    lock = {"artifacts": {key: {"sha256": sha256, "size": size} for key, (sha256, size) in expected.items()},
+            "models": {}}
+    listing = Listing({key: objects[key] for key in {*present, *expected} if key in objects})
+    return [Problem(p.file, "", p.message) for p in check_listing(listing, lock, BucketSource(fs, target, objects))]

@@ -41,6 +41,7 @@ from typing import Any, BinaryIO
 from generator.atomic_write import fsync_dir, write_atomically
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import parse_json
+from generator.repository.digest import hash_bytes, hash_chunks, hash_file, read_chunks
 
 CACHE_FORMAT = "gen-repo-cache/2"  # 2: signed manifests (entries of format 1 are misses)
 MANIFEST_NAME = "manifest.json"
@@ -66,37 +67,17 @@ _KEY = re.compile(r"^[0-9a-f]{64}$")
 #: Folders a process owns while it works: entry temp/trash folders in a shard, and the build's work and scratch
 #: folders in the root (``.build-<pid>-...``, ``.scratch-<pid>-...``, named by tempfile with the pid in the prefix).
 _LEFTOVER = re.compile(r"^\.(tmp|trash|build|scratch)-(\d+)-[0-9A-Za-z_]+$")
-_CHUNK = 1 << 20
 _MAX_MANIFEST_BYTES = 64 << 20  # an entry's manifest.json: one line per artifact
 #: The cache secret itself (a CI secret shared by the jobs trusted to write the cache); at least 16 bytes.
 SECRET_ENV = "GEN_REPO_CACHE_SECRET"
 MIN_SECRET_BYTES = 16
 
 
-def hash_bytes(data: bytes) -> str:
-    """Hex sha256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def hash_file(path: Path | str, chunk_size: int = _CHUNK) -> str:
-    """Hex sha256 of a file's content, read in chunks (plans can be gigabytes)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def copy_hashed(stream: BinaryIO, target: Path) -> tuple[str, int]:
     """Copy ``stream`` to the new file ``target`` (folders made); the sha256 and size of the very bytes copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    digest, size = hashlib.sha256(), 0
     with open(target, "xb") as out:
-        while chunk := stream.read(_CHUNK):
-            out.write(chunk)
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
+        return hash_chunks(read_chunks(stream), out)
 
 
 def _canonical(value: Any, where: str) -> Any:
@@ -399,23 +380,15 @@ class BuildCache:
             target = folder / name
             target.parent.mkdir(parents=True, exist_ok=True)
             source = files[name]
-            digest = hashlib.sha256()
-            size = 0
             with open(target, "xb") as out:
                 if isinstance(source, (bytes, bytearray, memoryview)):
-                    data = bytes(source)
-                    out.write(data)
-                    digest.update(data)
-                    size = len(data)
+                    digest, size = hash_chunks([bytes(source)], out)
                 else:
                     with open(source, "rb") as stream:
-                        while chunk := stream.read(_CHUNK):
-                            out.write(chunk)
-                            digest.update(chunk)
-                            size += len(chunk)
+                        digest, size = hash_chunks(read_chunks(stream), out)
                 out.flush()
                 os.fsync(out.fileno())
-            table[name] = {"sha256": digest.hexdigest(), "size": size}
+            table[name] = {"sha256": digest, "size": size}
         for dirpath, _dirs, _files in os.walk(folder, topdown=False):
             fsync_dir(dirpath)
         return table
@@ -515,8 +488,6 @@ __all__ = [
     "canonical_json",
     "copy_hashed",
     "default_cache_root",
-    "hash_bytes",
-    "hash_file",
     "process_alive",
     "secret_file",
 ]

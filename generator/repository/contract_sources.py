@@ -8,7 +8,7 @@ Every file is read within the limits of :mod:`generator.bounded` and inside its 
 (:func:`generator.confinement.confined_path`); a bucket's objects are read one by one, only the configs and
 contracts (never the model files). Every problem is collected and raised at once as a located
 :class:`~generator.errors.GenRepoError` (exit 2); an unreachable store is a
-:class:`~generator.repository.storage.StorageUnreachable` (exit 3).
+:class:`~generator.repository.storage_errors.StorageUnreachable` (exit 3).
 """
 
 from __future__ import annotations
@@ -26,17 +26,9 @@ from generator.contracts.diff import ContractDiff, ServedSettings, diff_reposito
 from generator.contracts.served import CONTRACT_PATH, FolderReader, Reader, read_served_model
 from generator.errors import GenRepoError, Problem
 from generator.naming import version_folder
-from generator.repository.storage import (
-    StorageURL,
-    is_storage_url,
-    list_objects,
-    local_location,
-    open_filesystem,
-    parse_url,
-    read_object,
-    repository_objects,
-    storage_errors,
-)
+from generator.repository.bucket_reads import list_objects, read_object, repository_objects
+from generator.repository.storage_errors import storage_errors
+from generator.repository.storage_urls import StorageURL, is_storage_url, local_location, open_filesystem, parse_url
 from generator.triton.version_policy import served_version
 
 __all__ = [
@@ -62,12 +54,12 @@ class BucketReader:
 
     @classmethod
     def open(cls, target: StorageURL, filesystem: Any = None) -> BucketReader:
-        """List the repository at ``target`` (call inside :func:`~generator.repository.storage.storage_errors`)."""
+        """List the repository at ``target`` (inside :func:`~generator.repository.storage_errors.storage_errors`)."""
         fs = filesystem if filesystem is not None else open_filesystem(target)
         return cls(fs, target, repository_objects(list_objects(fs, target)))
 
     def read(self, rel: str, limit_name: str) -> bytes | None:
-        """See :class:`Reader`: as :func:`generator.repository.storage.read_object` reads (its listed size first)."""
+        """See :class:`Reader`: as :func:`~generator.repository.bucket_reads.read_object` reads (listed size first)."""
         if rel not in self.objects:
             return None
         try:

@@ -70,7 +70,7 @@ class _DurableFile(io.FileIO):
 class LocalStore:
     """The fsspec operations a publish uses (``find``, ``info``, ``cat_file``, ``pipe_file``, ``open``, ``rm``...).
 
-    Confined to the folder ``root`` (an absolute, real path: :func:`generator.repository.storage.parse_destination`).
+    Confined to the folder ``root`` (absolute and real: :func:`generator.repository.storage_urls.parse_destination`).
     """
 
     def __init__(self, root: str) -> None:

@@ -20,7 +20,7 @@ from generator.confinement import name_problem, relative_path_problem
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.json_reader import parse_json
 from generator.naming import version_folder_problem, versioned_folder
-from generator.repository.cache import hash_file
+from generator.repository.digest import hash_file
 from generator.repository.files import walk_files
 
 __all__ = [

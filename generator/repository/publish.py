@@ -44,7 +44,7 @@ When a check fails nothing becomes visible: the new folders are removed, the con
 were. What changed, and for an allowed breaking change who allowed it and when, is recorded with the published
 version in the lock file (``models/<model>/release``).
 
-URLs, filesystems and storage failures: :mod:`generator.repository.storage`; the publishers' lock:
+URLs and filesystems: :mod:`generator.repository.storage_urls`; the publishers' lock:
 :mod:`generator.repository.publish_lock`.
 """
 
@@ -60,9 +60,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator.contracts.diff import diff_models
+from generator.contracts.diff import ContractDiff, diff_repositories
 from generator.errors import GenRepoError, Problem
 from generator.naming import triton_version
+from generator.repository.bucket_reads import STAGING_PREFIX, list_objects, repository_objects
 from generator.repository.bucket_state import (
     BucketState,
     VersionIndex,
@@ -70,7 +71,14 @@ from generator.repository.bucket_state import (
     object_problems,
     read_bucket,
 )
-from generator.repository.contract_sources import BucketReader, FolderReader, load_model_contract
+from generator.repository.contract_sources import (
+    BucketReader,
+    FolderReader,
+    Reader,
+    load_model_contract,
+    served_settings,
+)
+from generator.repository.digest import hash_bytes
 from generator.repository.lock import LOCK_FILE_NAME, LOCK_FORMAT, read_lock, render_lock
 from generator.repository.publish_files import (
     CONTRACT_KEY,
@@ -79,7 +87,6 @@ from generator.repository.publish_files import (
     local_model,
     local_versions,
     published_config,
-    sha256_of,
     upload_file,
     versioned_path,
 )
@@ -93,16 +100,8 @@ from generator.repository.publish_lock import (
     reserve_versions,
     reserved_versions,
 )
-from generator.repository.storage import (
-    FILE_PROTOCOL,
-    STAGING_PREFIX,
-    StorageURL,
-    list_objects,
-    open_filesystem,
-    parse_destination,
-    repository_objects,
-    storage_errors,
-)
+from generator.repository.storage_errors import storage_errors
+from generator.repository.storage_urls import FILE_PROTOCOL, StorageURL, open_filesystem, parse_destination
 from generator.repository.verify import verify_repository
 
 #: Versions kept per model after a publish: the new one and the one before (a server may still be on it).
@@ -207,7 +206,7 @@ def publish(
     objects do not match the remote lock file, or the served state changed while this publish uploaded;
     :class:`ReleaseRefused` (exit 1) when a model's new version breaks clients of its served version and
     ``allow_breaking`` is false (``allowed_by``, default ``$USER``, is recorded when it is true);
-    :class:`~generator.repository.storage.StorageUnreachable` (exit 3) when the storage endpoint cannot be reached.
+    :class:`~generator.repository.storage_errors.StorageUnreachable` (exit 3) when the endpoint cannot be reached.
     """
     if keep_versions < 1:
         raise GenRepoError([Problem(url, "", f"keep_versions must be at least 1, got {keep_versions}")])
@@ -324,11 +323,10 @@ def _unchanged_problems(fs: Any, target: StorageURL, bucket: BucketState, model:
     config_key = f"{model.name}/config.pbtxt"
     config = model.config_as(current)
     if bucket.recorded(model.name, current) != expected or \
-            bucket.artifacts.get(config_key, {}).get("sha256") != sha256_of(config):
+            bucket.artifacts.get(config_key, {}).get("sha256") != hash_bytes(config):
         return None
-    expected[config_key] = (sha256_of(config), len(config))
-    problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected,
-                                f"version {current} of {model.name}")
+    expected[config_key] = (hash_bytes(config), len(config))
+    problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model.name, current), expected)
     if not problems:
         results[model.name] = ModelPublish(model.name, "unchanged", current, current,
                                            foreign=_foreign(bucket, model.name))
@@ -378,8 +376,7 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
         from_version = bucket.served(model)
         record: dict[str, Any] = {"from_version": from_version}
         try:
-            comparison = diff_models(load_model_contract(reader, model),
-                                     load_model_contract(folder, model, models[model].version))
+            comparison = _release_diff(reader, folder, model, bucket.configs.get(model), models[model])
         except GenRepoError as error:
             why = "; ".join(str(p) for p in error.problems)
             if not gate.allow_breaking:
@@ -393,7 +390,7 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
             record["changes"] = [c.to_dict() for c in comparison.changes]
             if comparison.unknown:
                 record["unknown"] = [u.to_dict() for u in comparison.unknown]
-            breaking = comparison.breaking
+            breaking = tuple(c for c in comparison.changes if c.breaking)
             if breaking and not gate.allow_breaking:
                 refused += [Problem(target.object_url(model), "", f"breaking ({c.kind}): {c.message}")
                             for c in breaking]
@@ -409,6 +406,19 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
         raise ReleaseRefused([*refused, Problem(target.url, "", note)],
                              summary="the new versions break clients of the versions served now")
     return records
+
+
+def _release_diff(served: Reader, local: Reader, model: str, served_config: Any, built: LocalModel) -> ContractDiff:
+    """``gen-repo diff``'s answer for ``model``: the served version against the local one, served settings included."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    local_config = text_format.Parse(built.config_text, model_config_pb2.ModelConfig())
+    return diff_repositories({model: load_model_contract(served, model)},
+                             {model: load_model_contract(local, model, built.version)},
+                             old_label=served.where(model), new_label=local.where(model),
+                             old_served={model: served_settings(served_config)} if served_config is not None else {},
+                             new_served={model: served_settings(local_config)})
 
 
 #: Per model: (kept, removed, damaged versions, foreign folders).
@@ -428,7 +438,7 @@ def _retention(fs: Any, target: StorageURL, bucket: BucketState, model: str, opt
         if len(kept) >= options.keep_versions - 1:
             break
         problems = object_problems(fs, target, bucket.objects, bucket.listing.keys(model, old),
-                                    bucket.recorded(model, old), f"version {old} of {model}")
+                                   bucket.recorded(model, old))
         if problems:
             damaged.append(old)
             options.say(model, f"version {old} does not match the lock file ({problems[0].file}: "
@@ -483,8 +493,7 @@ def _upload_and_check(fs: Any, target: StorageURL, local: Path, plans: Mapping[s
     for model, (built, version) in plans.items():
         present = [k for k in listing if k.startswith(f"{model}/{staging}/")] if staging else now.keys(model, version)
         bad += object_problems(fs, target, listing, present,
-                                {_staged(key, staging): meta for key, meta in built.expected(version).items()},
-                                f"version {version} of {model}")
+                               {_staged(key, staging): meta for key, meta in built.expected(version).items()})
     if bad:
         note = "nothing was made visible; the new version folders were removed, the served versions are unchanged"
         raise PublishError([*[Problem(p.file, p.pointer, f"uploaded object {p.message}") for p in bad],
@@ -508,7 +517,7 @@ def _new_lock(lock: Mapping[str, Any], bucket: BucketState, models: Mapping[str,
                           for key in bucket.locked.keys(model, kept)})
         artifacts.update({key: {"sha256": sha256, "size": size}
                           for key, (sha256, size) in models[model].expected(version).items()})
-        artifacts[f"{model}/config.pbtxt"] = {"sha256": sha256_of(configs[model]), "size": len(configs[model])}
+        artifacts[f"{model}/config.pbtxt"] = {"sha256": hash_bytes(configs[model]), "size": len(configs[model])}
         entries[model] = {**dict(lock["models"][model]), "version": version}
         entries[model].pop("release", None)  # a downloaded repository's record belongs to its own publish
         if model in releases:

@@ -9,7 +9,6 @@ against the local lock file's sha256 and size where it is read: the config and `
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +21,9 @@ from generator.errors import GenRepoError, Problem, json_pointer
 from generator.json_reader import parse_json
 from generator.naming import WARMUP_FOLDER, version_folder, versioned_folder
 from generator.planning.contract import render_contract
-from generator.repository.storage import READ_CHUNK, StorageURL
+from generator.repository.bucket_reads import READ_CHUNK
+from generator.repository.digest import hash_bytes, hash_chunks, read_chunks
+from generator.repository.storage_urls import StorageURL
 
 __all__ = [
     "CONTRACT_KEY",
@@ -32,7 +33,6 @@ __all__ = [
     "local_model",
     "local_versions",
     "published_config",
-    "sha256_of",
     "upload_file",
     "version_of",
     "versioned_path",
@@ -44,11 +44,6 @@ __all__ = [
 VERSIONED_AREAS = ("", WARMUP_FOLDER)
 #: A version's contract, whose ``version`` names the folder it sits in.
 CONTRACT_KEY = "gen_repo/contract.json"
-
-
-def sha256_of(data: bytes) -> str:
-    """The sha256 of ``data``, as the lock file writes it."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def versioned_path(area: str, version: int, rel: str = "") -> str:
@@ -165,7 +160,7 @@ class LocalModel:
         out = {f"{self.name}/{versioned_path(f.area, version, f.rel)}": (f.sha256, f.size) for f in self.files}
         contract = self.contract_as(version)
         if contract is not None:
-            out[f"{self.name}/{version}/{CONTRACT_KEY}"] = (sha256_of(contract), len(contract))
+            out[f"{self.name}/{version}/{CONTRACT_KEY}"] = (hash_bytes(contract), len(contract))
         return out
 
     def config_as(self, version: int) -> bytes:
@@ -180,8 +175,8 @@ def _locked_bytes(local: Path, lock: Mapping[str, Any], key: str, limit_name: st
         data = read_bytes(confined_path(local, *key.split("/")), limit_name)
     except (OSError, ValueError) as error:
         raise _unreadable(local, key, error) from error
-    if (sha256_of(data), len(data)) != (entry["sha256"], entry["size"]):
-        raise _changed(local, key, sha256_of(data), len(data), entry)
+    if (hash_bytes(data), len(data)) != (entry["sha256"], entry["size"]):
+        raise _changed(local, key, hash_bytes(data), len(data), entry)
     return data
 
 
@@ -228,12 +223,7 @@ def upload_file(fs: Any, target: StorageURL, local: Path, file: LocalFile, dest:
         fd = open_regular(confined_path(local, *file.key.split("/")))
     except (OSError, ValueError) as error:
         raise _unreadable(local, file.key, error) from error
-    digest = hashlib.sha256()
-    sent = 0
     with os.fdopen(fd, "rb") as stream, fs.open(target.join(dest), "wb") as out:
-        while sent <= file.size and (chunk := stream.read(min(READ_CHUNK, file.size + 1 - sent))):
-            digest.update(chunk)
-            sent += len(chunk)
-            out.write(chunk)
-    if (digest.hexdigest(), sent) != (file.sha256, file.size):
-        raise _changed(local, file.key, digest.hexdigest(), sent, {"sha256": file.sha256, "size": file.size})
+        digest, sent = hash_chunks(read_chunks(stream, file.size + 1, READ_CHUNK), out)  # a grown file: one byte over
+    if (digest, sent) != (file.sha256, file.size):
+        raise _changed(local, file.key, digest, sent, {"sha256": file.sha256, "size": file.size})

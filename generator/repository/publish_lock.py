@@ -1,7 +1,7 @@
 """The publishers' lock object and their version reservations, for ``gen-repo publish`` (repository/publish.py).
 
 Concurrent publishers of one repository coordinate through two kinds of objects at the repository root (Triton
-ignores files there; :func:`generator.repository.storage.repository_objects` leaves them out of every repository read):
+ignores files there; :func:`generator.repository.bucket_reads.repository_objects` leaves them out of every read):
 
 - **The lock object** ``.gen-repo-publish.lock``. On S3 it is created with a conditional write
   (``If-None-Match: *``), so exactly one publisher wins; in a folder it is a file created with ``O_CREAT | O_EXCL``
@@ -38,13 +38,8 @@ from typing import Any
 from generator.errors import EXIT_FAILED, GenRepoError, Problem
 from generator.json_reader import parse_json
 from generator.naming import MAX_VERSION
-from generator.repository.storage import (
-    FILE_PROTOCOL,
-    PUBLISH_LOCK_OBJECT,
-    RESERVATION_PREFIX,
-    StorageURL,
-    read_object,
-)
+from generator.repository.bucket_reads import PUBLISH_LOCK_OBJECT, RESERVATION_PREFIX, read_object
+from generator.repository.storage_urls import FILE_PROTOCOL, StorageURL
 
 __all__ = [
     "DEFAULT_LOCK_TTL_S",

@@ -1,6 +1,6 @@
 """A published repository copied from its bucket to a folder (``smoke --repo``, ``report``), listing first.
 
-One listing and the lock file (:func:`generator.repository.storage.locked_listing`), then the same check as ``verify``
+One listing and the lock file (:func:`generator.repository.verify.locked_listing`), then the same check as ``verify``
 (:func:`generator.repository.verify.check_listing`) with a source that writes each object it hashes: an object the
 lock does not list, or lists at another size, is refused from the listing without a byte of it fetched; a locked
 object is fetched in ranges up to its locked size, written and hashed as it comes, and removed again when its hash is
@@ -11,24 +11,18 @@ naming the objects in the bucket.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from generator.confinement import confined_path
 from generator.errors import Problem
+from generator.repository.bucket_reads import object_chunks
+from generator.repository.digest import hash_chunks
 from generator.repository.lock import LOCK_FILE_NAME
-from generator.repository.storage import (
-    BucketSource,
-    StorageError,
-    locked_listing,
-    object_chunks,
-    open_filesystem,
-    parse_url,
-    storage_errors,
-)
-from generator.repository.verify import check_listing
+from generator.repository.storage_errors import StorageError, storage_errors
+from generator.repository.storage_urls import open_filesystem, parse_url
+from generator.repository.verify import BucketSource, check_listing, locked_listing
 
 __all__ = ["RemoteCopy", "download_repository"]
 
@@ -53,16 +47,12 @@ class _CopyingSource(BucketSource):
     def sha256(self, rel: str, size: int) -> str:
         out = confined_path(self.dest, *rel.split("/"))
         out.parent.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.sha256()
         try:
             with open(out, "xb") as file:  # a fresh folder gen-repo made: nothing there to write through
-                for chunk in object_chunks(self.fs, self.target, rel, size):
-                    digest.update(chunk)
-                    file.write(chunk)
+                self.written[rel] = hash_chunks(object_chunks(self.fs, self.target, rel, size), file)[0]
         except BaseException:
             out.unlink(missing_ok=True)  # a partial object is no part of the copy
             raise
-        self.written[rel] = digest.hexdigest()
         return self.written[rel]
 
 

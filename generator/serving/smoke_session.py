@@ -51,7 +51,7 @@ def smoke_session(
         if bucket is not None:
             from generator.errors import GenRepoError
             from generator.repository.remote_copy import download_repository
-            from generator.repository.storage import parse_url
+            from generator.repository.storage_urls import parse_url
 
             # The checks need the repository's files (configs, contracts, references): copied from the bucket as far
             # as its lock lists them. A bucket that differs from its lock is refused: the checks would judge the
@@ -87,8 +87,8 @@ def _launched(
 
     ``log_file`` (for a remote repository) keeps the server's log, to show its storage errors if it is not ready.
     """
-    from generator.repository.storage import server_environment, server_storage_findings
     from generator.serving.server import TritonNotReadyError, TritonStartError, launch, read_log
+    from generator.serving.server_storage import server_environment, server_storage_findings
 
     names = models or repository_models(repo)
     remote = log_file is not None

@@ -229,17 +229,17 @@ def test_planted_bytecode_in_a_bucket_is_refused(repo: Path, store: ObjectStore)
     from click.testing import CliRunner
 
     from generator.cli import main
-    from generator.repository.storage import verify_url
+    from generator.repository.verify import verify_location
 
     fs = store.fs()
     url = store.url("planted")
     py_compile.compile(str(repo / "m" / "1" / "model.py"), cfile=str(_pyc(repo)), dfile="/models/m/1/model.py",
                        doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
     fs.put(str(repo), store.key("planted"), recursive=True)
-    assert verify_url(url) == []  # bytecode of the locked source passes, as it does locally
+    assert verify_location(url).problems == []  # bytecode of the locked source passes, as it does locally
     _compile(EVIL, _pyc(repo), py_compile.PycInvalidationMode.UNCHECKED_HASH)
     fs.put_file(str(_pyc(repo)), store.key("planted", f"m/1/__pycache__/{_pyc(repo).name}"))
-    (problem,) = verify_url(url)
+    (problem,) = verify_location(url).problems
     assert problem.file == f"{url}/m/1/__pycache__/model.{TAG}.pyc"
     assert problem.message.startswith("refused: its header's source hash does not match the locked source")
     result = CliRunner().invoke(main, ["verify", url])

@@ -22,10 +22,9 @@ from generator.repository.cache import (
     cache_key,
     cache_secret,
     canonical_json,
-    hash_bytes,
-    hash_file,
     secret_file,
 )
+from generator.repository.digest import hash_bytes, hash_file
 
 PARTS: dict[str, dict[str, Any]] = {
     "spec": {"graph": {"inputs": [{"name": "x", "dims": [-1, 16]}], "max_batch_size": 32}},

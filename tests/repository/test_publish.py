@@ -26,9 +26,10 @@ from generator.repository.publish import (
     published_config,
 )
 from generator.repository.remote_copy import download_repository
-from generator.repository.storage import parse_url, verify_url
+from generator.repository.storage_urls import parse_url
+from generator.repository.verify import verify_location
 from tests.bucket_states import sync, with_version_folder
-from tests.object_stores import ObjectStore
+from tests.object_stores import FolderStore, ObjectStore
 from tests.process_helpers import gen_repo_script
 
 
@@ -61,7 +62,7 @@ def test_publish_verify_and_republish_unchanged(store: ObjectStore, example_repo
     url = store.url("plain")
     first = publish(example_repository, url)
     assert {m.name: (m.status, m.version) for m in first.models} == {"mlp": ("published", 1), "text": ("published", 1)}
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     objects = store.snapshot("plain")
     assert store.key("plain", LOCK_FILE_NAME) in objects
     assert not any(p.endswith(LOCK_OBJECT) for p in objects)  # released
@@ -74,7 +75,7 @@ def test_publish_verify_and_republish_unchanged(store: ObjectStore, example_repo
 
     # A damaged object in the bucket is found by verify, named as the object.
     store.fs().pipe_file(store.key("plain", "text/1/model.onnx"), b"not onnx")
-    problems = verify_url(url)
+    problems = verify_location(url).problems
     assert [p.file for p in problems] == [f"{url}/text/1/model.onnx"]
 
 
@@ -94,7 +95,9 @@ def test_publish_trusts_the_objects_not_the_remote_lock(store: ObjectStore, exam
         publish(example_repository, url)
     problems = {p.file: p.message for p in caught.value.problems}
     assert problems[f"{url}/text/1/model.onnx"].startswith("modified: sha256"), problems
-    assert problems[f"{url}/mlp/1/__pycache__/model.cpython-311.pyc"].startswith("unexpected"), problems
+    verified = {p.file: p.message for p in verify_location(url).problems}
+    assert problems[f"{url}/mlp/1/__pycache__/model.cpython-311.pyc"].startswith("refused: not cpython"), problems
+    assert {f: m for f, m in problems.items() if f != url} == verified  # publish says what verify says
     assert "gen-repo verify" in problems[url] and "--force" in problems[url]
     assert store.snapshot("tampered") == before  # nothing changed
 
@@ -104,7 +107,7 @@ def test_publish_trusts_the_objects_not_the_remote_lock(store: ObjectStore, exam
     assert outcome == {"mlp": (2, (), ()), "text": (2, (1,), (1,))}
     assert fs.exists(store.key("tampered", "mlp/1/model.onnx"))  # the intact fallback stays
     assert not fs.exists(store.key("tampered", "text/1/model.onnx"))
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
 
 @pytest.mark.slow
@@ -218,7 +221,7 @@ def test_triton_serves_from_the_store_and_rolls_to_version_2(
     while versions("mlp").get("2") != "READY" and time.monotonic() < deadline:
         time.sleep(0.5)
     assert versions("mlp").get("2") == "READY", versions("mlp")
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     done = subprocess.run([gen_repo_script(), "smoke", "--url", server.grpc_url, "--repo", url, "--burst", "8"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -246,7 +249,7 @@ def test_cli_publish_and_retention(store: ObjectStore, warmup_example_repository
     local = (warmup_example_repository / "mlp" / "warmup" / "1" / "input_x").read_bytes()
     assert fs.cat_file(store.key("cli", "mlp/warmup/3/input_x")) == local
     assert 'input_data_file: "3/input_x"' in fs.cat_file(store.key("cli", "mlp/config.pbtxt")).decode()
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     # Text output: the URL in the form it was given, for the user and for tritonserver.
     done = subprocess.run([gen_repo_script(), "publish", str(warmup_example_repository), url], capture_output=True,
                           text=True, timeout=120)
@@ -292,7 +295,7 @@ def test_publish_accepts_the_locks_verify_accepts(store: ObjectStore, example_re
     assert done.returncode == 0, done.stdout + done.stderr
     report = publish(repo, store.url("versionless"))
     assert {m.name: (m.status, m.version) for m in report.models} == {"mlp": ("published", 1), "text": ("published", 1)}
-    assert verify_url(store.url("versionless")) == []
+    assert verify_location(store.url("versionless")).problems == []
 
 
 @pytest.mark.parametrize(("edit", "pointer", "verify_code"), [
@@ -387,7 +390,7 @@ def test_publish_refuses_a_breaking_version_unless_allowed(s3_server: ObjectStor
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text["allowed_at"])
     assert [(c["kind"], c["classification"]) for c in text["changes"]].count(("input_removed", "breaking")) == 1
     assert "allowed_by" not in mlp and {c["classification"] for c in mlp["changes"]} == {"compatible"}
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
     # Version 2 is served now: going back to the example models breaks its clients in turn (library call).
     with pytest.raises(ReleaseRefused) as caught:
@@ -411,6 +414,30 @@ def test_publish_of_compatible_changes_needs_no_flag(s3_server: ObjectStore, exa
     assert release is not None and "allowed_by" not in release
     assert [(c["kind"], c["classification"]) for c in release["changes"]] == [
         ("max_batch_size_raised", "compatible"), ("output_added", "compatible")]
+
+
+@pytest.mark.slow
+def test_a_served_setting_change_is_recorded_and_printed_as_diff_reports_it(
+        publish_store: ObjectStore | FolderStore, example_repository: Path, tuned_example_repository) -> None:  # type: ignore[no-untyped-def]
+    """text rebuilt with only its instance count and queue delay changed: publish records in the lock and prints the
+    changes `gen-repo diff` reports, between the two repositories and between the store and the rebuild. Before, it
+    recorded none and printed "0 breaking, 0 compatible change(s) against version 1"."""
+    store = publish_store
+    prefix = f"tuned-{store.kind}"
+    url = store.url(prefix)
+    publish(example_repository, url)
+    diffed = diff_locations(url, str(tuned_example_repository.repo))
+    assert diffed.changes == diff_locations(str(example_repository), str(tuned_example_repository.repo)).changes
+    assert [(c.model, c.kind, c.breaking) for c in diffed.changes] == [
+        ("text", "instance_group", False), ("text", "queue_delay", False)]
+    done = subprocess.run([gen_repo_script(), "publish", str(tuned_example_repository.repo), url], capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[:2] == ["mlp: unchanged (version 1)",
+                                            "text: published (version 2); 0 breaking, 2 compatible change(s) against "
+                                            "version 1"], done.stdout
+    lock = json.loads(store.snapshot(prefix)[store.key(prefix, LOCK_FILE_NAME)])
+    assert lock["models"]["text"]["release"] == {"from_version": 1, "changes": [c.to_dict() for c in diffed.changes]}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -441,7 +468,7 @@ def test_a_version_folder_named_with_a_final_newline_is_refused_everywhere(store
     assert "Traceback" not in published.stderr
     assert f"error: {repo / LOCK_FILE_NAME}: /artifacts/text~11" in published.stderr, published.stderr
     assert store.snapshot("newline") == before
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
 
 class _SwapOnFirstListing:
@@ -497,7 +524,7 @@ def test_a_file_swapped_after_verify_is_refused_and_the_lock_is_derived_from_the
         model, _, rest = key.partition("/")
         if rest.startswith("1/") and not rest.endswith("contract.json"):
             assert remote[f"{model}/2/{rest[2:]}"] == meta, key
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
 
 
 @pytest.mark.slow
@@ -619,4 +646,4 @@ def test_the_publishers_lock_is_not_held_while_comparing_and_uploading(store: Ob
     config = fs.cat_file(store.key("overlap", "mlp/config.pbtxt")).decode()
     assert "versions: 3" in config
     assert not [k for k in fs.find(store.key("overlap")) if ".gen-repo-publish" in k]  # no lock, no reservation
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []

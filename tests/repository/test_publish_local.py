@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from generator.errors import GenRepoError
+from generator.repository.bucket_reads import STAGING_PREFIX
 from generator.repository.contract_sources import diff_locations
 from generator.repository.local_store import LocalStore
 from generator.repository.publish import (
@@ -29,7 +30,7 @@ from generator.repository.publish import (
     ReleaseRefused,
     publish,
 )
-from generator.repository.storage import STAGING_PREFIX, parse_destination
+from generator.repository.storage_urls import parse_destination
 from generator.repository.verify import verify_repository
 from tests.process_helpers import gen_repo_script
 

@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.remote_copy import download_repository
-from generator.repository.storage import StorageError, parse_url, verify_published
+from generator.repository.storage_errors import StorageError
+from generator.repository.storage_urls import parse_url
+from generator.repository.verify import verify_published
 from tests.object_stores import PLANTS, CountingFilesystem, ObjectStore, plant_objects
 
 

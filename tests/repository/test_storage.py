@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from generator.errors import GenRepoError
 from generator.repository.publish import publish
-from generator.repository.storage import parse_url, server_storage_findings, verify_url
+from generator.repository.storage_urls import parse_url
+from generator.repository.verify import verify_location
+from generator.serving.server_storage import server_storage_findings
 from tests.loopback_namespace import LoopbackNamespace
 from tests.object_stores import (
     AWS_ENV,
@@ -118,7 +120,7 @@ def test_bucket_layouts_that_are_not_a_repository_exit_2(store: ObjectStore, exa
     publish(example_repository, url)
     fs = store.fs()
     fs.pipe_file(store.key("layout", "mlp/"), b"")  # a console's folder marker: harmless
-    assert verify_url(url) == []
+    assert verify_location(url).problems == []
     fs.pipe_file(store.key("layout", "mlp/1"), b"an object where a folder is")
     for args in (["verify", url], ["smoke", "--url", "127.0.0.1:1", "--repo", url]):
         done = _gen_repo(*args)
@@ -264,7 +266,7 @@ def test_verify_refuses_unlisted_and_oversized_objects_from_the_listing_unread(
     less than one planted object in memory (tracemalloc's peak); the changed object at its size is hashed."""
     import tracemalloc
 
-    from generator.repository.storage import verify_published
+    from generator.repository.verify import verify_published
 
     monkeypatch.setenv("GEN_REPO_MAX_BYTECODE_BYTES", "1MiB")
     prefix = f"memory-{os.getpid()}-{time.monotonic_ns()}"
