@@ -110,7 +110,8 @@ def test_check_request_reads_only_arrays_that_fit_the_contract(deflate_bomb: Pat
 def test_check_request_still_reads_and_judges_what_fits(tmp_path: Path) -> None:
     np.savez(tmp_path / "ok.npz", input_x=np.zeros((4, 16), np.float32))
     code, output, _ = run_cli([*CHECK, str(tmp_path / "ok.npz")])
-    assert (code, output.strip()) == (0, "valid: mlp_python [request]")
+    assert (code, output.strip().splitlines()) == (
+        0, ["model mlp_python: version 1 (highest version folder)", "valid: mlp_python [request]"])
 
 
 # ------------------------------------------------------------------------------------------------ npz headers
