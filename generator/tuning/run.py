@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.errors import GenRepoError, Problem
-from generator.tuning.measure import Candidate, Measurer, Windows
+from generator.serving.loadgen import Windows
+from generator.tuning.measure import Candidate, Measurer
 from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
 from generator.tuning.search import exhaustive, hill_climb
 from generator.tuning.space import ModelFacts, Setting, default_concurrency, facts_from_repository
@@ -104,8 +105,8 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                     progress(_line(name, candidate))
                     return candidate
 
-                search = exhaustive if run.strategy == "grid" else hill_climb
-                tune.search = search(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
+                tune.search = exhaustive(facts, measure, budget_s=run.budget_s) if run.strategy == "grid" else \
+                    hill_climb(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
             if not tune.measured:
                 report.notes.append(f"{facts.name}: no candidate could be measured")
     return report

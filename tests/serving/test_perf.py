@@ -1,5 +1,5 @@
 """Load-test configuration bounded by the profiles (generator/serving/perf_config.py, perf_models.py), and
-`gen-repo perf` on a real server (generator/serving/perf.py, load.py, perf_analyzer.py)."""
+`gen-repo perf` on a real server (generator/serving/perf.py, perf_analyzer.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from generator.cli import main
 from generator.manifest.loading import load_manifest
 from generator.planning.plan import plan_repository
-from generator.serving.load import check_loopback
+from generator.serving.loadgen import check_loopback
 from generator.serving.perf_analyzer import find_perf_analyzer
 from generator.serving.perf_config import perf_config_files
 from generator.serving.perf_models import (
