@@ -24,6 +24,7 @@ import numpy as np
 from generator.confinement import confined_file
 from generator.dtypes import by_triton
 from generator.errors import GenRepoError, Problem
+from generator.planning.values import draw
 from generator.serving.perf_models import (
     PerfModel,
     PerfTensor,
@@ -52,19 +53,19 @@ _FLOAT_DECIMALS = 4
 
 
 def _values(tensor: PerfTensor, shape: tuple[int, ...], rng: np.random.Generator) -> dict[str, Any]:
+    """One input's data: :func:`generator.planning.values.draw` inside its domain (floats rounded, kept inside)."""
     count = int(math.prod(shape))
     if tensor.data_type == "TYPE_STRING":
         return {"content": [f"text-{i}" for i in range(count)], "shape": list(shape)}
     entry = by_triton(tensor.data_type)
-    if tensor.data_type == "TYPE_BOOL":
-        array: np.ndarray[Any, Any] = rng.integers(0, 2, size=count).astype(bool)
-    elif entry is not None and entry.floating:
-        array = np.round(rng.standard_normal(size=count), _FLOAT_DECIMALS)
-    else:
-        # Small non-negative integers: safe as token ids, indices and masks.
-        array = rng.integers(0, 8, size=count)
-    # base64 holds raw bytes: only for types numpy holds natively (not BF16, whose bytes numpy cannot write).
     native = entry.native_numpy if entry is not None else None
+    array: np.ndarray[Any, Any] = draw(rng, tensor.name, native or "float32", (count,), tensor.values)
+    if array.dtype.kind == "f":
+        array = np.round(array.astype(np.float64), _FLOAT_DECIMALS)
+        domain = tensor.values
+        if domain is not None and domain.values is None and domain.low is not None and domain.high is not None:
+            array = np.clip(array, domain.low, domain.high)  # rounding must not step out of the range
+    # base64 holds raw bytes: only for types numpy holds natively (not BF16, whose bytes numpy cannot write).
     if count > _B64_ELEMENTS and native is not None:
         raw = array.astype(native).tobytes()
         return {"b64": base64.b64encode(raw).decode("ascii"), "shape": list(shape)}
@@ -75,7 +76,7 @@ def input_data_document(model: PerfModel, variant: Variant, seed: int = 0) -> di
     """perf_analyzer's ``--input-data`` JSON for one variant: one entry, each input's data at the variant's shape.
 
     Shapes leave the batch axis out (perf_analyzer adds it from ``-b``). Data is seeded: identical for identical
-    input. Integers are 0..7 and floats standard normal rounded to 4 decimals.
+    input, and inside each input's value domain (:mod:`generator.planning.values`); floats rounded to 4 decimals.
     """
     rng = np.random.default_rng(seed)
     entry = {t.name: _values(t, variant.item_shapes[t.name], rng) for t in model.inputs}
