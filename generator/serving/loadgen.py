@@ -224,15 +224,6 @@ class LoadGenerator:
             self._pipes.append(parent)
             self._processes.append(process)
 
-    @property
-    def workers(self) -> int:
-        """Worker processes started."""
-        return len(self._processes)
-
-    def alive(self) -> int:
-        """Worker processes still running (0 after :meth:`close`)."""
-        return sum(1 for process in self._processes if process.is_alive())
-
     def _ask(self, command: str, arguments: Sequence[Any] | None = None) -> list[Any]:
         for k, pipe in enumerate(self._pipes):
             pipe.send((command, None if arguments is None else arguments[k]))

@@ -19,7 +19,7 @@ from generator.tuning.results import ModelTune, TuneReport, describe_hardware, l
 from generator.tuning.search import exhaustive, hill_climb
 from generator.tuning.space import ModelFacts, Setting, default_concurrency, facts_from_repository
 
-__all__ = ["DEFAULT_BUDGET_S", "TuneRun", "choose_engine", "tune_repository"]
+__all__ = ["DEFAULT_BUDGET_S", "TuneRun", "tune_repository"]
 
 #: Seconds of search per model by default: about 15-25 candidates of ~4 s each on a small CPU model.
 DEFAULT_BUDGET_S = 120.0
@@ -47,7 +47,7 @@ class TuneRun:
     strategy: str = "climb"
 
 
-def choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
+def _choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
     """(engine, perf_analyzer binary or None, why): perf_analyzer where one runs here (or is asked for), else loop."""
     from generator.serving.perf_analyzer import find_perf_analyzer
 
@@ -80,7 +80,7 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
     from generator.serving.server import launch
 
     entries = facts_from_repository(run.repo, run.models)
-    engine, binary, why = choose_engine(run)
+    engine, binary, why = _choose_engine(run)
     progress(f"engine: {engine} ({why})")
     report = TuneReport(str(run.repo), engine, describe_hardware(), load_average(), run.windows.tolerance)
     if engine == "loop":

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
 import time
 
 import numpy as np
@@ -32,12 +33,15 @@ def test_workers_start_answer_and_end(triton_server_factory, tmp_path):
     server = triton_server_factory(tmp_path / "empty")
     with LoadGenerator(server.grpc_url, "missing", {"x": np.zeros((1, 2), np.float32)}, {"x": "FP32"},
                        concurrency=MAX_PROCESSES + 1) as load:
-        assert load.workers == MAX_PROCESSES == load.alive()
+        assert len(multiprocessing.active_children()) == MAX_PROCESSES
         load.start()
         time.sleep(0.5)
         done = load.pause()
         assert done.errors >= 1 and not done.ends and "missing" in (done.first_error or "")
-    assert load.alive() == 0
+        load.start(budget=5)  # shared out over the workers: exactly 5 requests in all, then every client waits
+        time.sleep(0.5)
+        assert load.pause().errors == 5
+    assert not multiprocessing.active_children()
 
 
 def _batches(clients: int, period: float, start: float, stop: float) -> Completions:
