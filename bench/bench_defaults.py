@@ -13,8 +13,8 @@ one local tritonserver, differing only in their served settings:
 Requests carry ``--batch`` items at the opt shape (1: the dynamic batcher forms the batches, so preferred sizes matter;
 Triton serves "none" as ``[max_batch_size]``). Windows alternate between the four in one run (A B C D A B ...) so that
 machine noise hits all alike; each cell is the median of ``--windows`` windows with its spread (min..max). The load
-comes from ``generator.serving.load.run_load`` (the loop of ``gen-repo perf``). Prints a table and the machine's load,
-then the ratio lines last.
+comes from ``generator.serving.loadgen`` (the load generator of ``gen-repo perf`` and ``tune``). Prints a table and
+the machine's load, then the ratio lines last.
 """
 
 from __future__ import annotations
@@ -34,10 +34,17 @@ sys.path.insert(0, str(REPO))
 
 from generator.client import ModelContract  # noqa: E402
 from generator.planning.config import parse_config, render_config  # noqa: E402
-from generator.serving.load import run_load  # noqa: E402
+from generator.serving.loadgen import Measurement, Windows, measure_model  # noqa: E402
 
 #: Variant -> (instance count, preferred sizes: "opt_max" or "none"); "new" keeps the generated config as is.
 VARIANTS = {"new": None, "old": (1, "opt_max"), "c1_none": (1, "none"), "c2_pref": (2, "opt_max")}
+
+
+def run_load(url: str, model: str, inputs: dict, *, concurrency: int, duration_s: float, datatypes: dict,
+             batch_size: int = 1) -> Measurement:
+    """One window of ``duration_s`` from the one load generator (no warmup: callers warm every variant first)."""
+    return measure_model(url, model, inputs, datatypes, concurrency=concurrency, batch=batch_size,
+                         windows=Windows(window_s=duration_s, warmup_s=0.0, agree=1, max_windows=1))
 
 
 def zoo_repository(model: str, target: Path) -> Path:

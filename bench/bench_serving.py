@@ -6,8 +6,8 @@ One local tritonserver serves each example model twice: ``<model>`` with the gen
 ``<model>_nobatch``, a copy whose config has ``dynamic_batching`` removed (same max_batch_size, same instances).
 Requests carry one item at the opt shape (the dynamic batcher is what forms batches). Windows alternate between the two
 configs in one run (A B A B ...) so that machine noise hits both alike; each cell is the median of ``--windows``
-windows with its spread (min..max). The load comes from ``generator.serving.load.run_load`` (the loop of ``gen-repo
-perf``; perf_analyzer does not run here). Prints a table, then the ratio lines last.
+windows with its spread (min..max). The load comes from ``generator.serving.loadgen.measure_model`` (the load generator
+of ``gen-repo perf`` and ``tune``; perf_analyzer does not run here). Prints a table, then the ratio lines last.
 """
 
 from __future__ import annotations
@@ -24,7 +24,14 @@ sys.path.insert(0, str(REPO))
 
 from generator.client import ModelContract  # noqa: E402
 from generator.planning.config import parse_config, render_config  # noqa: E402
-from generator.serving.load import run_load  # noqa: E402
+from generator.serving.loadgen import Measurement, Windows, measure_model  # noqa: E402
+
+
+def run_load(url: str, model: str, inputs: dict, *, concurrency: int, duration_s: float, datatypes: dict,
+             batch_size: int = 1) -> Measurement:
+    """One window of ``duration_s`` from the one load generator (no warmup: callers warm every variant first)."""
+    return measure_model(url, model, inputs, datatypes, concurrency=concurrency, batch=batch_size,
+                         windows=Windows(window_s=duration_s, warmup_s=0.0, agree=1, max_windows=1))
 
 
 def example_repository(target: Path) -> Path:

@@ -59,7 +59,7 @@ def _build(models: list[str], folder: Path) -> Path:
 
 
 def _one(repo: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
-    from generator.tuning.measure import Windows
+    from generator.serving.loadgen import Windows
     from generator.tuning.run import TuneRun, tune_repository
 
     windows = Windows(window_s=args.window, agree=args.agree, max_windows=args.max_windows)

@@ -112,8 +112,7 @@ _DIRECT_WRITES = {
     ("generator/serving/server.py", "write_text"): 1,  # .complete in a mkdtemp staging folder
     ("generator/serving/server.py", "open"): 1,  # appends to the log file mkstemp created
     ("generator/reports/markdown.py", "os.open"): 1,  # --summary-md: appended with O_NOFOLLOW (a shared log)
-    ("generator/serving/perf.py", "write_text"): 1,  # perf_analyzer's input data in a TemporaryDirectory
-    ("generator/tuning/measure.py", "write_text"): 1,  # tune's perf_analyzer input data in a TemporaryDirectory
+    ("generator/serving/perf_analyzer.py", "write_text"): 1,  # perf_analyzer's input data in a TemporaryDirectory
     ("generator/contracts/request_schema.py", "write_text"): 1,  # contract + request schema in the build's work folder
     # fs.open(..., "wb"): an object in the bucket (fsspec), not a file
     ("generator/repository/publish_files.py", "open"): 1,

@@ -18,7 +18,8 @@ def _row(result: dict[str, Any]) -> str:
 
     return (
         f"{result['model']:<20} {result['shape']:<5} {result['batch_size']:>5} {result['concurrency']:>5} "
-        f"{result['requests']:>8} {result['errors']:>6} {result['throughput']:>10.1f} {ms(result['p50_ms']):>9} "
+        f"{result['requests']:>8} {result['errors']:>6} {result['throughput']:>10.1f} "
+        f"{result['throughput_noise']:>6.1%} {ms(result['p50_ms']):>9} "
         f"{ms(result['p99_ms']):>9}  {result['engine']}"
     )
 
@@ -38,7 +39,7 @@ def _row(result: dict[str, Any]) -> str:
 @click.option("--max-requests", type=int, default=100_000, show_default=True,
               help="Upper bound of requests per measurement (the loop stops at this count or --duration).")
 @click.option("--engine", type=click.Choice(["auto", "perf_analyzer", "loop"]), default="auto", show_default=True,
-              help="perf_analyzer where its binary runs (auto), or the built-in tritonclient loop.")
+              help="perf_analyzer where its binary runs (auto), or the built-in load generator (tune's).")
 @click.option("--perf-analyzer", "perf_analyzer_path", default=None, help="Path of a perf_analyzer binary.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds any one network call may take.")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=str), default=None,
@@ -61,9 +62,9 @@ def command(
 ) -> None:
     """Measure throughput (inferences/s) and p50/p99 latency per model and concurrency.
 
-    Uses perf_analyzer with gen-repo's generated arguments where a working binary exists, otherwise a bounded
-    concurrent loop of tritonclient requests (bounded by --duration and --max-requests). Exit 1 when a model
-    answered no request, 3 when the server does not answer within --timeout.
+    Uses perf_analyzer with gen-repo's generated arguments where a working binary exists, otherwise the load
+    generator `tune` measures with (--duration in windows of about 1 s; their spread is the noise reported). Exit 1
+    when a model answered no request, 3 when the server does not answer within --timeout.
     """
     from generator.serving.perf import PerfRun, run_perf
 
@@ -81,7 +82,7 @@ def command(
     report = run_perf(run, on_engine=None if quiet else lambda line: echo(f"engine: {line}", err=True))
     if not quiet:
         echo(f"{'model':<20} {'shape':<5} {'batch':>5} {'conc':>5} {'requests':>8} {'errors':>6} "
-             f"{'infer/s':>10} {'p50 ms':>9} {'p99 ms':>9}  engine")
+             f"{'infer/s':>10} {'noise':>6} {'p50 ms':>9} {'p99 ms':>9}  engine")
         for result in report.results:
             echo(_row(result))
             if result.get("first_error"):

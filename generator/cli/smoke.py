@@ -99,7 +99,8 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
 @click.option("--concurrency", type=int, default=16, show_default=True, help="Requests in flight during the burst.")
 @click.option("--rtol", type=float, help="Relative tolerance for every output (default: by data type).")
 @click.option("--atol", type=float, help="Absolute tolerance for every output (default: by data type).")
-@click.option("--perf", is_flag=True, help="Report throughput and p50/p99 latency of the burst.")
+@click.option("--perf", is_flag=True, help="Report throughput and p50/p99 latency at the burst's "
+              "concurrency (the load generator of perf).")
 @click.option("--json", "json_file", type=click.Path(path_type=Path), metavar="FILE",
               help="Write the report as JSON to FILE.")
 @click.option("--junit-xml", "junit_file", type=click.Path(path_type=Path), metavar="FILE",

@@ -116,8 +116,8 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
     batch beyond the engine's profile. With a manifest, the best settings are written into it as `tuned:` blocks
     (atomically; the next build reproduces them). Exit 1 when no candidate of a model could be measured.
     """
+    from generator.serving.loadgen import Windows
     from generator.tuning.manifest_block import tuned_block, write_tuned
-    from generator.tuning.measure import Windows
     from generator.tuning.run import TuneRun, models_to_write, tune_repository
 
     if budget < 0 or window <= 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (

@@ -9,7 +9,7 @@
 - :mod:`~generator.serving.perf`: ``gen-repo perf``, with :mod:`~generator.serving.perf_models` (each model's
   profile and the search space inside it), :mod:`~generator.serving.perf_config` (``gen-repo perf-config``'s
   perf_analyzer and Model Analyzer files), :mod:`~generator.serving.perf_analyzer` (a real binary found and run)
-  and :mod:`~generator.serving.load` (the built-in load loop).
+  and :mod:`~generator.serving.loadgen` (the one load generator: ``perf``, ``tune`` and ``smoke --perf``).
 
 The package's ``__init__`` imports nothing: importing one module never imports its siblings.
 """

@@ -1,7 +1,8 @@
 """The smoke ``burst``: many requests from many threads at once, and the model statistics read around them.
 
 Every thread opens its own connection, then all send together (dynamic batching only shows when requests queue);
-the statistics are read once they are quiet before the burst and once they count every request after it.
+the statistics are read once they are quiet before the burst and once they count every request after it. The burst
+checks every answer; ``--perf``'s figures come from the one load generator (:func:`perf_figures`).
 """
 
 from __future__ import annotations
@@ -13,25 +14,29 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from generator.client import ModelContract
+from generator.errors import GenRepoError
+from generator.serving.loadgen import Windows, check_loopback, measure_model
 from generator.serving.requests import exception_text, infer, output_problems
 from generator.serving.smoke_results import SmokeOptions
 from generator.triton.connection import Connection, is_transport_error
 
-__all__ = ["BurstOutcome", "Counts", "burst", "burst_figures", "quiet_statistics", "settled_statistics"]
+__all__ = ["BurstOutcome", "Counts", "burst", "perf_figures", "quiet_statistics", "settled_statistics"]
+
+#: ``smoke --perf``'s measurement: short windows (smoke checks, it does not benchmark), every one kept.
+_PERF_WINDOWS = Windows(window_s=0.5, warmup_s=0.25, agree=3, max_windows=3)
 
 
 @dataclass(slots=True)
 class BurstOutcome:
-    """What a burst saw: requests that succeeded, failures quoted, latencies, its wall time, a transport error."""
+    """What a burst saw: requests that succeeded, failures quoted, a transport error."""
 
     succeeded: int = 0
     failures: list[str] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    wall_s: float = 0.0
     transport_error: BaseException | None = None
 
 
@@ -118,7 +123,6 @@ def burst(
                     index = next(counter)
                 if index >= options.burst:
                     return
-                started = time.monotonic()
                 try:
                     result = infer(connection, model, inputs, outputs, datatypes)
                 except Exception as exc:
@@ -128,14 +132,12 @@ def burst(
                             outcome.transport_error = outcome.transport_error or exc
                             abort.set()
                     continue
-                elapsed = time.monotonic() - started
                 problems = output_problems(contract, inputs, result)
                 with lock:
                     if problems:
                         outcome.failures.append(f"request {index}: {'; '.join(problems)}")
                     else:
                         outcome.succeeded += 1
-                        outcome.latencies.append(elapsed)
 
     workers = [threading.Thread(target=worker, daemon=True, name=f"smoke-burst-{i}") for i in range(thread_count)]
     started = time.monotonic()
@@ -148,20 +150,29 @@ def burst(
             thread.join(max(0.0, deadline - time.monotonic()))
     finally:
         abort.set()
-    outcome.wall_s = time.monotonic() - started
     if any(thread.is_alive() for thread in workers):
         with lock:
             outcome.failures.append("requests still running after the burst's deadline")
     return outcome
 
 
-def burst_figures(outcome: BurstOutcome) -> dict[str, float]:
-    """Throughput and latency (p50, p99, mean) of a burst's successful requests: ``smoke --perf``'s figures."""
-    latencies_ms = np.array(outcome.latencies) * 1000.0
-    return {
-        "throughput_infer_per_s": round(outcome.succeeded / outcome.wall_s, 3) if outcome.wall_s > 0 else 0.0,
-        "latency_p50_ms": round(float(np.percentile(latencies_ms, 50)), 3),
-        "latency_p99_ms": round(float(np.percentile(latencies_ms, 99)), 3),
-        "latency_mean_ms": round(float(latencies_ms.mean()), 3),
-        "wall_s": round(outcome.wall_s, 4),
-    }
+def perf_figures(url: str, protocol: str, model: str, contract: ModelContract, inputs: dict[str, np.ndarray],
+                 options: SmokeOptions) -> dict[str, Any]:
+    """``smoke --perf``'s figures: the one load generator at the burst's concurrency, with the burst's request.
+
+    ``{"skipped": why}`` for a server not on loopback (the generator never loads a remote host).
+    """
+    try:
+        check_loopback(url)
+    except GenRepoError as error:
+        return {"skipped": error.problems[0].message}
+    done = measure_model(url, model, inputs, {t.name: t.datatype for t in contract.inputs},
+                         concurrency=min(options.concurrency, options.burst), windows=_PERF_WINDOWS,
+                         protocol=protocol, timeout_s=options.timeout_s)
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    return {"throughput_infer_per_s": round(done.throughput, 3), "throughput_noise": round(done.noise, 4),
+            "latency_p50_ms": rounded(done.p50_ms), "latency_p99_ms": rounded(done.p99_ms),
+            "latency_mean_ms": rounded(done.mean_ms), "wall_s": round(done.seconds, 4)}

@@ -1,31 +1,31 @@
 """``gen-repo perf``: every model at every concurrency, on a running or launched server, every call with a deadline.
 
-The engine is a real perf_analyzer where one runs here (:mod:`generator.serving.perf_analyzer`, with the arguments
-of :mod:`generator.serving.perf_config`), else the built-in load loop (:mod:`generator.serving.load`); the models
-and their shapes come from the repository's contracts or from the server (:mod:`generator.serving.perf_models`).
+The engine is a real perf_analyzer where one runs here (:mod:`generator.serving.perf_analyzer`), else the one load
+generator (:mod:`generator.serving.loadgen`: ``--duration`` split into about 1 s windows, their spread the noise);
+the models and their shapes come from the repository's contracts or from the server.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import GenRepoError, Problem
-from generator.serving.load import LoadResult, check_loopback, run_load
+from generator.serving.loadgen import Measurement, Windows, check_loopback, measure_model
 from generator.serving.perf_analyzer import find_perf_analyzer, run_perf_analyzer
-from generator.serving.perf_config import perf_analyzer_args, perf_config_files
-from generator.serving.perf_models import models_from_repository, variants
+from generator.serving.perf_models import models_from_repository
 from generator.triton.connection import Connection, check_reachable, is_transport_error, unreachable_error
 
 if TYPE_CHECKING:
     from generator.client import ModelContract
 
 __all__ = ["PerfReport", "PerfRun", "run_perf"]
+
+#: perf_analyzer's own stability bound (its ``--stability-percentage`` default, 10%): the noise its figures carry.
+_PA_STABILITY = 0.10
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ class PerfRun:
 
 @dataclass(slots=True)
 class PerfReport:
-    """The measurements of one ``gen-repo perf`` run (:meth:`LoadResult.to_dict` rows) and which engine made them."""
+    """The measurements of one ``gen-repo perf`` run (:func:`_row` rows) and which engine made them."""
 
     engine: str
     engine_note: str
@@ -138,38 +138,48 @@ def _perf_contracts(url: str, run: PerfRun) -> list[ModelContract]:
     return [ModelContract.from_server(url, name, protocol=run.protocol, timeout=run.timeout_s) for name in names]
 
 
+def _row(model: str, concurrency: int, batch_size: int, shape: str, engine: str, done: Measurement) -> dict[str, Any]:
+    """One ``gen-repo perf --json`` row (``requests`` -1: perf_analyzer reports rates, not a count)."""
+
+    def rounded(value: float | None, digits: int) -> float | None:
+        return None if value is None else round(value, digits)
+
+    return {
+        "model": model, "concurrency": concurrency, "batch_size": batch_size, "shape": shape, "engine": engine,
+        "requests": done.requests, "errors": done.errors, "seconds": round(done.seconds, 3),
+        "throughput": round(done.throughput, 2), "throughput_noise": round(done.noise, 4),
+        "requests_per_s": round(done.throughput / max(batch_size, 1), 2), "p50_ms": rounded(done.p50_ms, 3),
+        "p99_ms": rounded(done.p99_ms, 3), "mean_ms": rounded(done.mean_ms, 3), "first_error": done.first_error,
+    }
+
+
+def _windows(duration_s: float) -> Windows:
+    """``--duration`` as windows of about 1 s, every one kept (their spread is the noise reported)."""
+    count = max(1, round(duration_s))
+    return Windows(window_s=duration_s / count, agree=count, max_windows=count)
+
+
 def _loop_rows(contract: ModelContract, url: str, run: PerfRun) -> list[dict[str, Any]]:
-    """The built-in load loop at each concurrency: one :meth:`LoadResult.to_dict` row each."""
+    """The load generator at each concurrency: one :func:`_row` each."""
     inputs = contract.example_inputs(run.shape)
     batch = int(next(iter(inputs.values())).shape[0]) if contract.batching and inputs else 1
     datatypes = {t.name: t.datatype for t in contract.inputs}
     return [
-        run_load(url, contract.name, inputs, concurrency=level, duration_s=run.duration_s,
-                 max_requests=run.max_requests, protocol=run.protocol, batch_size=batch, shape=run.shape,
-                 request_timeout_s=run.timeout_s, datatypes=datatypes).to_dict()
+        _row(contract.name, level, batch, run.shape, f"loop-{run.protocol}",
+                 measure_model(url, contract.name, inputs, datatypes, concurrency=level,
+                               windows=_windows(run.duration_s), batch=batch, protocol=run.protocol,
+                               timeout_s=run.timeout_s, max_requests=run.max_requests))
         for level in run.concurrency
     ]
 
 
 def _perf_analyzer_rows(binary: str, repo: str, model: str, url: str, run: PerfRun) -> list[dict[str, Any]]:
-    """perf_analyzer at each concurrency with gen-repo's arguments: one :meth:`LoadResult.to_dict` row per level."""
-    (perf_model,) = models_from_repository(repo, [model])
-    variant = {v.name: v for v in variants(perf_model)}[run.shape]
+    """perf_analyzer at each concurrency with gen-repo's arguments: one :func:`_row` per level."""
     out = []
-    with tempfile.TemporaryDirectory(prefix="gen-repo-perf-") as tmp:
-        files = perf_config_files([perf_model], repo, url=url, protocol=run.protocol)
-        data_file = Path(tmp) / f"{model}.{run.shape}.json"
-        data_file.write_text(files[f"{model}/input_data.{run.shape}.json"], encoding="utf-8")
-        for level in run.concurrency:
-            args = perf_analyzer_args(perf_model, variant, str(data_file), url=url, protocol=run.protocol,
-                                      concurrency=(level, level, 1))
-            for row in run_perf_analyzer(binary, args, duration_s=run.duration_s):
-                # perf_analyzer reports rates, not a request count (-1) or a mean.
-                result = LoadResult(
-                    model, int(row["concurrency"]), variant.batch_size, run.shape, "perf_analyzer", requests=-1,
-                    seconds=run.duration_s, throughput=row["throughput"],
-                    requests_per_s=row["throughput"] / max(variant.batch_size, 1),
-                    p50_ms=row["p50_ms"], p99_ms=row["p99_ms"],
-                )
-                out.append(result.to_dict())
+    for level in run.concurrency:
+        batch, rows = run_perf_analyzer(binary, repo, model, url, protocol=run.protocol, shape=run.shape,
+                                        concurrency=level, duration_s=run.duration_s)
+        out += [_row(model, row.concurrency, batch, run.shape, "perf_analyzer",
+                         Measurement(row.throughput, _PA_STABILITY, row.p50_ms, row.p99_ms, requests=-1,
+                                     seconds=run.duration_s)) for row in rows]
     return out

@@ -1,7 +1,7 @@
-"""perf_analyzer: whether a real binary runs here, and one run of it with gen-repo's arguments.
+"""perf_analyzer: whether a real binary runs here, and the one runner of it with gen-repo's arguments.
 
 PyPI's ``perf-analyzer`` 0.1.0 is a placeholder without a binary; :func:`find_perf_analyzer` says why one cannot be
-used, and :func:`run_perf_analyzer` reads the rows of its CSV report.
+used, and :func:`run_perf_analyzer` measures a model (``perf`` and ``tune`` both call it) and reads its CSV report.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from generator.bounded import read_text
 from generator.errors import GenRepoError, Problem
 
-__all__ = ["PerfAnalyzerStatus", "find_perf_analyzer", "run_perf_analyzer"]
+__all__ = ["PerfAnalyzerStatus", "PerfAnalyzerRow", "find_perf_analyzer", "run_perf_analyzer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,29 +69,44 @@ def find_perf_analyzer(explicit: str | None = None) -> PerfAnalyzerStatus:
     return PerfAnalyzerStatus(path, True, f"perf_analyzer at {path}")
 
 
-def run_perf_analyzer(
-    binary: str, args: Sequence[str], *, duration_s: float, timeout_s: float | None = None
-) -> list[dict[str, float]]:
-    """Run perf_analyzer with ``args`` and a measurement window of ``duration_s``; one row per concurrency.
+@dataclass(frozen=True, slots=True)
+class PerfAnalyzerRow:
+    """One concurrency of a perf_analyzer report: inferences/s and p50/p99 latency (ms)."""
 
-    Rows carry ``concurrency``, ``throughput`` (inferences/s), ``p50_ms``, ``p99_ms`` from its ``-f`` CSV.
+    concurrency: int
+    throughput: float
+    p50_ms: float
+    p99_ms: float
+
+
+def run_perf_analyzer(
+    binary: str, repo: Path | str, model: str, url: str, *, protocol: str, shape: str, concurrency: int,
+    duration_s: float, extra: Sequence[str] = (),
+) -> tuple[int, list[PerfAnalyzerRow]]:
+    """(batch size, rows): perf_analyzer on ``model`` with gen-repo's arguments and input data for ``shape``.
+
+    ``extra`` arguments follow gen-repo's (tune's stability rule); the window is ``duration_s``.
     """
+    from generator.serving.perf_config import perf_analyzer_args, perf_config_files
+    from generator.serving.perf_models import models_from_repository, variants
+
+    (perf_model,) = models_from_repository(repo, [model])
+    variant = {v.name: v for v in variants(perf_model)}[shape]
+    files = perf_config_files([perf_model], str(repo), url=url, protocol=protocol)
     with tempfile.TemporaryDirectory(prefix="gen-repo-perf-") as tmp:
+        data = Path(tmp) / "input_data.json"
+        data.write_text(files[f"{model}/input_data.{shape}.json"], encoding="utf-8")
         report = Path(tmp) / "report.csv"
-        command = [binary, *args, "--measurement-interval", str(int(duration_s * 1000)), "-f", str(report)]
-        done = subprocess.run(
-            command, capture_output=True, timeout=timeout_s or max(60.0, duration_s * 20), check=False
-        )
+        args = perf_analyzer_args(perf_model, variant, str(data), url=url, protocol=protocol,
+                                  concurrency=(concurrency, concurrency, 1))
+        command = [binary, *args, *extra, "--measurement-interval", str(int(duration_s * 1000)), "-f", str(report)]
+        done = subprocess.run(command, capture_output=True, timeout=max(60.0, duration_s * 20), check=False)
         if done.returncode != 0 or not report.is_file():
             tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip().splitlines()[-5:]
             raise GenRepoError([Problem(binary, "", f"perf_analyzer failed ({done.returncode}): {' | '.join(tail)}")])
         rows = list(csv.DictReader(io.StringIO(read_text(report))))
-    return [
-        {
-            "concurrency": float(row["Concurrency"]),
-            "throughput": float(row["Inferences/Second"]),
-            "p50_ms": float(row["p50 latency"]) / 1000.0,
-            "p99_ms": float(row["p99 latency"]) / 1000.0,
-        }
+    return variant.batch_size, [
+        PerfAnalyzerRow(int(float(row["Concurrency"])), float(row["Inferences/Second"]),
+                        float(row["p50 latency"]) / 1000.0, float(row["p99 latency"]) / 1000.0)
         for row in rows
     ]

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
 
     from generator.planning.plan import RepositoryPlan
+    from generator.planning.values import ValueDomain
 
 __all__ = [
     "MAX_CONCURRENCY",
@@ -44,7 +45,7 @@ MAX_CONCURRENCY = 64
 
 @dataclass(frozen=True, slots=True)
 class PerfTensor:
-    """One input: config dims and the full request shapes (batch axis first when the model batches)."""
+    """One input: config dims, the full request shapes (batch axis first when the model batches), its values."""
 
     name: str
     data_type: str
@@ -52,6 +53,7 @@ class PerfTensor:
     min_shape: tuple[int, ...]
     opt_shape: tuple[int, ...]
     max_shape: tuple[int, ...]
+    values: ValueDomain | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -100,6 +102,8 @@ def _model_from_contract(
     """A PerfModel from a ``gen-repo-contract/1`` document and (optionally) the model's ModelConfig."""
     if doc.get("format") != "gen-repo-contract/1":
         raise GenRepoError([Problem(source, "/format", f"expected 'gen-repo-contract/1', got {doc.get('format')!r}")])
+    from generator.planning.values import ValueDomain
+
     inputs = []
     for k, t in enumerate(doc.get("inputs", [])):
         try:
@@ -111,6 +115,7 @@ def _model_from_contract(
                     min_shape=tuple(int(d) for d in t["min_shape"]),
                     opt_shape=tuple(int(d) for d in t.get("opt_shape", t["max_shape"])),
                     max_shape=tuple(int(d) for d in t["max_shape"]),
+                    values=ValueDomain.from_json(t) if "value_range" in t or "values" in t else None,
                 )
             )
         except (KeyError, TypeError, ValueError) as error:

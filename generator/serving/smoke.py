@@ -23,7 +23,7 @@ Every check is a named :class:`CheckResult` with its duration; :func:`run_smoke`
 ``burst``
     ``burst`` requests with ``concurrency`` in flight all succeed; with dynamic batching on, the model statistics
     show fewer executions than inferences over the burst. With ``perf`` the details carry throughput and
-    p50/p99 latency.
+    p50/p99 latency, measured after it by the one load generator at the burst's concurrency.
 
 Nothing hangs: every call carries a timeout (gRPC ``client_timeout``, HTTP connection/network timeouts), and once
 the server stops answering (a transport error and a failed liveness probe) every remaining check is reported as an
@@ -53,7 +53,7 @@ from generator.contracts.served import FolderReader, read_served_model
 from generator.errors import GenRepoError
 from generator.naming import version_folder
 from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
-from generator.serving.burst import burst, burst_figures, quiet_statistics, settled_statistics
+from generator.serving.burst import burst, perf_figures, quiet_statistics, settled_statistics
 from generator.serving.config_drift import config_differences, contract_differences, metadata_differences
 from generator.serving.requests import exception_text, infer, out_of_range_inputs, output_problems
 from generator.serving.smoke_results import CHECKS, SERVER, CheckResult, SmokeOptions, SmokeReport
@@ -525,8 +525,8 @@ class _Run:
         }
         if outcome.failures:
             details["failures"] = outcome.failures[:_QUOTED_FAILURES]
-        if options.perf and outcome.latencies:
-            details["perf"] = burst_figures(outcome)
+        if options.perf and outcome.succeeded and not outcome.transport_error:
+            details["perf"] = perf_figures(self.url, self.protocol, model, contract, inputs, options)
         if outcome.transport_error:
             self.transport(outcome.transport_error, f"{model}/burst")
         if outcome.failures:
@@ -545,10 +545,10 @@ class _Run:
                     f"{inferences} inferences: requests were not batched (in {attempts} bursts)"
                 ), details
             summary += f"; batched: {inferences} inferences in {executions} executions"
-        if "perf" in details:
+        if "throughput_infer_per_s" in details.get("perf", {}):
             perf = details["perf"]
-            summary += (f"; {perf['throughput_infer_per_s']:.1f} infer/s, p50 {perf['latency_p50_ms']:.2f} ms, "
-                        f"p99 {perf['latency_p99_ms']:.2f} ms")
+            summary += (f"; {perf['throughput_infer_per_s']:.1f} infer/s, p50 {perf['latency_p50_ms'] or 0:.2f} ms, "
+                        f"p99 {perf['latency_p99_ms'] or 0:.2f} ms")
         return "passed", summary, details
 
 

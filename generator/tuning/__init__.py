@@ -2,7 +2,6 @@
 
 - :mod:`~generator.tuning.space`: what may vary and what never does; a setting's neighbours, the grid, the config
   override a candidate is loaded with;
-- :mod:`~generator.tuning.loadgen`: the built-in load, closed-loop clients in separate processes;
 - :mod:`~generator.tuning.measure`: one candidate loaded and measured in windows until they agree;
 - :mod:`~generator.tuning.search`: the hill climb, bounded in time, stopped by the noise;
 - :mod:`~generator.tuning.run`: a whole tune on one server; :mod:`~generator.tuning.results`: its report;

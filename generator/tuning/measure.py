@@ -2,22 +2,14 @@
 
 The server runs in explicit model-control mode; each candidate is loaded through Triton's repository API with its
 whole config as an override (``load_model(name, config=json)``; a loaded model is reloaded, never the server
-restarted), then measured at each concurrency. A measurement is windows of :attr:`Windows.window_s` seconds repeated
-until the last :attr:`Windows.agree` of them agree: their throughputs' relative spread ((max - min) / mean) is at most
-the tolerance (:data:`TOLERANCE`, 5%), or :attr:`Windows.max_windows` ran (then every window counts, and their
-spread is the noise). That spread is the noise reported beside the throughput; the search
-(:mod:`generator.tuning.search`) climbs only on a gain larger than it.
-
-The load comes from perf_analyzer where a working binary runs here (its own stability check: the same tolerance as
-``--stability-percentage``, and the noise reported is that bound), else from :mod:`generator.tuning.loadgen`.
+restarted), then measured at each concurrency by :func:`generator.serving.loadgen.measure` (windows until they
+agree; their spread is the noise the search climbs past), or by perf_analyzer where one runs here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from generator.errors import GenRepoError, Problem
+from generator.serving.loadgen import LoadGenerator, Windows, measure
 from generator.triton.connection import Connection
-from generator.tuning.loadgen import Completions, LoadGenerator
 from generator.tuning.space import Setting, candidate_config
 
 if TYPE_CHECKING:
@@ -35,24 +27,10 @@ if TYPE_CHECKING:
 else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
     from generator.triton.proto import model_config_pb2
 
-__all__ = ["TOLERANCE", "Candidate", "LevelResult", "Measurer", "Windows", "completion_rate", "percentile", "spread"]
+__all__ = ["Candidate", "LevelResult", "Measurer"]
 
-#: The relative spread within which a measurement's windows must agree (and the least gain the search acts on when
-#: the measured noise is smaller): repeats of one config here differed by up to 8% with single 8 s runs.
-TOLERANCE = 0.05
 #: Seconds one load (a candidate's config override) may take: instances start, the python backend's stubs spawn.
 LOAD_TIMEOUT_S = 120.0
-
-
-@dataclass(frozen=True, slots=True)
-class Windows:
-    """How one measurement is taken: warmup, window length, how many must agree, at most how many, tolerance."""
-
-    window_s: float = 1.0
-    warmup_s: float = 0.5
-    agree: int = 3
-    max_windows: int = 8
-    tolerance: float = TOLERANCE
 
 
 @dataclass(slots=True)
@@ -102,41 +80,6 @@ class Candidate:
         if self.error is not None:
             out["error"] = self.error  # Triton refused the config, or no request succeeded
         return out
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (0 for no values)."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def completion_rate(done: Completions, elapsed: float) -> float:
-    """Requests per second of closed-loop clients: the sum of each client's rate over its own completions.
-
-    A client completing ``k`` requests between its first and last completion ran ``k - 1`` whole cycles in that
-    span; summing those rates does not depend on where the window cut a batch (a plain count over the window
-    jumps by a whole batch when one completes just inside or outside it). Where a client completed fewer than 2
-    requests (requests longer than the window) the plain count over ``elapsed`` is the rate.
-    """
-    firsts: dict[int, float] = {}
-    lasts: dict[int, float] = {}
-    counts: dict[int, int] = {}
-    for client, end in zip(done.clients, done.ends, strict=True):
-        firsts[client] = min(firsts.get(client, end), end)
-        lasts[client] = max(lasts.get(client, end), end)
-        counts[client] = counts.get(client, 0) + 1
-    if not counts or any(n < 2 or lasts[c] <= firsts[c] for c, n in counts.items()):
-        return len(done.ends) / elapsed if elapsed > 0 else 0.0
-    return sum((n - 1) / (lasts[c] - firsts[c]) for c, n in counts.items())
-
-
-def spread(values: Sequence[float]) -> float:
-    """Relative spread: (max - min) / mean (inf for a zero mean)."""
-    mean = sum(values) / len(values)
-    return (max(values) - min(values)) / mean if mean > 0 else math.inf
 
 
 class Measurer:
@@ -204,59 +147,22 @@ class Measurer:
         return self._generators[level]
 
     def _loop_level(self, level: int) -> LevelResult:
-        w = self.windows
-        load = self._generator(level)
-        load.start()
-        time.sleep(w.warmup_s)
-        load.take()
-        rates: list[float] = []
-        spans: list[Completions] = []
-        result = LevelResult(level)
-        began = time.monotonic()
-        while len(rates) < w.max_windows:
-            time.sleep(w.window_s)
-            done = load.take()
-            now = time.monotonic()
-            rates.append(completion_rate(done, now - began) * self.batch)
-            spans.append(done)
-            began = now
-            result.errors += done.errors
-            result.first_error = result.first_error or done.first_error
-            if len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance:
-                break
-        load.pause()
-        # Agreeing windows: the last ``agree``; otherwise every window, and their (larger) spread is the noise.
-        agreed = len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance
-        keep = w.agree if agreed else len(rates)
-        kept = rates[-keep:]
-        latencies = [v for span in spans[-keep:] for v in span.latencies_ms]
-        result.throughput = sum(kept) / len(kept)
-        result.throughput_noise = spread(kept) if result.throughput > 0 else 0.0
-        result.p50_ms, result.p99_ms = percentile(latencies, 50), percentile(latencies, 99)
-        result.windows = len(rates)
-        return result
+        done = measure(self._generator(level), self.windows, batch=self.batch)
+        return LevelResult(level, done.throughput, done.noise, done.p50_ms or 0.0, done.p99_ms or 0.0, done.windows,
+                           done.errors, done.first_error)
 
     def _perf_analyzer_level(self, level: int) -> LevelResult:
         """perf_analyzer at one concurrency with gen-repo's arguments and the windows' stability rule."""
         from generator.serving.perf_analyzer import run_perf_analyzer
-        from generator.serving.perf_config import perf_analyzer_args, perf_config_files
-        from generator.serving.perf_models import models_from_repository, variants
 
         if self._perf_analyzer is None or self._repo is None:
             raise GenRepoError([Problem("perf_analyzer", "", "perf_analyzer needs its binary and the repository")])
-        import tempfile
-
-        (perf_model,) = models_from_repository(self._repo, [self.model])
-        variant = {v.name: v for v in variants(perf_model)}["opt"]
         w = self.windows
-        with tempfile.TemporaryDirectory(prefix="gen-repo-tune-") as tmp:
-            files = perf_config_files([perf_model], str(self._repo), url=self.url, protocol="grpc")
-            data = Path(tmp) / "input_data.json"
-            data.write_text(files[f"{self.model}/input_data.opt.json"], encoding="utf-8")
-            args = [*perf_analyzer_args(perf_model, variant, str(data), url=self.url, protocol="grpc",
-                                        concurrency=(level, level, 1)),
-                    "--stability-percentage", f"{w.tolerance * 100:g}", "--max-trials", str(w.max_windows)]
-            rows = run_perf_analyzer(self._perf_analyzer, args, duration_s=w.window_s)
-        row = rows[0] if rows else {"throughput": 0.0, "p50_ms": 0.0, "p99_ms": 0.0}
-        return LevelResult(level, throughput=row["throughput"], throughput_noise=w.tolerance, p50_ms=row["p50_ms"],
-                           p99_ms=row["p99_ms"], windows=w.agree)
+        _, rows = run_perf_analyzer(
+            self._perf_analyzer, self._repo, self.model, self.url, protocol="grpc", shape="opt", concurrency=level,
+            duration_s=w.window_s,
+            extra=["--stability-percentage", f"{w.tolerance * 100:g}", "--max-trials", str(w.max_windows)])
+        if not rows:
+            return LevelResult(level, windows=w.agree)
+        return LevelResult(level, throughput=rows[0].throughput, throughput_noise=w.tolerance,
+                           p50_ms=rows[0].p50_ms, p99_ms=rows[0].p99_ms, windows=w.agree)

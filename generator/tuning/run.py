@@ -14,12 +14,13 @@ from pathlib import Path
 
 from generator.contracts.served import ServedModel
 from generator.errors import GenRepoError, Problem
-from generator.tuning.measure import Candidate, Measurer, Windows
+from generator.serving.loadgen import Windows
+from generator.tuning.measure import Candidate, Measurer
 from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
 from generator.tuning.search import exhaustive, hill_climb
 from generator.tuning.space import Setting, TuneFacts, default_concurrency, facts_from_repository
 
-__all__ = ["DEFAULT_BUDGET_S", "TuneRun", "choose_engine", "tune_repository"]
+__all__ = ["DEFAULT_BUDGET_S", "TuneRun", "tune_repository"]
 
 #: Seconds of search per model by default: about 15-25 candidates of ~4 s each on a small CPU model.
 DEFAULT_BUDGET_S = 120.0
@@ -47,7 +48,7 @@ class TuneRun:
     strategy: str = "climb"
 
 
-def choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
+def _choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
     """(engine, perf_analyzer binary or None, why): perf_analyzer where one runs here (or is asked for), else loop."""
     from generator.serving.perf_analyzer import find_perf_analyzer
 
@@ -80,7 +81,7 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
     from generator.serving.server import launch
 
     entries = facts_from_repository(run.repo, run.models)
-    engine, binary, why = choose_engine(run)
+    engine, binary, why = _choose_engine(run)
     progress(f"engine: {engine} ({why})")
     report = TuneReport(str(run.repo), engine, describe_hardware(), load_average(), run.windows.tolerance)
     if engine == "loop":
@@ -108,8 +109,8 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                     progress(_line(name, candidate))
                     return candidate
 
-                search = exhaustive if run.strategy == "grid" else hill_climb
-                tune.search = search(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
+                tune.search = exhaustive(facts, measure, budget_s=run.budget_s) if run.strategy == "grid" else \
+                    hill_climb(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
             if not tune.measured:
                 report.notes.append(f"{facts.name}: no candidate could be measured")
     return report

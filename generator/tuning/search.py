@@ -90,11 +90,10 @@ def hill_climb(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, bud
 
 
 def exhaustive(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, budget_s: float = float("inf"),
-               tolerance: float = 0.0, clock: Callable[[], float] = time.monotonic) -> SearchResult:
-    """Every setting of the grid (:func:`generator.tuning.space.grid`), baseline first.
+               clock: Callable[[], float] = time.monotonic) -> SearchResult:
+    """Every setting of the grid (:func:`generator.tuning.space.grid`), baseline first, bounded by ``budget_s``.
 
-    What the climb is judged against (``bench/bench_tune.py``). ``tolerance`` is unused; ``budget_s`` bounds it like
-    the climb.
+    What the climb is judged against (``bench/bench_tune.py``).
     """
     began = clock()
     settings = grid(facts)

@@ -1,5 +1,5 @@
 """Load-test configuration bounded by the profiles (generator/serving/perf_config.py, perf_models.py), and
-`gen-repo perf` on a real server (generator/serving/perf.py, load.py, perf_analyzer.py)."""
+`gen-repo perf` on a real server (generator/serving/perf.py, perf_analyzer.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from generator.cli import main
 from generator.manifest.loading import load_manifest
 from generator.planning.plan import plan_repository
-from generator.serving.load import check_loopback
+from generator.serving.loadgen import check_loopback
 from generator.serving.perf_analyzer import find_perf_analyzer
 from generator.serving.perf_config import perf_config_files
 from generator.serving.perf_models import (
@@ -352,3 +352,38 @@ def test_perf_config_never_writes_through_a_link_planted_in_the_output(example_r
     assert json.loads((out / "perf_analyzer.json").read_text())["format"] == "gen-repo-perf/1"
     assert (outside / "input_data.min.json").read_text() == "precious"
     assert (out / "perf_analyzer.sh").stat().st_mode & 0o777 == 0o755
+
+
+def _input_data(out: Path, model: str) -> list[dict]:
+    """Every input-data entry perf-config wrote for ``model`` (min, opt and max)."""
+    return [entry for variant in ("min", "opt", "max")
+            for entry in json.loads((out / model / f"input_data.{variant}.json").read_text())["data"]]
+
+
+def test_perf_config_input_data_stays_inside_the_contracts_values(example_repository: Path, tmp_path: Path) -> None:
+    """The example's text model embeds token ids: the built contract says input_ids index a 100-row table. Every
+    index perf_analyzer would send is inside it, and the mask keeps every position (no fully masked row)."""
+    out = tmp_path / "out"
+    assert _run("perf-config", "--repo", str(example_repository), "-o", str(out))[0] == 0
+    contract = json.loads((example_repository / "text" / "1" / "gen_repo" / "contract.json").read_text())
+    (ids,) = [t for t in contract["inputs"] if t["name"] == "input_input_ids"]
+    low, high = ids["value_range"]
+    assert (low, high) == (0, 99)
+    for entry in _input_data(out, "text"):
+        assert all(low <= v <= high for v in entry["input_input_ids"]["content"])
+        assert set(entry["input_attention_mask"]["content"]) == {1}
+
+
+def test_perf_config_input_data_takes_a_declared_range(tmp_path: Path) -> None:
+    """A manifest's value range above the small defaults (10..20): the data is drawn inside it, not from 0..7."""
+    document = yaml.safe_load(EXAMPLES_MANIFEST.read_text())
+    for model in document["models"]:
+        model["spec"] = str(EXAMPLES_MANIFEST.parent / model["spec"])
+        if model["name"] == "text":
+            model["inputs"] = {"input_ids": {"value_range": [10, 20]}}
+    manifest = write_manifest(tmp_path / "m", document)
+    out = tmp_path / "out"
+    code, output = _run("perf-config", str(manifest), "-o", str(out), "--allow-outside")
+    assert code == 0, output
+    values = {v for entry in _input_data(out, "text") for v in entry["input_input_ids"]["content"]}
+    assert values and min(values) >= 10 and max(values) <= 20
