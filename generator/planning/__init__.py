@@ -11,8 +11,7 @@ Pure (no build machinery, no torch): ``plan``, ``config`` and ``validate`` run o
   the ModelConfig and its deterministic text, the contract, both files' text;
 - :mod:`~generator.planning.values`, :mod:`~generator.planning.compare`: value domains and synthetic data; output
   tolerances and the element test (the build's check and smoke share them);
-- :mod:`~generator.planning.validation`, :mod:`~generator.planning.workers`: ``gen-repo validate``'s work per
-  file; forked worker pools.
+- :mod:`~generator.planning.validation`: ``gen-repo validate``'s work per file.
 
 The package's ``__init__`` imports nothing: importing one module never imports its siblings.
 """
