@@ -276,8 +276,8 @@ def leftovers(parent: Path) -> list[str]:
 
 
 def example_io(name: str):  # type: ignore[no-untyped-def]
-    """The tensor I/O plans (:func:`generator.building.export.plans.io_from_graph`) of ``examples/specs/<name>``."""
-    from generator.building.export.plans import io_from_graph
+    """The tensor I/O plans (:func:`generator.building.export.exchange.io_from_graph`) of ``examples/specs/<name>``."""
+    from generator.building.export.exchange import io_from_graph
     from generator.specs.graphspec import GraphSpec
 
     spec = Path(__file__).resolve().parents[1] / "examples" / "specs" / f"{name}.graphspec.json"

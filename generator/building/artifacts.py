@@ -292,10 +292,10 @@ def _build_stages(
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
 ) -> ModelArtifacts:
-    from generator.building.export.fault import export_fault
+    from generator.building.export.diagnosis import export_fault
+    from generator.building.export.exchange import ForwardError, OnnxCheckError, constants_from_graph
     from generator.building.export.onnx import EXPORTER_NAMES, export_onnx, load_pt2, prepare_source_onnx
     from generator.building.export.onnx_checks import check_onnx
-    from generator.building.export.plans import ForwardError, OnnxCheckError, constants_from_graph
 
     where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
     notes: list[str] = []
@@ -547,7 +547,7 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     """
     import torch
 
-    from generator.building.export.plans import dynamic_axes_of
+    from generator.building.export.exchange import dynamic_axes_of
 
     for sample in samples:
         if all(sample.arrays[p.name].shape[axis] >= 2 or p.max_shape[axis] < 2

@@ -3,7 +3,7 @@
 A *tensor plan* is any object with ``name``, ``path`` (semantic path), ``dtype``, ``min_shape``/``max_shape`` (full
 shapes as a request carries them) and, for inputs, ``opt_shape``: exactly what ``generator.planning.plan.TensorPlan``
 carries, so the build passes its plans as they are. :func:`io_from_graph` makes them from a bare GraphSpec
-(:class:`TensorIO`).
+(:class:`GraphTensorPlan`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = [
     "ForwardError",
     "InputPlanLike",
     "OnnxCheckError",
-    "TensorIO",
+    "GraphTensorPlan",
     "TensorPlanLike",
     "constants_from_graph",
     "dynamic_axes_of",
@@ -85,7 +85,7 @@ class CaseLike(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class TensorIO:
+class GraphTensorPlan:
     """A minimal tensor plan: name, semantic path, dtype and full min/opt/max shapes."""
 
     name: str
@@ -149,7 +149,9 @@ class OnnxCheckError(GenRepoError):
 # --------------------------------------------------------------------------------------------------------------------
 # Plans from a GraphSpec
 # --------------------------------------------------------------------------------------------------------------------
-def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[list[TensorIO], list[TensorIO]]:
+def io_from_graph(
+    graph: GraphSpec, *, widen_batch_min: bool = True
+) -> tuple[list[GraphTensorPlan], list[GraphTensorPlan]]:
     """Input and output plans of a GraphSpec with AITune's tensor names.
 
     Inputs take min/opt/max from ``get_effective_input_shapes``; outputs min/max from the output spec (opt = max).
@@ -172,7 +174,7 @@ def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[li
                 lo[axis] = min(lo[axis], multiplier)
         first = min(batch_axes, default=None)
         inputs.append(
-            TensorIO(
+            GraphTensorPlan(
                 format_tensor_name(locator.path, "input"),
                 locator.path,
                 normalize_dtype(spec.dtype),
@@ -190,7 +192,7 @@ def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[li
             for axis, multiplier in batch_axes.items():
                 lo[axis] = min(lo[axis], multiplier)
         outputs.append(
-            TensorIO(
+            GraphTensorPlan(
                 format_tensor_name(locator.path, "output"),
                 locator.path,
                 normalize_dtype(spec.dtype),
