@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from generator.atomic_write import write_atomically
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
-from generator.gpu import GpuInfo, compute_capability_key, current_gpu, detect_gpus
+from generator.gpu import GpuInfo, current_gpu, detect_gpus
 
 if TYPE_CHECKING:
     from generator.planning.options import BuildOptions
@@ -41,7 +41,6 @@ __all__ = [
     "profile_problems",
     "profile_shapes",
     "profiles_from_graph",
-    "timing_cache_name",
 ]
 
 #: Precisions a build may allow. fp32 needs no flag; the others map to ``trt.BuilderFlag`` members.
@@ -205,16 +204,6 @@ def _describe(profile: ProfileShapes) -> str:
 def module_flavor(trt: Any) -> str:
     """``"tensorrt"`` or ``"tensorrt_rtx"``: the top-level name of the module passed in."""
     return str(getattr(trt, "__name__", "tensorrt")).split(".")[0]
-
-
-def timing_cache_name(trt: Any, compute_capability: str | None) -> str:
-    """Name a timing cache file for the cache folder.
-
-    Caches are specific to the TensorRT version and the GPU, so both are in the name
-    (``timing.tensorrt-10.9.0.sm_89.cache``; ``.cpu`` when built without a GPU).
-    """
-    arch = "cpu" if compute_capability is None else "sm_{}{}".format(*compute_capability_key(compute_capability))
-    return f"timing.{module_flavor(trt).replace('_', '-')}-{trt.__version__}.{arch}.cache"
 
 
 # --------------------------------------------------------------------------------------------------------------------

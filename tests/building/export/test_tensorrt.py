@@ -23,7 +23,6 @@ from generator.building.export.tensorrt import (
     profile_problems,
     profile_shapes,
     profiles_from_graph,
-    timing_cache_name,
 )
 from generator.errors import GenRepoError
 from generator.gpu import current_gpu, detect_gpus, import_tensorrt
@@ -297,7 +296,7 @@ def test_bad_options_refused_before_building(trt_rtx: Any, example_onnx: dict) -
 
 def test_timing_cache_written_and_reused(trt_rtx: Any, example_onnx: dict, tmp_path: Path) -> None:
     path, graph = example_onnx["text"]
-    cache = tmp_path / "cache" / "trt" / timing_cache_name(trt_rtx, None)  # folder created on demand
+    cache = tmp_path / "cache" / "trt" / "timing.cache"  # folder created on demand
     options = EngineOptions(timing_cache_path=cache)
     first = build_engine(trt_rtx, path, [profiles_from_graph(graph)], options)
     assert first.timing_cache_written and not first.timing_cache_loaded
