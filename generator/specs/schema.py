@@ -12,13 +12,11 @@ JSON pointer of the offending field. AITune's pickled binary form is refused by
 
 JSON Schema first (:func:`generator.specs.json_schema.schema_problems`, ``jsonschema_rs`` where installed, the
 reference ``jsonschema`` for the messages), then the semantic rules (:mod:`generator.specs.semantics`).
-
-:func:`validate_documents` validates a batch and reports every problem of every document at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +37,6 @@ __all__ = [
     "graph_summary",
     "load_graphspecs",
     "validate_document",
-    "validate_documents",
     "validate_file",
 ]
 
@@ -123,24 +120,6 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
             raise GenRepoError([Problem(file, pointer, p.message) for p in error.problems]) from None
         notes = infer_batch_multipliers(spec)
         loaded.append(LoadedGraph(file, pointer, module_name, spec, list(notes), graph))
-    return loaded
-
-
-def validate_documents(documents: Iterable[tuple[Any, str]]) -> list[LoadedGraph]:
-    """Validate many parsed documents, given as ``(document, file)`` pairs; every graph of every document, in order.
-
-    Raises one GenRepoError carrying every problem of every invalid document (each names its file), after all of
-    them were checked, so a batch reports everything at once like a single document does.
-    """
-    loaded: list[LoadedGraph] = []
-    problems: list[Problem] = []
-    for document, file in documents:
-        try:
-            loaded.extend(validate_document(document, file))
-        except GenRepoError as error:
-            problems.extend(error.problems)
-    if problems:
-        raise GenRepoError(problems)
     return loaded
 
 

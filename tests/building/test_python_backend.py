@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from examples.models import make_mlp, make_text
-from generator.building.export.exchange import GraphTensorPlan, io_from_graph
 from generator.building.export.onnx import export_onnx
 from generator.resources import resource_dir
 from generator.serving.burst import quiet_statistics, settled_statistics
 from generator.serving.server import TritonNotFoundError, find_tritonserver, launch
 from generator.specs.graphspec import GraphSpec
+from tests.build_helpers import GraphTensorPlan, io_from_graph
 from tests.requirements import missing
 
 pytestmark = pytest.mark.triton

@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from examples.models import make_text
-from generator.building.export.exchange import GraphTensorPlan
 from generator.building.reference import make_reference_cases, reference_inputs
 from generator.contracts.reference_data import ReferenceCase, ReferenceDataError, write_reference
 from generator.planning.values import DEFAULT_INT_RANGE, ValueDomain
-from tests.build_helpers import example_io
+from tests.build_helpers import GraphTensorPlan, example_io
 
 
 def test_cases_shapes_batch_sizes_and_torch_outputs() -> None:

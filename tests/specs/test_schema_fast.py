@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from generator.errors import GenRepoError, json_pointer
 from generator.specs import json_schema
-from generator.specs.schema import GRAPHSPEC_SCHEMA, TUNE_REPORT_SCHEMA, validate_document, validate_documents
+from generator.specs.schema import GRAPHSPEC_SCHEMA, TUNE_REPORT_SCHEMA, validate_document
 from tests.graphspec_strategies import graph_documents, invalid_graph_documents
 from tests.manifest_helpers import FIXTURES
 
@@ -454,7 +454,7 @@ def test_schemas_without_ref_cycles_take_the_fast_path() -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Fallback and batch API
+# Fallback
 # --------------------------------------------------------------------------------------------------------------------
 def test_fallback_without_jsonschema_rs(monkeypatch: pytest.MonkeyPatch, load: Callable[[str], Doc]) -> None:
     valid = load("nested_dict")
@@ -466,18 +466,3 @@ def test_fallback_without_jsonschema_rs(monkeypatch: pytest.MonkeyPatch, load: C
     assert not json_schema.fast_schema_valid(valid, GRAPHSPEC_SCHEMA)
     assert [outcome(valid), outcome(invalid)] == expected
     assert expected[1][0] == "invalid" and len(expected[1][1]) == 6
-
-
-def test_validate_documents_reports_every_file(load: Callable[[str], Doc]) -> None:
-    batch = [(load(name), f"{name}.json") for name in FIXTURES] + [(load("tune_report"), "report.json")]
-    loaded = validate_documents(batch)
-    assert [g.file for g in loaded] == [f"{name}.json" for name in FIXTURES] + ["report.json"] * 5
-    bad_rank, bad_schema = load("mlp"), load("text")
-    bad_rank["graph"]["input_spec"]["tensor_data"][0]["max_shape"] = [8]
-    bad_schema["graph"]["input_spec"]["tensor_data"][0]["dtype"] = "fp32"
-    with pytest.raises(GenRepoError) as info:
-        validate_documents([(bad_rank, "a.json"), (load("mlp"), "ok.json"), (bad_schema, "b.json")])
-    assert [(p.file, p.pointer) for p in info.value.problems] == [
-        ("a.json", "/graph/input_spec/tensor_data/0/max_shape"),
-        ("b.json", "/graph/input_spec/tensor_data/0/dtype"),
-    ]

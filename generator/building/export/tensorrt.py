@@ -40,7 +40,6 @@ __all__ = [
     "module_flavor",
     "profile_problems",
     "profile_shapes",
-    "profiles_from_graph",
 ]
 
 #: Precisions a build may allow. fp32 needs no flag; the others map to ``trt.BuilderFlag`` members.
@@ -142,19 +141,6 @@ class ProfileShapes:
 def profile_shapes(items: Iterable[Any]) -> list[ProfileShapes]:
     """:meth:`ProfileShapes.from_data` for each item."""
     return [ProfileShapes.from_data(item) for item in items]
-
-
-def profiles_from_graph(graph: Any) -> list[ProfileShapes]:
-    """Make one ProfileShapes per input of a :class:`generator.specs.graphspec.GraphSpec`.
-
-    Inputs are named as AITune names TensorRT inputs (``input_<path>``), with the spec's effective (min, opt, max).
-    """
-    names = graph.input_tensor_names()
-    out = []
-    for name, (locator, tensor_spec) in zip(names, graph.input_spec.tensor_data, strict=True):
-        lo, opt, hi = graph.get_effective_input_shapes(locator, tensor_spec)
-        out.append(ProfileShapes(name, tuple(lo), tuple(opt), tuple(hi)))
-    return out
 
 
 def profile_problems(

@@ -17,18 +17,13 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from torch import nn
 
 from examples.models import make_mlp, make_text
-from generator.building.export.exchange import (
-    ExportError,
-    GraphTensorPlan,
-    OnnxCheckError,
-    constants_from_graph,
-    io_from_graph,
-)
+from generator.building.export.exchange import ExportError, OnnxCheckError, constants_from_graph
 from generator.building.export.onnx import export_onnx, exporter_order, load_pt2, normalize_dtype, prepare_source_onnx
 from generator.building.export.onnx_checks import check_onnx, onnx_io_problems, tolerance_for
 from generator.building.reference import make_reference_cases
 from generator.errors import GenRepoError
 from generator.specs.graphspec import GraphSpec
+from tests.build_helpers import GraphTensorPlan, io_from_graph
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -22,7 +22,6 @@ from generator.building.export.tensorrt import (
     make_logger,
     profile_problems,
     profile_shapes,
-    profiles_from_graph,
 )
 from generator.errors import GenRepoError
 from generator.gpu import current_gpu, detect_gpus, import_tensorrt
@@ -30,6 +29,16 @@ from generator.specs.graphspec import GraphSpec
 from tests.requirements import missing, require_module
 
 EXAMPLES = ("mlp", "text")
+
+
+def profiles_from_graph(graph: Any) -> list[ProfileShapes]:
+    """One ProfileShapes per input of a GraphSpec, named as AITune names them, at its effective min/opt/max."""
+    names = graph.input_tensor_names()
+    out = []
+    for name, (locator, tensor_spec) in zip(names, graph.input_spec.tensor_data, strict=True):
+        lo, opt, hi = graph.get_effective_input_shapes(locator, tensor_spec)
+        out.append(ProfileShapes(name, tuple(lo), tuple(opt), tuple(hi)))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -86,15 +95,6 @@ def _mlp_profile(lo: int = 1, opt: int = 4, hi: int = 8, width: int = 16) -> lis
 # --------------------------------------------------------------------------------------------------------------------
 # Plain data: no TensorRT needed
 # --------------------------------------------------------------------------------------------------------------------
-def test_profiles_from_graph_use_effective_shapes(examples_dir: Path) -> None:
-    graph = _graph(examples_dir, "text")
-    profiles = profiles_from_graph(graph)
-    assert [p.name for p in profiles] == graph.input_tensor_names()
-    for profile, (locator, spec) in zip(profiles, graph.input_spec.tensor_data, strict=True):
-        lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
-        assert (list(profile.min), list(profile.opt), list(profile.max)) == (lo, opt, hi)
-
-
 def test_profile_shapes_from_plain_data() -> None:
     expected = ProfileShapes("input_x", (1, 16), (4, 16), (8, 16))
     plan_like = types.SimpleNamespace(name="input_x", min_shape=[1, 16], opt_shape=[4, 16], max_shape=[8, 16])
