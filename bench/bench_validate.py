@@ -201,14 +201,14 @@ def main() -> None:
     else:
         print("jsonschema-rs not installed: pip install jsonschema-rs to measure it")
     print()
-    print(f"goal: {n} specs < 0.5 s; shipped schema + semantic {checks:.2f} s ({'met' if checks < 0.5 else 'NOT met'})"
-          f", with GraphSpec build {full:.2f} s ({'met' if full < 0.5 else 'NOT met'})")
-    print(f"ratio validate_document: fast path off / shipped = {reference / full:.1f}x")
+    print(f"shipped schema + semantic {checks:.2f} s, with GraphSpec build {full:.2f} s")
+    ratio = reference / full
+    print(f"ratio validate_document: fast path off / shipped = {ratio:.1f}x (goal >= 3x: "
+          f"{'met' if ratio >= 3 else 'NOT met'})")
     if rs is not None:
         total = rs[0] + semantic
         print(f"ratio schema pass: jsonschema / jsonschema-rs = {js_time / rs[0]:.1f}x")
-        print(f"ratio full: shipped / (jsonschema-rs + semantic) = {full / total:.1f}x "
-              f"({total:.2f} s, goal {'met' if total < 0.5 else 'NOT met'})")
+        print(f"ratio full: shipped / (jsonschema-rs + semantic) = {full / total:.1f}x ({total:.2f} s)")
 
 
 if __name__ == "__main__":
