@@ -300,10 +300,10 @@ class _Work:
     export: Any = None
     graph: Any = None
     cases: list[Any] = field(default_factory=list)
+    onnx_path: Path = field(init=False)
 
-    @property
-    def onnx_path(self) -> Path:
-        return self.workdir / "model.onnx"
+    def __post_init__(self) -> None:
+        self.onnx_path = self.workdir / "model.onnx"
 
 
 def _build_stages(
@@ -325,7 +325,9 @@ def _build_stages(
     _export(work)
     _reference(work)
     _check(work)
-    ranges = _output_ranges(work)
+    ranges, range_notes = derive_output_ranges(work.model, work.cases, data_dependent_axes(work.graph))
+    work.model = with_output_ranges(work.model, ranges)  # the files are written from the plan with these ranges
+    work.notes.extend(range_notes)
     files = _write_files(work)
     if work.model.target == "tensorrt":
         enter("tensorrt", f"{options.tensorrt_module} engine build")
@@ -431,24 +433,13 @@ def _check(work: _Work) -> None:
 
 
 def _blame(work: _Work, problems: Sequence[Problem]) -> Problem:
-    """Whose fault a failed check is: torch ran these very inputs, so never the data's.
-
-    The model's when torch disagrees with itself on a second run, else the export's.
-    """
+    """The model's fault if torch disagrees with itself on a second run, else the export's (never the data's)."""
     from generator.building.export.diagnosis import export_fault
 
     model = work.model
     return _unrepeatable(model, work.cases, _reference_cases(work)[0]) or export_fault(
         problems, work.cases, work.export, model.exporter, replace(work.where, pointer=model.manifest_pointer
                                                                    + "/export"))
-
-
-def _output_ranges(work: _Work) -> dict[str, OutputRange]:
-    """Each output's range over the cases, into the plan the files are written from."""
-    ranges, notes = derive_output_ranges(work.model, work.cases, data_dependent_axes(work.graph))
-    work.model = with_output_ranges(work.model, ranges)
-    work.notes.extend(notes)
-    return ranges
 
 
 def _write_files(work: _Work) -> list[str]:
