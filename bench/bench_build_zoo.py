@@ -125,9 +125,9 @@ def _bare(manifest: Path, folder: Path, exporter: str) -> float:
     import torch
     from torch.export import Dim
 
+    from generator.building.export.exchange import constants_from_graph, dynamic_axes_of
     from generator.building.export.flat_module import flat_module_for
     from generator.building.export.onnx import example_inputs
-    from generator.building.export.plans import constants_from_graph, dynamic_axes_of
     from generator.building.factories import import_factory
     from generator.errors import Problem
     from generator.planning.targets import plan_build

@@ -8,13 +8,13 @@ varied, all valid), written to a temporary folder; timed in fresh processes, alt
 - ``gen-repo validate FILES`` (one line per file) and ``gen-repo validate --json FILES``;
 - jsonschema alone on the same files: a process that reads and parses each file and lists every error of the
   GraphSpec schema with ``jsonschema``'s Draft 2020-12 validator (what gen-repo's schema check reports with).
-Goal (issue 15): at most 1 s in both modes and at least 5x faster than jsonschema alone.
+Goal (issue 43, loosened from issue 15's 5x): at least 3x faster than jsonschema alone.
 
 config: a ``--models`` manifest (YAML, one spec file per model: synthetic graphs from bench_config_gen.py, targets
 onnx and python alternating, a dynamic_batching option on each) timed as ``gen-repo config MANIFEST -o DIR`` in a
 fresh process, against the floor: the same config.pbtxt messages (parsed from gen-repo's output off the clock)
 printed with protobuf's ``text_format`` and written with ``os.mkdir`` + ``write``, in this process.
-Goal (issue 15): gen-repo config at most 3x the floor.
+Goal (issue 43, replacing issue 15's 3x the floor): gen-repo config at most 4x the same files written bare.
 
 Every timing is repeated; the table shows the median and the min..max spread; the ratio lines come last.
 """
@@ -114,9 +114,8 @@ def bench_validate(count: int, repeats: int, folder: Path) -> None:
     reference = statistics.median(times["jsonschema alone (schema errors only)"])
     for name in ("gen-repo validate (one line per file)", "gen-repo validate --json"):
         ours = statistics.median(times[name])
-        print(f"ratio {name}: jsonschema alone / gen-repo = {reference / ours:.1f}x (goal >= 5x: "
-              f"{'met' if reference / ours >= 5 else 'NOT met'}); {ours:.2f} s (goal <= 1 s: "
-              f"{'met' if ours <= 1 else 'NOT met'})")
+        print(f"ratio {name}: jsonschema alone / gen-repo = {reference / ours:.1f}x (goal >= 3x: "
+              f"{'met' if reference / ours >= 3 else 'NOT met'}); {ours:.2f} s")
 
 
 def write_manifest(count: int, folder: Path) -> Path:
@@ -188,8 +187,10 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         messages.append((model, message))
     written = sorted((p.relative_to(first).as_posix(), p.read_bytes()) for p in first.rglob("*") if p.is_file())
     from generator.manifest.loading import read_manifest
+    from generator.planning.model_files import config_files
     from generator.planning.options import BuildOptions
-    from generator.repository.configs import plan_config_files
+    from generator.planning.targets import plan_build
+    from generator.repository.files import write_files
 
     one_model = folder / "one-model.yaml"
     one_model.write_text("\n".join(manifest.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")
@@ -201,10 +202,11 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         read = time.perf_counter()
         if which == "read":
             return read - start
-        out = folder / f"phase{next(counter)}"
-        out.mkdir()
-        jobs = 1 if which == "one process" else None
-        plan_config_files(document, BuildOptions(), jobs=jobs, write_to=out if which == "workers" else None)
+        files = config_files(plan_build(document, BuildOptions(), warmup_data=False)[0])
+        if which == "write":
+            out = folder / f"phase{next(counter)}"
+            out.mkdir()
+            write_files(out, files)
         return time.perf_counter() - read
 
     times = alternate({
@@ -214,16 +216,18 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
         "  process start + imports (1-model manifest)": lambda: run(
             [*GEN_REPO, "config", str(one_model), "-o", str(folder / f"one{next(counter)}")], folder),
         "  in process: read the manifest (YAML)": lambda: phase("read"),
-        "  in process: plan + render + write, workers": lambda: phase("workers"),
-        "  in process: plan + render, one process": lambda: phase("one process"),
+        "  in process: plan + render + write": lambda: phase("write"),
+        "  in process: plan + render": lambda: phase("render"),
     }, repeats)
     print(f"config: {count}-model manifest (seconds: median, min..max)")
     for name, values in times.items():
         print(row(name, values))
-    ratio = statistics.median(times["gen-repo config (process, YAML manifest)"]) / statistics.median(
-        times["floor: text_format + mkdir + write"])
+    ours_median = statistics.median(times["gen-repo config (process, YAML manifest)"])
+    floor = ours_median / statistics.median(times["floor: text_format + mkdir + write"])
+    bare = ours_median / statistics.median(times["same files as gen-repo: mkdir + write only"])
     print(f"gen-repo config writes {len(written)} files in {count * 3} folders; the floor {count} files in {count}")
-    print(f"ratio gen-repo config / floor = {ratio:.2f}x (goal <= 3x: {'met' if ratio <= 3 else 'NOT met'})")
+    print(f"ratio gen-repo config / floor = {floor:.2f}x; / the same files written bare = {bare:.2f}x (goal <= 4x: "
+          f"{'met' if bare <= 4 else 'NOT met'})")
 
 
 def main() -> None:

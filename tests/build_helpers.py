@@ -11,11 +11,16 @@ import hashlib
 import importlib.util
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import yaml
+
+from generator.dtypes import normalize_dtype
+from generator.naming import SemanticPath, format_tensor_name
+from generator.specs.graphspec import GraphSpec
 
 MODELS_SOURCE = '''\
 """Test models for gen-repo build tests (written by tests/build_helpers.py)."""
@@ -276,9 +281,78 @@ def leftovers(parent: Path) -> list[str]:
 
 
 def example_io(name: str):  # type: ignore[no-untyped-def]
-    """The tensor I/O plans (:func:`generator.building.export.plans.io_from_graph`) of ``examples/specs/<name>``."""
-    from generator.building.export.plans import io_from_graph
-    from generator.specs.graphspec import GraphSpec
-
+    """The tensor I/O plans (:func:`io_from_graph`) of ``examples/specs/<name>``."""
     spec = Path(__file__).resolve().parents[1] / "examples" / "specs" / f"{name}.graphspec.json"
     return io_from_graph(GraphSpec.from_dict(json.loads(spec.read_text())["graph"]))
+
+
+@dataclass(frozen=True, slots=True)
+class GraphTensorPlan:
+    """A minimal tensor plan: name, semantic path, dtype and full min/opt/max shapes."""
+
+    name: str
+    path: SemanticPath
+    dtype: str
+    min_shape: tuple[int, ...]
+    opt_shape: tuple[int, ...]
+    max_shape: tuple[int, ...]
+    batch_axis: int | None = None
+    #: forward takes (returns) a 0-d tensor here; the graph's I/O carries it as [1]
+    #: (``generator.planning.plan.TensorPlan``).
+    torch_scalar: bool = False
+
+
+def io_from_graph(
+    graph: GraphSpec, *, widen_batch_min: bool = True
+) -> tuple[list[GraphTensorPlan], list[GraphTensorPlan]]:
+    """Input and output plans of a GraphSpec with AITune's tensor names.
+
+    Inputs take min/opt/max from ``get_effective_input_shapes``; outputs min/max from the output spec (opt = max).
+    With ``widen_batch_min`` a batch axis's minimum becomes its multiplier (batch size 1), as Triton's dynamic
+    batcher may form any batch from 1 (see the config issue). For the build, pass ``generator.planning.plan``'s plans
+    instead.
+    """
+    from generator.specs.tensor_spec import BatchDim
+
+    inputs = []
+    for locator, spec in graph.input_spec.tensor_data:
+        lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
+        definition = graph.get_shape_definition(locator)
+        if definition is not None:
+            batch_axes = {i: 1 for i, d in enumerate(definition) if isinstance(d, BatchDim)}
+        else:
+            batch_axes = spec.get_batch_axis_multipliers()
+        if widen_batch_min:
+            for axis, multiplier in batch_axes.items():
+                lo[axis] = min(lo[axis], multiplier)
+        first = min(batch_axes, default=None)
+        inputs.append(
+            GraphTensorPlan(
+                format_tensor_name(locator.path, "input"),
+                locator.path,
+                normalize_dtype(spec.dtype),
+                tuple(lo),
+                tuple(opt),
+                tuple(hi),
+                first,
+            )
+        )
+    outputs = []
+    for locator, spec in graph.output_spec.tensor_data:
+        lo, hi = list(spec.min_shape), list(spec.max_shape)
+        batch_axes = spec.get_batch_axis_multipliers()
+        if widen_batch_min:
+            for axis, multiplier in batch_axes.items():
+                lo[axis] = min(lo[axis], multiplier)
+        outputs.append(
+            GraphTensorPlan(
+                format_tensor_name(locator.path, "output"),
+                locator.path,
+                normalize_dtype(spec.dtype),
+                tuple(lo),
+                tuple(hi),
+                tuple(hi),
+                min(batch_axes, default=None),
+            )
+        )
+    return inputs, outputs

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +284,28 @@ def _index_hint(model: ModelPlan, domains: Mapping[str, Any], case: str | None) 
     return hint, blame
 
 
+@dataclass
+class _Work:
+    """What one model's stages hand on: the plan, the work folder, what each stage made."""
+
+    model: ModelPlan
+    options: BuildOptions
+    workdir: Path
+    enter: _Stage
+    #: The manifest's ``/models/<i>/source/<kind>``: where a problem of the source is located.
+    where: Problem
+    notes: list[str] = field(default_factory=list)
+    module: Any = None
+    samples: list[Any] = field(default_factory=list)
+    export: Any = None
+    graph: Any = None
+    cases: list[Any] = field(default_factory=list)
+    onnx_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.onnx_path = self.workdir / "model.onnx"
+
+
 def _build_stages(
     model: ModelPlan,
     options: BuildOptions,
@@ -292,110 +314,149 @@ def _build_stages(
     tensorrt: TensorRTTarget | None,
     cache_root: Path | None,
 ) -> ModelArtifacts:
-    from generator.building.export.fault import export_fault
-    from generator.building.export.onnx import EXPORTER_NAMES, export_onnx, load_pt2, prepare_source_onnx
-    from generator.building.export.onnx_checks import check_onnx
-    from generator.building.export.plans import ForwardError, OnnxCheckError, constants_from_graph
+    """The stages in order; each tells ``enter`` its name first, so a failure names it."""
+    if model.source is None:
+        raise GenRepoError([Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source",
+                                    f"model {model.name!r} has no source to build from")])
+    where = Problem(str(model.manifest_file or model.spec_file),
+                    f"{model.manifest_pointer}/source/{model.source.kind}", "")
+    work = _Work(model, options, workdir, enter, where)
+    _load_source(work)
+    _export(work)
+    _reference(work)
+    _check(work)
+    ranges, range_notes = derive_output_ranges(work.model, work.cases, data_dependent_axes(work.graph))
+    work.model = with_output_ranges(work.model, ranges)  # the files are written from the plan with these ranges
+    work.notes.extend(range_notes)
+    files = _write_files(work)
+    if work.model.target == "tensorrt":
+        enter("tensorrt", f"{options.tensorrt_module} engine build")
+        files += build_engines(work.model, options, work.onnx_path, workdir, work.notes, tensorrt, cache_root)
+        work.onnx_path.unlink()
+    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(work.notes), enter.domains, ranges)
 
-    where = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer + "/source", "")
-    notes: list[str] = []
-    onnx_path = workdir / "model.onnx"
-    source = model.source
-    if source is None:
-        raise GenRepoError([replace(where, message=f"model {model.name!r} has no source to build from")])
-    where = replace(where, pointer=f"{where.pointer}/{source.kind}")  # /models/<i>/source/<onnx|pt2|factory>
-    forward_signature = model.graph.forward_signature
-    constants = constants_from_graph(model.graph)
-    module = None
-    enter("source", f"{source.kind} source")
+
+# The stages import torch, onnx and onnxruntime where they run: importing this module stays light.
+def _load_source(work: _Work) -> None:
+    """The torch module of a ``pt2`` or ``factory`` source (none for ONNX), and the manifest's samples."""
+    from generator.building.export.onnx import load_pt2
+
+    source = work.model.source
+    assert source is not None
+    work.enter("source", f"{source.kind} source")
     if source.kind == "pt2":
         assert source.path is not None
-        with about_source(where):
-            module = load_pt2(source.path)
+        with about_source(work.where):
+            work.module = load_pt2(source.path)
     elif source.kind == "factory":
-        module = import_factory(str(source.factory), options, where)
-    samples = _read_samples(model, options, notes)
-    tried: dict[str, Any] = {}  # masks the export's example had to flip
-    export = None
-    example = _export_example(samples, model.inputs) if module is not None else None
+        work.module = import_factory(str(source.factory), work.options, work.where)
+    work.samples = _read_samples(work.model, work.options, work.notes)
+
+
+def _export(work: _Work) -> None:
+    """``model.onnx``: the ONNX source checked and copied, or the torch module exported."""
+    from generator.building.export.exchange import ForwardError, constants_from_graph
+    from generator.building.export.onnx import EXPORTER_NAMES, export_onnx, prepare_source_onnx
+
+    model, source = work.model, work.model.source
+    assert source is not None
     if source.kind == "onnx":
         assert source.path is not None
-        with about_source(where):
-            prepare_source_onnx(source.path, onnx_path, model.inputs, model.outputs)
-        notes.append("ONNX source used as is (I/O checked against the spec)")
-    else:
-        enter("export", "torch -> ONNX")
-        _quiet_torch_onnx_logs()
-        try:
-            export = export_onnx(
-                module, onnx_path, model.inputs, model.outputs, forward_signature=forward_signature,
-                constants=constants, example=example, exporter=model.exporter,
-            )
-        except ForwardError:
-            enter.made_up = example is None  # the forward raised on the made-up example
-            raise
-        notes.extend(export.notes)
-        notes.append(f"exported with {EXPORTER_NAMES[export.exporter]} in {export.seconds:.1f} s")
-        notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in export.masks.items())
-        tried = export.masks
+        with about_source(work.where):
+            prepare_source_onnx(source.path, work.onnx_path, model.inputs, model.outputs)
+        work.notes.append("ONNX source used as is (I/O checked against the spec)")
+        return
+    work.enter("export", "torch -> ONNX")
+    _quiet_torch_onnx_logs()
+    example = _export_example(work.samples, model.inputs) if work.module is not None else None
+    try:
+        export = export_onnx(
+            work.module, work.onnx_path, model.inputs, model.outputs,
+            forward_signature=model.graph.forward_signature, constants=constants_from_graph(model.graph),
+            example=example, exporter=model.exporter,
+        )
+    except ForwardError:
+        work.enter.made_up = example is None  # the forward raised on the made-up example
+        raise
+    work.export = export
+    work.notes.extend(export.notes)
+    work.notes.append(f"exported with {EXPORTER_NAMES[export.exporter]} in {export.seconds:.1f} s")
+    work.notes.extend(f"export example: input {name!r} is {mask.source}" for name, mask in export.masks.items())
 
-    enter("reference", "reference inputs and outputs at the min, opt and max shapes")
+
+def _reference(work: _Work) -> None:
+    """The value domains found in the graph, and the reference cases with the source's outputs."""
+    work.enter("reference", "reference inputs and outputs at the min, opt and max shapes")
     import onnx
 
-    graph = onnx.load_model_from_string(read_bytes(onnx_path, "onnx_bytes"))  # once: value domains, output sizes
-    domains = enter.domains = _value_domains(model, graph, notes, tried)
-    enter.made_up = True  # from here on the model runs on the cases' inputs, made up where no sample fits
+    work.graph = onnx.load_model_from_string(read_bytes(work.onnx_path, "onnx_bytes"))  # once: domains, sizes
+    tried = work.export.masks if work.export is not None else {}  # masks the export's example had to flip
+    work.enter.domains = _value_domains(work.model, work.graph, work.notes, tried)
+    work.enter.made_up = True  # from here on the model runs on the cases' inputs, made up where no sample fits
+    work.cases, case_notes = _reference_cases(work)
+    work.notes.extend(case_notes)
+
+
+def _reference_cases(work: _Work) -> tuple[list[Any], list[str]]:
+    """Run the source (torch, else onnxruntime) on the min, opt, max and sample cases."""
+    from generator.building.export.exchange import constants_from_graph
     from generator.building.reference import make_reference_cases
+
+    model = work.model
+    return make_reference_cases(
+        work.module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
+        forward_signature=model.graph.forward_signature, constants=constants_from_graph(model.graph),
+        domains=work.enter.domains, samples=work.samples,
+        run=None if work.module is not None else _onnxruntime_runner(model, work.onnx_path), profiles=model.profiles,
+    )
+
+
+def _check(work: _Work) -> None:
+    """Check onnxruntime against torch on every case; a failure says whom to blame (:func:`_blame`)."""
+    from generator.building.export.exchange import OnnxCheckError
+    from generator.building.export.onnx_checks import check_onnx
+
+    model = work.model
+    if work.module is None or work.export is None:
+        work.notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
+        return
+    work.enter("check", "onnxruntime against torch")
+    try:
+        results = check_onnx(work.onnx_path, model.inputs, model.outputs, work.cases, compare=model.compare)
+    except OnnxCheckError as error:
+        raise OnnxCheckError([*error.problems, _blame(work, error.problems)]) from error
+    padding = model.compare.padding
+    if padding is not None:
+        left_out = sum(r.left_out for r in results)
+        work.notes.append(f"check: {left_out} output elements at positions {padding.mask!r} marks as padding (value "
+                          f"{padding.value!r}) left out of the comparison")
+
+
+def _blame(work: _Work, problems: Sequence[Problem]) -> Problem:
+    """The model's fault if torch disagrees with itself on a second run, else the export's (never the data's)."""
+    from generator.building.export.diagnosis import export_fault
+
+    model = work.model
+    return _unrepeatable(model, work.cases, _reference_cases(work)[0]) or export_fault(
+        problems, work.cases, work.export, model.exporter, replace(work.where, pointer=model.manifest_pointer
+                                                                   + "/export"))
+
+
+def _write_files(work: _Work) -> list[str]:
+    """The contract, the reference data, the warmup data and the target's model files; their relative paths."""
     from generator.contracts.reference_data import write_reference
 
-    def reference_cases() -> tuple[list[Any], list[str]]:
-        return make_reference_cases(
-            module, model.inputs, model.outputs, model_name=model.name, max_batch_size=model.max_batch_size,
-            forward_signature=forward_signature, constants=constants, domains=domains, samples=samples,
-            run=None if module is not None else _onnxruntime_runner(model, onnx_path),
-            profiles=model.profiles,
-        )
-
-    cases, case_notes = reference_cases()
-    notes.extend(case_notes)
-    if module is not None and export is not None:
-        # onnxruntime must reproduce torch on every case (min, opt, max and the samples): torch ran these inputs,
-        # so a failure here is the export's (or, when torch disagrees with itself, the model's), never the data's.
-        enter("check", "onnxruntime against torch")
-        try:
-            results = check_onnx(onnx_path, model.inputs, model.outputs, cases, compare=model.compare)
-        except OnnxCheckError as error:
-            blame = _unrepeatable(model, cases, reference_cases()[0]) or export_fault(
-                error.problems, cases, export, model.exporter, replace(where, pointer=model.manifest_pointer
-                                                                        + "/export"))
-            raise OnnxCheckError([*error.problems, blame]) from error
-        padding = model.compare.padding
-        left_out = sum(r.left_out for r in results)
-        if padding is not None:
-            notes.append(f"check: {left_out} output elements at positions {padding.mask!r} marks as padding (value "
-                         f"{padding.value!r}) left out of the comparison")
-    else:
-        notes.append("reference outputs come from onnxruntime (the source is ONNX; there is no torch module)")
-
-    ranges, range_notes = derive_output_ranges(model, cases, data_dependent_axes(graph))
-    model = with_output_ranges(model, ranges)
-    notes.extend(range_notes)
-
-    files = [*write_contract_files(workdir, contract_text(model, domains)), "gen_repo/reference.json",
+    model, workdir = work.model, work.workdir
+    files = [*write_contract_files(workdir, contract_text(model, work.enter.domains)), "gen_repo/reference.json",
              "gen_repo/reference.npz"]
-    write_reference(workdir / "gen_repo", cases, model.compare)
-    files += _write_warmup_data(model, cases, workdir)
-
+    write_reference(workdir / "gen_repo", work.cases, model.compare)
+    files += _write_warmup_data(model, work.cases, workdir)
     if model.target == "python":
         shutil.copyfile(resource_dir("templates") / "python" / "model.py", workdir / "model.py")
         files += ["model.onnx", "model.py"]
     elif model.target == "onnx":
         files.append("model.onnx")
-    elif model.target == "tensorrt":
-        enter("tensorrt", f"{options.tensorrt_module} engine build")
-        files += build_engines(model, options, onnx_path, workdir, notes, tensorrt, cache_root)
-        onnx_path.unlink()
-    return ModelArtifacts(workdir, tuple(sorted(files)), tuple(notes), domains, ranges)
+    return files
 
 
 def _unrepeatable(model: ModelPlan, cases: Sequence[Any], again: Sequence[Any]) -> Problem | None:
@@ -547,7 +608,7 @@ def _export_example(samples: Sequence[Any], inputs: Sequence[Any]) -> list[Any] 
     """
     import torch
 
-    from generator.building.export.plans import dynamic_axes_of
+    from generator.building.export.exchange import dynamic_axes_of
 
     for sample in samples:
         if all(sample.arrays[p.name].shape[axis] >= 2 or p.max_shape[axis] < 2

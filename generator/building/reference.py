@@ -29,7 +29,7 @@ from generator.planning.contract import to_request
 from generator.planning.values import ValueDomain, draw
 
 if TYPE_CHECKING:
-    from generator.building.export.plans import InputPlanLike, TensorPlanLike
+    from generator.building.export.exchange import InputPlanLike, TensorPlanLike
     from generator.building.samples import Sample
     from generator.naming import SemanticPath
     from generator.planning.profiles import OptimizationProfile

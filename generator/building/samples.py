@@ -27,6 +27,7 @@ from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
 from generator.planning.contract import to_model
 from generator.specs.paths import Locator
+from generator.specs.sample_metadata import resize_axis
 
 if TYPE_CHECKING:
     from generator.planning.tensors import TensorPlan
@@ -232,12 +233,6 @@ def fit_to_shapes(sample: Sample, inputs: Sequence[Any], case: str) -> dict[str,
                 continue
             if axis not in batch:
                 return None
-            index: list[Any] = [slice(None)] * array.ndim
-            if array.shape[axis] > size:
-                index[axis] = slice(size)
-                array = array[tuple(index)]
-            else:
-                index[axis] = slice(1)
-                array = np.repeat(array[tuple(index)], size, axis=axis)
+            array = resize_axis(array, axis, size)
         out[plan.name] = np.ascontiguousarray(array)
     return out

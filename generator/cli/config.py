@@ -29,8 +29,10 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
 
     Nothing is written when any model has a problem (exit 2, every problem listed).
     """
+    from generator.planning.model_files import config_files
     from generator.planning.options import BuildOptions
-    from generator.repository.configs import plan_config_files
+    from generator.planning.targets import plan_build
+    from generator.repository.files import write_files
 
     # The same planning (and `target: auto` resolution) as `gen-repo build`, so the configs match what it writes,
     # except warmup: without the build's data files it warms up with zeros and random bytes.
@@ -39,7 +41,7 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
     if document.problems:
         # The manifest's own folders are refused (its `output` may lead elsewhere): no staging folder is made there.
         # Planning without writing reports these problems with every other one, and raises.
-        plan_config_files(document, options)
+        plan_build(document, options, warmup_data=False)
     out_dir = Path(output).resolve() if output else document.output_dir
     where = (OUTPUT_OPTION, "") if output else (str(document.file), "/output")
     problems = output_overlap_problems(out_dir, read_paths(document), *where, resolved=True) if output else []
@@ -47,14 +49,15 @@ def command(manifest: str, output: str | None, allow_outside: bool, target: str 
         problems.append(Problem(where[0], where[1], f"{out_dir}: {why}"))
     if problems:  # refused before a staging folder is made beside the output; with every planning problem too
         try:
-            plan_config_files(document, options)
+            plan_build(document, options, warmup_data=False)
         except GenRepoError as error:
             problems += error.problems
         raise GenRepoError(problems)
+    plan, _ = plan_build(document, options, warmup_data=False)
+    files = config_files(plan)
     with config_staging(out_dir) as staging:
-        planned = plan_config_files(document, options, write_to=staging.folder)
-        staging.commit(planned.names)
-    files = planned.files
+        write_files(staging.folder, files)
+        staging.commit([m.name for m in plan.models] + [e.name for e in plan.ensembles])
     if json_output:
         echo(json.dumps({"ok": True, "output": str(out_dir), "files": sorted(files)}, indent=2, sort_keys=True))
     else:

@@ -99,8 +99,7 @@ class _Graph:
 class ManifestDocument:
     """A manifest read and schema-checked, before its models load: everything loading one entry needs.
 
-    Small and picklable (entries as written, paths resolved), so that entries can load in worker processes
-    (:mod:`generator.repository.configs`). ``problems`` are those of the document itself (``output``, ``code_path``).
+    Entries as written, paths resolved. ``problems`` are those of the document itself (``output``, ``code_path``).
     """
 
     file: Path
@@ -266,15 +265,18 @@ def check_entries(
     return tuple(refused)
 
 
-def load_manifest(path: Path | str, *, allow_outside: bool = False, keep_going: bool = False) -> Manifest:
+def load_manifest(
+    path: Path | str | ManifestDocument, *, allow_outside: bool = False, keep_going: bool = False
+) -> Manifest:
     """Load and check a manifest; raise GenRepoError carrying every problem found.
 
     ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
     path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere. With
     ``keep_going`` a model whose own entry has problems (its spec, source, samples or options) is returned in
-    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise.
+    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise. A
+    manifest already read (:func:`read_manifest`) is loaded as it was read.
     """
-    document = read_manifest(path, allow_outside=allow_outside)
+    document = path if isinstance(path, ManifestDocument) else read_manifest(path, allow_outside=allow_outside)
     cache: SpecCache = {}
     entries = [load_entry(document, index, cache) for index in range(len(document.entries))]
     refused = check_entries(document, [e.status for e in entries], keep_going=keep_going)

@@ -36,7 +36,6 @@ from generator.errors import Problem
 from generator.gpu import compute_capability_key
 from generator.naming import WARMUP_FOLDER, model_name_problems
 from generator.planning.fragments import fragment_kind, fragment_refusals
-from generator.planning.pbtxt import message_text
 from generator.resources import resource_dir
 from generator.triton.config_rules import (
     REFUSED_KINDS,
@@ -183,13 +182,8 @@ def parse_config(text: str) -> model_config_pb2.ModelConfig:
 
 
 def render_config(model_config: model_config_pb2.ModelConfig) -> str:
-    """``config.pbtxt`` text: protobuf text_format, deterministic (byte-identical for identical messages).
-
-    Exactly ``text_format.MessageToString(model_config)`` (map entries sorted by key), printed by
-    :func:`generator.planning.pbtxt.message_text`, which takes protobuf's C text encoder where that gives the same
-    bytes.
-    """
-    return message_text(model_config)
+    """``config.pbtxt`` text: protobuf text_format, deterministic (map entries sorted by key)."""
+    return text_format.MessageToString(model_config)
 
 
 def build_model_config(request: ConfigRequest) -> ConfigBuild:

@@ -20,7 +20,7 @@ from typing import Any
 from generator.dtypes import by_torch
 from generator.errors import GenRepoError, Problem
 from generator.manifest.entries import Manifest, ManifestModel, RefusedModel
-from generator.manifest.loading import load_manifest
+from generator.manifest.loading import ManifestDocument, load_manifest
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, RepositoryPlan, plan_repository
 
@@ -216,9 +216,10 @@ def engine_targets(model: ModelPlan) -> dict[str, str | None]:
 # The plan for this machine
 # --------------------------------------------------------------------------------------------------------------------
 def plan_build(
-    manifest_path: Path, options: BuildOptions, output_dir: Path | None = None, *, warmup_data: bool = True
+    manifest_path: Path | ManifestDocument, options: BuildOptions, output_dir: Path | None = None, *,
+    warmup_data: bool = True,
 ) -> tuple[RepositoryPlan, list[str]]:
-    """Load and plan the manifest, resolving ``target: auto`` (and a ``--target`` override) for this machine.
+    """Load (unless already read) and plan the manifest, resolving ``target: auto`` and ``--target`` for this machine.
 
     ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone).
 

@@ -3,34 +3,24 @@
 One :class:`ValidatedFile` per file, in the order given: Triton's ``max_batch_size`` per graph, the graphs' summaries
 when asked (tables, ``--json``) and every problem (schema, AITune's rules, the serving rules of
 :func:`generator.planning.tensors.servability`), each naming the file and the JSON pointer. Nothing is printed here.
-
-Many files are checked in forked worker processes (:mod:`generator.planning.workers`, one per CPU this process may use):
-each file is independent, the work is pure Python, and results come back in the order given, so the output is the
-same with one process or several.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem
 from generator.planning.tensors import servability
-from generator.planning.workers import fork_pool, usable_cpus
 from generator.specs.schema import graph_summary, load_graphspecs
 
-__all__ = ["PARALLEL_MIN_FILES", "Summaries", "ValidatedFile", "validate_file", "validate_files"]
+__all__ = ["Summaries", "ValidatedFile", "validate_file", "validate_files"]
 
 #: What :class:`ValidatedFile` carries per graph besides its max_batch_size: nothing, the summary as plain data (for
-#: tables and indented JSON) or as one line of compact JSON with sorted keys (encoded where the work is done, which
-#: for many files is a worker: the parent only joins lines).
+#: tables and indented JSON) or as one line of compact JSON with sorted keys (the CLI only joins lines).
 Summaries = Literal["none", "data", "json"]
-
-#: Below this many files one process checks them all: starting workers costs more than it saves.
-PARALLEL_MIN_FILES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +34,6 @@ class ValidatedFile:
     #: :data:`Summaries`).
     summaries: tuple[dict[str, Any], ...] | tuple[str, ...]
     problems: tuple[Problem, ...]
-    #: The process that checked the file (a worker's pid from PARALLEL_MIN_FILES files on); not part of equality.
-    checked_in: int = field(default=0, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -70,29 +58,9 @@ def validate_file(path: str, summaries: Summaries = "none") -> ValidatedFile:
                 described.append(summary if summaries == "data" else json.dumps(summary, sort_keys=True))
     except GenRepoError as error:
         problems.extend(error.problems)
-    return ValidatedFile(path, tuple(sizes), tuple(described), tuple(problems), os.getpid())
+    return ValidatedFile(path, tuple(sizes), tuple(described), tuple(problems))
 
 
-def _validate_chunk(paths: Sequence[str], summaries: Summaries) -> list[ValidatedFile]:
+def validate_files(paths: Sequence[str], summaries: Summaries = "none") -> list[ValidatedFile]:
+    """:func:`validate_file` for each path, results in the order given."""
     return [validate_file(path, summaries) for path in paths]
-
-
-def validate_files(
-    paths: Sequence[str], summaries: Summaries = "none", jobs: int | None = None
-) -> list[ValidatedFile]:
-    """:func:`validate_file` for each path, results in the order given.
-
-    ``jobs``: worker processes; default one per usable CPU from :data:`PARALLEL_MIN_FILES` files on, else 1.
-    """
-    if jobs is None:
-        jobs = usable_cpus() if len(paths) >= PARALLEL_MIN_FILES else 1
-    if jobs <= 1 or len(paths) < 2:
-        return _validate_chunk(paths, summaries)
-    # Chunks of a few dozen files keep the workers balanced while the pickled results stay few.
-    size = max(1, min(64, len(paths) // (jobs * 4)))
-    chunks = [paths[i:i + size] for i in range(0, len(paths), size)]
-    with fork_pool(jobs) as pool:
-        if pool is None:
-            return _validate_chunk(paths, summaries)
-        return [result for chunk in pool.map(_validate_chunk, chunks, [summaries] * len(chunks))
-                for result in chunk]

@@ -15,8 +15,7 @@
   (what the bucket serves, read first), :mod:`~generator.repository.publish_files` (what it uploads) and
   :mod:`~generator.repository.publish_lock` (the publishers' lock);
 - :mod:`~generator.repository.contract_sources`: the contracts a folder, bucket or version folder serves (diff and
-  publish read them);
-- :mod:`~generator.repository.configs`: ``gen-repo config``'s configs-only repository, planned in forked workers.
+  publish read them).
 """
 
 from generator.repository.lock import lock_problems

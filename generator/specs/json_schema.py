@@ -16,8 +16,7 @@ dialect, by both: ``$`` matches at the very end only (Python's ``re`` also match
 Python's end-of-string anchor (:func:`ecma_pattern`). The one place where the Rust side is more lenient is a Python
 ``tuple`` standing in for a JSON array (jsonschema only accepts ``list``): JSON never produces one, YAML's
 ``!!pairs``/``!!omap`` and Python callers can, so "valid" is trusted only after a check that no tuple stands where
-the schema expects an array (a full scan by default; a caller that knows the document's shape passes a cheaper
-targeted check, as :mod:`generator.specs.schema` does). Schemas with ``$ref`` cycles never take the fast path:
+the schema expects an array (a scan of the whole document). Schemas with ``$ref`` cycles never take the fast path:
 jsonschema_rs recurses natively and a deeply nested document would overflow its stack.
 ``tests/specs/test_schema_fast.py`` checks that both paths agree on every test document.
 
@@ -33,7 +32,7 @@ import difflib
 import functools
 import importlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -287,11 +286,9 @@ def contains_integral_float(value: Any) -> bool:
     return False
 
 
-def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any], bool] = contains_tuple,
-                      strict_integers: bool = False) -> bool:
+def fast_schema_valid(document: Any, schema_file: str, strict_integers: bool = False) -> bool:
     """True only when the fast path can vouch that ``document`` is valid; False means "ask the reference".
 
-    ``has_tuple`` must find every tuple standing where the schema expects an array; the default scans everything.
     ``strict_integers``: see the module docstring.
     """
     validator = fast_validator(schema_file)
@@ -301,7 +298,7 @@ def fast_schema_valid(document: Any, schema_file: str, has_tuple: Callable[[Any]
         valid = bool(validator.is_valid(document))
     except (ValueError, TypeError, OverflowError):
         return False  # not plain JSON data (date, set, bytes, int keys, lone surrogates...): the reference judges
-    return valid and not has_tuple(document) and not (strict_integers and contains_integral_float(document))
+    return valid and not contains_tuple(document) and not (strict_integers and contains_integral_float(document))
 
 
 def schema_problems(
@@ -309,7 +306,6 @@ def schema_problems(
     schema_file: str,
     file: str,
     base: tuple[str | int, ...] = (),
-    has_tuple: Callable[[Any], bool] = contains_tuple,
     strict_integers: bool = False,
     *,
     source: Path | None = None,
@@ -317,11 +313,11 @@ def schema_problems(
     """Every schema violation of ``document`` as a Problem, sorted by location (deterministic output).
 
     The fast path answers for valid documents; the problems of an invalid one always come from the reference
-    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``has_tuple`` and
-    ``strict_integers``: see :func:`fast_schema_valid`. ``source``: the file ``document`` was read from; an unknown
+    validator (see the module docstring), so they are the same with or without jsonschema_rs. ``strict_integers``:
+    see :func:`fast_schema_valid`. ``source``: the file ``document`` was read from; an unknown
     key is then reported with its line and column there.
     """
-    if fast_schema_valid(document, schema_file, has_tuple, strict_integers):
+    if fast_schema_valid(document, schema_file, strict_integers):
         return []
     return reference_schema_problems(document, schema_file, file, base, strict_integers, source=source)
 

@@ -13,7 +13,7 @@ from generator.naming import SemanticPath
 from generator.specs.paths import Locator, path_from_json, path_to_json
 from generator.specs.tensor_spec import TensorSpec
 
-__all__ = ["ForwardParameter", "ForwardSignature", "SampleMetadata"]
+__all__ = ["ForwardParameter", "ForwardSignature", "SampleMetadata", "resize_axis"]
 
 
 def _is_array(value: Any) -> bool:
@@ -132,26 +132,33 @@ class SampleMetadata:
 
 
 def batch_tensor(tensor: Any, tensor_spec: TensorSpec, batch_size: int) -> Any:
-    """Resize ``tensor`` along its batch axes to ``multiplier * batch_size`` (slice, or repeat the first slice)."""
+    """Resize ``tensor`` along its batch axes to ``multiplier * batch_size``."""
     for axis, multiplier in tensor_spec.get_batch_axis_multipliers().items():
-        target = multiplier * batch_size
-        size = int(tensor.shape[axis])
-        index = [slice(None)] * len(tensor.shape)
-        if size > target:
-            index[axis] = slice(target)
-            tensor = tensor[tuple(index)]
-        elif size < target:
-            index[axis] = slice(1)
-            first = tensor[tuple(index)]
-            if type(tensor).__module__.startswith("torch"):
-                repeats = [1] * len(tensor.shape)
-                repeats[axis] = target
-                tensor = first.repeat(repeats)
-            else:
-                import numpy as np
-
-                tensor = np.repeat(first, target, axis=axis)
+        tensor = resize_axis(tensor, axis, multiplier * batch_size)
     return tensor
+
+
+def resize_axis(tensor: Any, axis: int, size: int) -> Any:
+    """``tensor`` (numpy or torch) resized along ``axis`` to ``size`` items as AITune's ``make_batch`` does it.
+
+    The first ``size`` items, or the first item repeated ``size`` times.
+    """
+    index: list[Any] = [slice(None)] * len(tensor.shape)
+    current = int(tensor.shape[axis])
+    if current > size:
+        index[axis] = slice(size)
+        return tensor[tuple(index)]
+    if current == size:
+        return tensor
+    index[axis] = slice(1)
+    first = tensor[tuple(index)]
+    if type(tensor).__module__.startswith("torch"):
+        repeats = [1] * len(tensor.shape)
+        repeats[axis] = size
+        return first.repeat(repeats)
+    import numpy as np  # numpy only when a numpy array is resized: specs stays importable without it
+
+    return np.repeat(first, size, axis=axis)
 
 
 _KINDS: dict[str, Any] = {

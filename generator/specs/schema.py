@@ -10,35 +10,19 @@ Every problem of a document is collected before one :class:`~generator.errors.Ge
 JSON pointer of the offending field. AITune's pickled binary form is refused by
 :func:`generator.specs.documents.load_document`; nothing from a spec file is ever unpickled, evaluated or imported.
 
-Speed (10,000 specs must validate in well under a second, every error still reported with its location). Each stage
-has a fast verdict for the common case, a valid document, and falls back to the full reporter for anything else,
-so the problems of an invalid document are exactly what the full checks report:
-
-1. Schema: :func:`generator.specs.json_schema.schema_problems` asks ``jsonschema_rs`` (when installed) whether the
-   document is valid and runs the reference ``jsonschema`` only when it is not (see that module).
-   :mod:`generator.specs.fast_path`'s ``*_has_tuple`` tell it, cheaply, whether a Python tuple stands where the
-   schema expects an array (the one case jsonschema_rs is more lenient than jsonschema), instead of a scan of the
-   whole document.
-2. Semantic rules (:mod:`generator.specs.semantics`): :func:`~generator.specs.fast_path.graph_all_clear` is one
-   tight pass over a schema-valid graph that answers True only when :func:`graph_problems` would report nothing (it
-   builds no pointers or messages). Any doubt, and the full reporter runs and its answer counts.
-   ``tests/specs/test_schema_fast.py`` checks this on fixtures, every invalid document of the tests and random valid
-   and mutated documents.
-3. GraphSpec construction (:meth:`GraphSpec.from_dict`, :func:`infer_batch_multipliers`) is unchanged.
-
-:func:`validate_documents` validates a batch and reports every problem of every document at once.
+JSON Schema first (:func:`generator.specs.json_schema.schema_problems`, ``jsonschema_rs`` where installed, the
+reference ``jsonschema`` for the messages), then the semantic rules (:mod:`generator.specs.semantics`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem, SpecError
 from generator.specs.documents import load_document
-from generator.specs.fast_path import fixture_has_tuple, graph_all_clear, graph_has_tuple, report_has_tuple
 from generator.specs.graphspec import GraphSpec, infer_batch_multipliers
 from generator.specs.json_schema import schema_problems
 from generator.specs.semantics import Add, graph_problems
@@ -53,7 +37,6 @@ __all__ = [
     "graph_summary",
     "load_graphspecs",
     "validate_document",
-    "validate_documents",
     "validate_file",
 ]
 
@@ -115,22 +98,19 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
             ]
         )
     if kind == "tune_report":
-        problems = schema_problems(document, TUNE_REPORT_SCHEMA, file, has_tuple=report_has_tuple)
+        problems = schema_problems(document, TUNE_REPORT_SCHEMA, file)
         locations = _tune_report_graphs(document)
     else:
-        has_tuple = fixture_has_tuple if kind == "fixture" else graph_has_tuple
-        problems = schema_problems(document, GRAPHSPEC_SCHEMA, file, has_tuple=has_tuple)
+        problems = schema_problems(document, GRAPHSPEC_SCHEMA, file)
         locations = [("/graph", document.get("graph"), None)] if kind == "fixture" else [("", document, None)]
 
-    # Fast verdict first (schema-valid graphs only); the full reporter runs on any doubt and its answer counts.
-    if problems or not all(graph_all_clear(graph) for _, graph, _ in locations):
-        broken = {p.pointer for p in problems}
-        add = _collector(problems, file)
-        for pointer, graph, _ in locations:
-            if isinstance(graph, dict):
-                graph_problems(graph, pointer, add, broken)
-        if problems:
-            raise GenRepoError(sorted(problems, key=_document_order(document)))
+    broken = {p.pointer for p in problems}
+    add = _collector(problems, file)
+    for pointer, graph, _ in locations:
+        if isinstance(graph, dict):
+            graph_problems(graph, pointer, add, broken)
+    if problems:
+        raise GenRepoError(sorted(problems, key=_document_order(document)))
 
     loaded = []
     for pointer, graph, module_name in locations:
@@ -140,24 +120,6 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
             raise GenRepoError([Problem(file, pointer, p.message) for p in error.problems]) from None
         notes = infer_batch_multipliers(spec)
         loaded.append(LoadedGraph(file, pointer, module_name, spec, list(notes), graph))
-    return loaded
-
-
-def validate_documents(documents: Iterable[tuple[Any, str]]) -> list[LoadedGraph]:
-    """Validate many parsed documents, given as ``(document, file)`` pairs; every graph of every document, in order.
-
-    Raises one GenRepoError carrying every problem of every invalid document (each names its file), after all of
-    them were checked, so a batch reports everything at once like a single document does.
-    """
-    loaded: list[LoadedGraph] = []
-    problems: list[Problem] = []
-    for document, file in documents:
-        try:
-            loaded.extend(validate_document(document, file))
-        except GenRepoError as error:
-            problems.extend(error.problems)
-    if problems:
-        raise GenRepoError(problems)
     return loaded
 
 

@@ -15,11 +15,11 @@ import torch
 
 from examples.models import make_mlp, make_text
 from generator.building.export.onnx import export_onnx
-from generator.building.export.plans import TensorIO, io_from_graph
 from generator.resources import resource_dir
 from generator.serving.burst import quiet_statistics, settled_statistics
 from generator.serving.server import TritonNotFoundError, find_tritonserver, launch
 from generator.specs.graphspec import GraphSpec
+from tests.build_helpers import GraphTensorPlan, io_from_graph
 from tests.requirements import missing
 
 pytestmark = pytest.mark.triton
@@ -114,10 +114,10 @@ def _add_model(repo: Path, name: str, config: str, module, spec: Path, max_batch
 
 
 def _add_scalar_model(repo: Path) -> None:
-    inputs = [TensorIO("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0),
-              TensorIO("input_scale", "scale", "float32", (1,), (4,), (8,), 0)]
-    outputs = [TensorIO("output_0", 0, "float32", (1, 16), (8, 16), (8, 16), 0),
-               TensorIO("output_1", 1, "float32", (1,), (8,), (8,), 0)]
+    inputs = [GraphTensorPlan("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0),
+              GraphTensorPlan("input_scale", "scale", "float32", (1,), (4,), (8,), 0)]
+    outputs = [GraphTensorPlan("output_0", 0, "float32", (1, 16), (8, 16), (8, 16), 0),
+               GraphTensorPlan("output_1", 1, "float32", (1,), (8,), (8,), 0)]
     version = repo / "scalar" / "1"
     (version / "gen_repo").mkdir(parents=True)
     (repo / "scalar" / "config.pbtxt").write_text(SCALAR_CONFIG)

@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from examples.models import make_text
-from generator.building.export.plans import TensorIO
 from generator.building.reference import make_reference_cases, reference_inputs
 from generator.contracts.reference_data import ReferenceCase, ReferenceDataError, write_reference
 from generator.planning.values import DEFAULT_INT_RANGE, ValueDomain
-from tests.build_helpers import example_io
+from tests.build_helpers import GraphTensorPlan, example_io
 
 
 def test_cases_shapes_batch_sizes_and_torch_outputs() -> None:
@@ -51,10 +50,10 @@ def test_inputs_are_deterministic_and_seeded_by_model_and_case() -> None:
 
 def test_value_ranges_and_dtypes() -> None:
     plans = [
-        TensorIO("input_ids", "ids", "torch.int64", (1, 4), (2, 8), (4, 8), 0),
-        TensorIO("input_flags", "flags", "torch.bool", (1, 4), (2, 8), (4, 8), 0),
-        TensorIO("input_half", "half", "torch.float16", (1, 4), (2, 8), (4, 8), 0),
-        TensorIO("input_token_mask", "m", "torch.int32", (1, 4), (2, 8), (4, 8), 0),
+        GraphTensorPlan("input_ids", "ids", "torch.int64", (1, 4), (2, 8), (4, 8), 0),
+        GraphTensorPlan("input_flags", "flags", "torch.bool", (1, 4), (2, 8), (4, 8), 0),
+        GraphTensorPlan("input_half", "half", "torch.float16", (1, 4), (2, 8), (4, 8), 0),
+        GraphTensorPlan("input_token_mask", "m", "torch.int32", (1, 4), (2, 8), (4, 8), 0),
     ]
     arrays = reference_inputs(plans, model_name="m", case="max", domains={"input_ids": ValueDomain(100, 104)})
     assert arrays["input_ids"].min() >= 100 and arrays["input_ids"].max() <= 104
@@ -62,12 +61,12 @@ def test_value_ranges_and_dtypes() -> None:
     assert arrays["input_half"].dtype == np.float16
     assert arrays["input_token_mask"].dtype == np.int32 and (arrays["input_token_mask"] == 1).all()
     with pytest.raises(ReferenceDataError, match="bfloat16"):
-        reference_inputs([TensorIO("b", "b", "torch.bfloat16", (1,), (1,), (1,))], model_name="m", case="min")
+        reference_inputs([GraphTensorPlan("b", "b", "torch.bfloat16", (1,), (1,), (1,))], model_name="m", case="min")
 
 
 def test_static_model_has_no_batch_size_and_names_must_be_unique(tmp_path: Path) -> None:
-    plans = [TensorIO("input_x", "input", "float32", (4, 16), (4, 16), (4, 16), None)]
-    outs = [TensorIO("output", (), "float32", (4, 4), (4, 4), (4, 4), None)]
+    plans = [GraphTensorPlan("input_x", "input", "float32", (4, 16), (4, 16), (4, 16), None)]
+    outs = [GraphTensorPlan("output", (), "float32", (4, 4), (4, 4), (4, 4), None)]
     torch.manual_seed(0)
     cases, _ = make_reference_cases(torch.nn.Linear(16, 4), plans, outs, model_name="static", max_batch_size=0)
     assert [c.batch_size for c in cases] == [None, None, None]

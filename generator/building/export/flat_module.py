@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from generator.building.export.plans import ExportError, TensorPlanLike
+from generator.building.export.exchange import ExportError, TensorPlanLike
 from generator.naming import SemanticPath
 
 if TYPE_CHECKING:

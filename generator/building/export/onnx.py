@@ -1,6 +1,6 @@
 """torch module -> self-contained ONNX file with the spec's dynamic axes; ONNX and ``.pt2`` sources.
 
-The tensor plans the export takes are :mod:`generator.building.export.plans`'s; the graph takes flat tensors in plan
+The tensor plans the export takes are :mod:`generator.building.export.exchange`'s; the graph takes flat tensors in plan
 order through :mod:`generator.building.export.flat_module`'s wrapper; :mod:`generator.building.export.onnx_checks`
 checks the file.
 
@@ -36,9 +36,7 @@ import numpy as np
 
 from generator.atomic_write import replacing
 from generator.bounded import read_bytes
-from generator.building.export.flat_module import flat_module_for
-from generator.building.export.onnx_checks import onnx_io_problems
-from generator.building.export.plans import (
+from generator.building.export.exchange import (
     ANSI_ESCAPES,
     ExportError,
     ExportResult,
@@ -49,6 +47,8 @@ from generator.building.export.plans import (
     dynamic_axes_of,
     short_error,
 )
+from generator.building.export.flat_module import flat_module_for
+from generator.building.export.onnx_checks import onnx_io_problems
 from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError, Problem
 from generator.naming import SemanticPath

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from generator.bounded import read_bytes
-from generator.building.export.plans import (
+from generator.building.export.exchange import (
     CaseLike,
     CaseResult,
     OnnxCheckError,

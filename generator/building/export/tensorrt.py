@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from generator.atomic_write import write_atomically
 from generator.errors import EXIT_FAILED, GenRepoError, Problem, json_pointer
-from generator.gpu import GpuInfo, compute_capability_key, current_gpu, detect_gpus
+from generator.gpu import GpuInfo, current_gpu, detect_gpus
 
 if TYPE_CHECKING:
-    from generator.planning.options import BuildOptions as GenRepoBuildOptions
+    from generator.planning.options import BuildOptions
 
 __all__ = [
     "HARDWARE_COMPATIBILITY_LEVELS",
     "PRECISIONS",
-    "BuildOptions",
+    "EngineOptions",
     "BuildResult",
     "ProfileShapes",
     "TensorRTBuildError",
@@ -40,14 +40,12 @@ __all__ = [
     "module_flavor",
     "profile_problems",
     "profile_shapes",
-    "profiles_from_graph",
-    "timing_cache_name",
 ]
 
 #: Precisions a build may allow. fp32 needs no flag; the others map to ``trt.BuilderFlag`` members.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 _PRECISION_FLAGS = {"tf32": "TF32", "fp16": "FP16", "bf16": "BF16"}
-#: ``BuildOptions.hardware_compatibility`` values; all but "none" name a ``trt.HardwareCompatibilityLevel`` member.
+#: ``EngineOptions.hardware_compatibility`` values; all but "none" name a ``trt.HardwareCompatibilityLevel`` member.
 HARDWARE_COMPATIBILITY_LEVELS = ("none", "ampere_plus", "same_compute_capability")
 _SEVERITY_ORDER = ("INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
 
@@ -62,7 +60,7 @@ class TensorRTBuildError(GenRepoError):
 # Options and profiles (plain data)
 # --------------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class BuildOptions:
+class EngineOptions:
     """How to build one engine.
 
     ``precision`` lists the precisions TensorRT may choose kernels in; the default ``("fp32", "tf32")`` is TensorRT's
@@ -145,19 +143,6 @@ def profile_shapes(items: Iterable[Any]) -> list[ProfileShapes]:
     return [ProfileShapes.from_data(item) for item in items]
 
 
-def profiles_from_graph(graph: Any) -> list[ProfileShapes]:
-    """Make one ProfileShapes per input of a :class:`generator.specs.graphspec.GraphSpec`.
-
-    Inputs are named as AITune names TensorRT inputs (``input_<path>``), with the spec's effective (min, opt, max).
-    """
-    names = graph.input_tensor_names()
-    out = []
-    for name, (locator, tensor_spec) in zip(names, graph.input_spec.tensor_data, strict=True):
-        lo, opt, hi = graph.get_effective_input_shapes(locator, tensor_spec)
-        out.append(ProfileShapes(name, tuple(lo), tuple(opt), tuple(hi)))
-    return out
-
-
 def profile_problems(
     profiles: Sequence[ProfileShapes], network_inputs: Mapping[str, Sequence[int]]
 ) -> list[tuple[str, str]]:
@@ -205,16 +190,6 @@ def _describe(profile: ProfileShapes) -> str:
 def module_flavor(trt: Any) -> str:
     """``"tensorrt"`` or ``"tensorrt_rtx"``: the top-level name of the module passed in."""
     return str(getattr(trt, "__name__", "tensorrt")).split(".")[0]
-
-
-def timing_cache_name(trt: Any, compute_capability: str | None) -> str:
-    """Name a timing cache file for the cache folder.
-
-    Caches are specific to the TensorRT version and the GPU, so both are in the name
-    (``timing.tensorrt-10.9.0.sm_89.cache``; ``.cpu`` when built without a GPU).
-    """
-    arch = "cpu" if compute_capability is None else "sm_{}{}".format(*compute_capability_key(compute_capability))
-    return f"timing.{module_flavor(trt).replace('_', '-')}-{trt.__version__}.{arch}.cache"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -336,7 +311,7 @@ def _set_flag(config: Any, rec: _Recorder, name: str, on: bool) -> None:
         rec.applied.append(name if on else f"{name} cleared")
 
 
-def _apply_options(config: Any, options: BuildOptions, rec: _Recorder) -> None:
+def _apply_options(config: Any, options: EngineOptions, rec: _Recorder) -> None:
     trt = rec.trt
     for precision, flag_name in _PRECISION_FLAGS.items():
         if precision in options.precision:
@@ -430,7 +405,7 @@ def build_engine(
     trt: Any,
     onnx_path: Path | str,
     profiles: Sequence[Sequence[Any]],
-    options: BuildOptions | None = None,
+    options: EngineOptions | None = None,
     logger: Any = None,
     gpu: GpuInfo | Literal["detect"] | None = "detect",
 ) -> BuildResult:
@@ -444,7 +419,7 @@ def build_engine(
     building) and :class:`TensorRTBuildError` when TensorRT cannot parse or build, refuses a profile or holds other
     shapes than were set, with its parser errors and log lines in the message.
     """
-    options = options or BuildOptions()
+    options = options or EngineOptions()
     path = Path(onnx_path)
     file = str(onnx_path)
     option_problems = options.problems()
@@ -586,12 +561,12 @@ def _failure(what: str, rec: _Recorder, mark: int) -> str:
     return f"{what}: " + "\n  ".join(lines)
 
 
-def tensorrt_build_options(options: GenRepoBuildOptions, timing_cache: Path | None) -> BuildOptions:
-    """The :class:`BuildOptions` of this layer from gen-repo's (``--workspace-mib``, ``--precision``, ...)."""
+def tensorrt_build_options(options: BuildOptions, timing_cache: Path | None) -> EngineOptions:
+    """The :class:`EngineOptions` of this layer from gen-repo's (``--workspace-mib``, ``--precision``, ...)."""
     values = dict(options.tensorrt)
     if "precision" in values:
         values["precision"] = tuple(values["precision"])
-    return BuildOptions(**values, timing_cache_path=timing_cache)
+    return EngineOptions(**values, timing_cache_path=timing_cache)
 
 
 def engine_bytes(module_name: str, onnx_path: str, profiles: Any, trt_options: Any) -> tuple[bytes, dict[str, Any]]:

@@ -17,12 +17,13 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from torch import nn
 
 from examples.models import make_mlp, make_text
+from generator.building.export.exchange import ExportError, OnnxCheckError, constants_from_graph
 from generator.building.export.onnx import export_onnx, exporter_order, load_pt2, normalize_dtype, prepare_source_onnx
 from generator.building.export.onnx_checks import check_onnx, onnx_io_problems, tolerance_for
-from generator.building.export.plans import ExportError, OnnxCheckError, TensorIO, constants_from_graph, io_from_graph
 from generator.building.reference import make_reference_cases
 from generator.errors import GenRepoError
 from generator.specs.graphspec import GraphSpec
+from tests.build_helpers import GraphTensorPlan, io_from_graph
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -84,12 +85,12 @@ class IntBool(nn.Module):
 
 
 INT_BOOL_INPUTS = [
-    TensorIO("input_ids", "ids", "int64", (1, 3), (4, 6), (8, 12), 0),
-    TensorIO("input_keep", "keep", "bool", (1, 3), (4, 6), (8, 12), 0),
+    GraphTensorPlan("input_ids", "ids", "int64", (1, 3), (4, 6), (8, 12), 0),
+    GraphTensorPlan("input_keep", "keep", "bool", (1, 3), (4, 6), (8, 12), 0),
 ]
 INT_BOOL_OUTPUTS = [
-    TensorIO("output_0", 0, "float32", (1, 4), (8, 4), (8, 4), 0),
-    TensorIO("output_1", 1, "int64", (1,), (8,), (8,), 0),
+    GraphTensorPlan("output_0", 0, "float32", (1, 4), (8, 4), (8, 4), 0),
+    GraphTensorPlan("output_1", 1, "int64", (1,), (8,), (8,), 0),
 ]
 
 
@@ -332,8 +333,8 @@ def test_model_that_forces_a_dynamic_axis_static_fails_clearly(tmp_path: Path) -
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.reshape(4, 16) * 2  # only works for batch 4
 
-    inputs = [TensorIO("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0)]
-    outputs = [TensorIO("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
+    inputs = [GraphTensorPlan("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0)]
+    outputs = [GraphTensorPlan("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
     with pytest.raises(ExportError) as info:
         export_onnx(FixedBatch(), tmp_path / "model.onnx", inputs, outputs,
                     example=[torch.zeros(4, 16)])
@@ -351,8 +352,8 @@ def test_legacy_fallback_is_used_and_reported(tmp_path: Path) -> None:
                 return x * 2
             return x * 3
 
-    inputs = [TensorIO("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0)]
-    outputs = [TensorIO("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
+    inputs = [GraphTensorPlan("input_x", "x", "float32", (1, 16), (4, 16), (8, 16), 0)]
+    outputs = [GraphTensorPlan("output", (), "float32", (1, 16), (8, 16), (8, 16), 0)]
     result = export_onnx(DataDependent(), tmp_path / "model.onnx", inputs, outputs)
     assert result.exporter == "legacy"
     assert len(result.notes) == 1 and "dynamo=True): failed (GuardOnDataDependentSymNode" in result.notes[0]
@@ -385,10 +386,10 @@ def test_zero_d_inputs_and_outputs_travel_as_one(tmp_path: Path) -> None:
             y = x * scale
             return y, y.sum()
 
-    inputs = [TensorIO("input_x", "x", "float32", (4, 3), (4, 3), (4, 3)),
-              TensorIO("input_scale", "scale", "float32", (1,), (1,), (1,), torch_scalar=True)]
-    outputs = [TensorIO("output_0", 0, "float32", (4, 3), (4, 3), (4, 3)),
-               TensorIO("output_1", 1, "float32", (1,), (1,), (1,), torch_scalar=True)]
+    inputs = [GraphTensorPlan("input_x", "x", "float32", (4, 3), (4, 3), (4, 3)),
+              GraphTensorPlan("input_scale", "scale", "float32", (1,), (1,), (1,), torch_scalar=True)]
+    outputs = [GraphTensorPlan("output_0", 0, "float32", (4, 3), (4, 3), (4, 3)),
+               GraphTensorPlan("output_1", 1, "float32", (1,), (1,), (1,), torch_scalar=True)]
     path = tmp_path / "scaled.onnx"
     export_onnx(Scaled(), path, inputs, outputs)
     graph = onnx.load(str(path)).graph
@@ -418,14 +419,14 @@ class Tagger(nn.Module):
         return self.out(self.rnn(self.embed(ids), state)[0])
 
 
-def _tagger_io(rnn: str, with_state: bool) -> tuple[list[TensorIO], list[TensorIO]]:
+def _tagger_io(rnn: str, with_state: bool) -> tuple[list[GraphTensorPlan], list[GraphTensorPlan]]:
     """ids [b, s] (s dynamic 2..24) and, with a state, h0 (and c0) [4, b, 6]: the batch on axis 1, no batching."""
-    inputs = [TensorIO("input_ids", "ids", "int64", (1, 2), (3, 10), (4, 24), 0)]
+    inputs = [GraphTensorPlan("input_ids", "ids", "int64", (1, 2), (3, 10), (4, 24), 0)]
     if with_state:
         paths: list[Any] = [("state", 0), ("state", 1)] if rnn == "lstm" else ["state"]
-        inputs += [TensorIO(f"input_state_{i}", path, "float32", (4, 1, 6), (4, 3, 6), (4, 4, 6))
+        inputs += [GraphTensorPlan(f"input_state_{i}", path, "float32", (4, 1, 6), (4, 3, 6), (4, 4, 6))
                    for i, path in enumerate(paths)]
-    return inputs, [TensorIO("output", (), "float32", (1, 2, 3), (4, 24, 3), (4, 24, 3), 0)]
+    return inputs, [GraphTensorPlan("output", (), "float32", (1, 2, 3), (4, 24, 3), (4, 24, 3), 0)]
 
 
 @pytest.mark.parametrize(("rnn", "with_state"), [("lstm", True), ("gru", False), ("gru", True)])
@@ -481,11 +482,11 @@ class RnnBesideFft(nn.Module):
         return self.rnn(a)[0], torch.fft.rfft(x, dim=-1).abs()
 
 
-def _fft_io() -> tuple[list[TensorIO], list[TensorIO]]:
-    inputs = [TensorIO("input_a", "a", "float32", (1, 5, 4), (2, 5, 4), (4, 5, 4), 0),
-              TensorIO("input_x", "x", "float32", (1, 2, 4), (2, 8, 4), (4, 16, 4), 0)]
-    return inputs, [TensorIO("output_0", 0, "float32", (1, 5, 4), (4, 5, 4), (4, 5, 4), 0),
-                    TensorIO("output_1", 1, "float32", (1, 2, 3), (4, 16, 3), (4, 16, 3), 0)]
+def _fft_io() -> tuple[list[GraphTensorPlan], list[GraphTensorPlan]]:
+    inputs = [GraphTensorPlan("input_a", "a", "float32", (1, 5, 4), (2, 5, 4), (4, 5, 4), 0),
+              GraphTensorPlan("input_x", "x", "float32", (1, 2, 4), (2, 8, 4), (4, 16, 4), 0)]
+    return inputs, [GraphTensorPlan("output_0", 0, "float32", (1, 5, 4), (4, 5, 4), (4, 5, 4), 0),
+                    GraphTensorPlan("output_1", 1, "float32", (1, 2, 3), (4, 16, 3), (4, 16, 3), 0)]
 
 
 def test_an_rnn_module_falls_back_to_dynamo_when_the_torchscript_export_fails(tmp_path):
@@ -510,7 +511,7 @@ def test_an_rnn_module_falls_back_to_dynamo_when_the_torchscript_export_fails(tm
 def test_the_exporter_order_for_each_choice() -> None:
     tagger = Tagger("lstm")
     inputs, _ = _tagger_io("lstm", with_state=False)
-    batch_only = [TensorIO("input_ids", "ids", "int64", (1, 24), (3, 24), (4, 24), 0)]
+    batch_only = [GraphTensorPlan("input_ids", "ids", "int64", (1, 24), (3, 24), (4, 24), 0)]
     assert exporter_order(tagger, inputs)[0] == ("legacy", "dynamo")
     assert exporter_order(tagger, batch_only) == (("dynamo", "legacy"), None)  # only the batch axis varies
     assert exporter_order(TwoOutputs(), inputs) == (("dynamo", "legacy"), None)  # no RNN
@@ -533,9 +534,9 @@ class PaddingEncoder(nn.Module):
         return self.encoder(x, src_key_padding_mask=padding_mask)
 
 
-PADDING_INPUTS = [TensorIO("input_x", "x", "float32", (1, 2, 8), (2, 5, 8), (4, 9, 8), 0),
-                  TensorIO("input_padding_mask", "padding_mask", "bool", (1, 2), (2, 5), (4, 9), 0)]
-PADDING_OUTPUTS = [TensorIO("output", (), "float32", (1, 2, 8), (4, 9, 8), (4, 9, 8), 0)]
+PADDING_INPUTS = [GraphTensorPlan("input_x", "x", "float32", (1, 2, 8), (2, 5, 8), (4, 9, 8), 0),
+                  GraphTensorPlan("input_padding_mask", "padding_mask", "bool", (1, 2), (2, 5), (4, 9), 0)]
+PADDING_OUTPUTS = [GraphTensorPlan("output", (), "float32", (1, 2, 8), (4, 9, 8), (4, 9, 8), 0)]
 
 
 def test_a_made_up_mask_is_tried_both_ways(tmp_path):

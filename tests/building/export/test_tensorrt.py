@@ -15,15 +15,13 @@ from typing import Any
 import pytest
 
 from generator.building.export.tensorrt import (
-    BuildOptions,
+    EngineOptions,
     ProfileShapes,
     TensorRTBuildError,
     build_engine,
     make_logger,
     profile_problems,
     profile_shapes,
-    profiles_from_graph,
-    timing_cache_name,
 )
 from generator.errors import GenRepoError
 from generator.gpu import current_gpu, detect_gpus, import_tensorrt
@@ -31,6 +29,16 @@ from generator.specs.graphspec import GraphSpec
 from tests.requirements import missing, require_module
 
 EXAMPLES = ("mlp", "text")
+
+
+def profiles_from_graph(graph: Any) -> list[ProfileShapes]:
+    """One ProfileShapes per input of a GraphSpec, named as AITune names them, at its effective min/opt/max."""
+    names = graph.input_tensor_names()
+    out = []
+    for name, (locator, tensor_spec) in zip(names, graph.input_spec.tensor_data, strict=True):
+        lo, opt, hi = graph.get_effective_input_shapes(locator, tensor_spec)
+        out.append(ProfileShapes(name, tuple(lo), tuple(opt), tuple(hi)))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -87,15 +95,6 @@ def _mlp_profile(lo: int = 1, opt: int = 4, hi: int = 8, width: int = 16) -> lis
 # --------------------------------------------------------------------------------------------------------------------
 # Plain data: no TensorRT needed
 # --------------------------------------------------------------------------------------------------------------------
-def test_profiles_from_graph_use_effective_shapes(examples_dir: Path) -> None:
-    graph = _graph(examples_dir, "text")
-    profiles = profiles_from_graph(graph)
-    assert [p.name for p in profiles] == graph.input_tensor_names()
-    for profile, (locator, spec) in zip(profiles, graph.input_spec.tensor_data, strict=True):
-        lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
-        assert (list(profile.min), list(profile.opt), list(profile.max)) == (lo, opt, hi)
-
-
 def test_profile_shapes_from_plain_data() -> None:
     expected = ProfileShapes("input_x", (1, 16), (4, 16), (8, 16))
     plan_like = types.SimpleNamespace(name="input_x", min_shape=[1, 16], opt_shape=[4, 16], max_shape=[8, 16])
@@ -121,7 +120,7 @@ def test_profile_problems_reports_everything_at_once() -> None:
 
 
 def test_build_options_problems() -> None:
-    options = BuildOptions(
+    options = EngineOptions(
         precision=("fp32", "int4"),
         workspace_bytes=0,
         builder_optimization_level=7,
@@ -131,8 +130,8 @@ def test_build_options_problems() -> None:
     text = "\n".join(options.problems())
     for word in ("int4", "workspace_bytes", "builder_optimization_level", "turing", "exclude_lean_runtime"):
         assert word in text
-    assert BuildOptions().problems() == []
-    assert "timing_cache_path" not in BuildOptions(timing_cache_path=Path("x")).to_dict()
+    assert EngineOptions().problems() == []
+    assert "timing_cache_path" not in EngineOptions(timing_cache_path=Path("x")).to_dict()
 
 
 def test_standard_tensorrt_without_gpu_stops_before_touching_it(tmp_path: Path) -> None:
@@ -291,14 +290,14 @@ def test_unreadable_model_fails_clearly(trt_rtx: Any, tmp_path: Path) -> None:
 def test_bad_options_refused_before_building(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
     with pytest.raises(GenRepoError, match="builder_optimization_level") as caught:
-        build_engine(trt_rtx, path, [_mlp_profile()], BuildOptions(precision=("fp8",), builder_optimization_level=9))
+        build_engine(trt_rtx, path, [_mlp_profile()], EngineOptions(precision=("fp8",), builder_optimization_level=9))
     assert [p.pointer for p in caught.value.problems] == ["/build_options", "/build_options"]
 
 
 def test_timing_cache_written_and_reused(trt_rtx: Any, example_onnx: dict, tmp_path: Path) -> None:
     path, graph = example_onnx["text"]
-    cache = tmp_path / "cache" / "trt" / timing_cache_name(trt_rtx, None)  # folder created on demand
-    options = BuildOptions(timing_cache_path=cache)
+    cache = tmp_path / "cache" / "trt" / "timing.cache"  # folder created on demand
+    options = EngineOptions(timing_cache_path=cache)
     first = build_engine(trt_rtx, path, [profiles_from_graph(graph)], options)
     assert first.timing_cache_written and not first.timing_cache_loaded
     assert cache.is_file() and cache.stat().st_size > 0
@@ -315,7 +314,7 @@ def test_timing_cache_written_and_reused(trt_rtx: Any, example_onnx: dict, tmp_p
 
 def test_options_the_module_lacks_are_skipped_with_reasons(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
-    options = BuildOptions(
+    options = EngineOptions(
         precision=("fp32", "tf32", "fp16", "bf16"),
         workspace_bytes=64 << 20,
         builder_optimization_level=1,
@@ -357,7 +356,7 @@ def _module_has(trt: Any, key: str) -> bool:
 
 def test_tf32_left_out_clears_the_flag(trt_rtx: Any, example_onnx: dict) -> None:
     path, _ = example_onnx["mlp"]
-    result = build_engine(trt_rtx, path, [_mlp_profile()], BuildOptions(precision=("fp32",)))
+    result = build_engine(trt_rtx, path, [_mlp_profile()], EngineOptions(precision=("fp32",)))
     assert "TF32 cleared" in result.applied_flags and "TF32" not in result.applied_flags
 
 
@@ -394,7 +393,7 @@ def trt_gpu() -> Any:
 @pytest.mark.gpu
 def test_gpu_fp16_applied_and_compute_capability_recorded(trt_gpu: Any, example_onnx: dict) -> None:
     path, graph = example_onnx["mlp"]
-    result = build_engine(trt_gpu, path, [profiles_from_graph(graph)], BuildOptions(precision=("fp32", "fp16")))
+    result = build_engine(trt_gpu, path, [profiles_from_graph(graph)], EngineOptions(precision=("fp32", "fp16")))
     gpu = current_gpu(detect_gpus())
     assert gpu is not None
     assert result.flavor == "tensorrt"
@@ -442,5 +441,5 @@ def test_gpu_hardware_compatibility_applied(trt_gpu: Any, example_onnx: dict) ->
         raise missing("gpu_ampere", "hardware compatibility ampere_plus needs an Ampere or newer GPU")
     path, graph = example_onnx["mlp"]
     result = build_engine(trt_gpu, path, [profiles_from_graph(graph)],
-                          BuildOptions(hardware_compatibility="ampere_plus"))
+                          EngineOptions(hardware_compatibility="ampere_plus"))
     assert "hardware_compatibility_level=AMPERE_PLUS" in result.applied_flags

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from generator.building.export.fault import export_fault, onnxruntime_node
-from generator.building.export.plans import ExportResult
+from generator.building.export.diagnosis import export_fault, onnxruntime_node
+from generator.building.export.exchange import ExportResult
 from generator.contracts.reference_data import ReferenceCase
 from generator.errors import Problem
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from generator.building.export.exchange import CaseLike, ExportResult
 from generator.building.export.onnx import EXPORTER_CHOICES, EXPORTER_NAMES
-from generator.building.export.plans import CaseLike, ExportResult
 from generator.errors import Problem
 
 __all__ = ["export_fault", "onnxruntime_node"]

@@ -1,9 +1,8 @@
-"""What the export stages exchange: tensor plans, the results, the errors; plans from a bare GraphSpec.
+"""What the export stages exchange: tensor plans, the results, the errors.
 
 A *tensor plan* is any object with ``name``, ``path`` (semantic path), ``dtype``, ``min_shape``/``max_shape`` (full
 shapes as a request carries them) and, for inputs, ``opt_shape``: exactly what ``generator.planning.plan.TensorPlan``
-carries, so the build passes its plans as they are. :func:`io_from_graph` makes them from a bare GraphSpec
-(:class:`TensorIO`).
+carries, so the build passes its plans as they are.
 """
 
 from __future__ import annotations
@@ -16,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from generator.dtypes import normalize_dtype
 from generator.errors import GenRepoError
-from generator.naming import SemanticPath, format_tensor_name
+from generator.naming import SemanticPath
 from generator.planning.values import ValueDomain
 
 if TYPE_CHECKING:
@@ -33,11 +31,9 @@ __all__ = [
     "ForwardError",
     "InputPlanLike",
     "OnnxCheckError",
-    "TensorIO",
     "TensorPlanLike",
     "constants_from_graph",
     "dynamic_axes_of",
-    "io_from_graph",
     "short_error",
 ]
 
@@ -84,22 +80,6 @@ class CaseLike(Protocol):
     def outputs(self) -> Mapping[str, np.ndarray]: ...  # noqa: D102
 
 
-@dataclass(frozen=True, slots=True)
-class TensorIO:
-    """A minimal tensor plan: name, semantic path, dtype and full min/opt/max shapes."""
-
-    name: str
-    path: SemanticPath
-    dtype: str
-    min_shape: tuple[int, ...]
-    opt_shape: tuple[int, ...]
-    max_shape: tuple[int, ...]
-    batch_axis: int | None = None
-    #: forward takes (returns) a 0-d tensor here; the graph's I/O carries it as [1]
-    #: (``generator.planning.plan.TensorPlan``).
-    torch_scalar: bool = False
-
-
 @dataclass(slots=True)
 class ExportResult:
     """What :func:`~.onnx.export_onnx` produced: the file, which exporter made it, and anything to tell the user."""
@@ -144,63 +124,6 @@ class ForwardError(ExportError):
 
 class OnnxCheckError(GenRepoError):
     """An ONNX file does not match its plan, or onnxruntime disagrees with torch."""
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Plans from a GraphSpec
-# --------------------------------------------------------------------------------------------------------------------
-def io_from_graph(graph: GraphSpec, *, widen_batch_min: bool = True) -> tuple[list[TensorIO], list[TensorIO]]:
-    """Input and output plans of a GraphSpec with AITune's tensor names.
-
-    Inputs take min/opt/max from ``get_effective_input_shapes``; outputs min/max from the output spec (opt = max).
-    With ``widen_batch_min`` a batch axis's minimum becomes its multiplier (batch size 1), as Triton's dynamic
-    batcher may form any batch from 1 (see the config issue). For the build, pass ``generator.planning.plan``'s plans
-    instead.
-    """
-    inputs = []
-    for locator, spec in graph.input_spec.tensor_data:
-        lo, opt, hi = graph.get_effective_input_shapes(locator, spec)
-        definition = graph.get_shape_definition(locator)
-        if definition is not None:
-            from generator.specs.tensor_spec import BatchDim
-
-            batch_axes = {i: 1 for i, d in enumerate(definition) if isinstance(d, BatchDim)}
-        else:
-            batch_axes = spec.get_batch_axis_multipliers()
-        if widen_batch_min:
-            for axis, multiplier in batch_axes.items():
-                lo[axis] = min(lo[axis], multiplier)
-        first = min(batch_axes, default=None)
-        inputs.append(
-            TensorIO(
-                format_tensor_name(locator.path, "input"),
-                locator.path,
-                normalize_dtype(spec.dtype),
-                tuple(lo),
-                tuple(opt),
-                tuple(hi),
-                first,
-            )
-        )
-    outputs = []
-    for locator, spec in graph.output_spec.tensor_data:
-        lo, hi = list(spec.min_shape), list(spec.max_shape)
-        batch_axes = spec.get_batch_axis_multipliers()
-        if widen_batch_min:
-            for axis, multiplier in batch_axes.items():
-                lo[axis] = min(lo[axis], multiplier)
-        outputs.append(
-            TensorIO(
-                format_tensor_name(locator.path, "output"),
-                locator.path,
-                normalize_dtype(spec.dtype),
-                tuple(lo),
-                tuple(hi),
-                tuple(hi),
-                min(batch_axes, default=None),
-            )
-        )
-    return inputs, outputs
 
 
 def constants_from_graph(graph: GraphSpec) -> dict[SemanticPath, Any]:
