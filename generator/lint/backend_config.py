@@ -17,8 +17,6 @@ Core validates every config alike; each backend then refuses what its runtime ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from generator.dtypes import BACKEND_DATA_TYPES, DTYPES
 from generator.lint.backends import ENSEMBLE, backend_refused
 from generator.lint.batching import BOOLEAN_CONTROLS, Control
@@ -26,11 +24,7 @@ from generator.lint.environment import Environment, normalized_kind
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
 from generator.lint.locator import FieldPath
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["REFUSED_KINDS", "check_backend_config"]
 

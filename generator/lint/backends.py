@@ -14,18 +14,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.bounded import read_bytes
 from generator.confinement import MODEL_DIRECTORY_VARIABLE, relative_path_problem
 from generator.dtypes import DTYPES
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Resolved
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "AUTO_COMPLETE_FILLS",

@@ -9,15 +9,11 @@ states can be wrong.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.locator import FieldPath
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_batching"]
 

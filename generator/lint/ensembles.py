@@ -15,18 +15,14 @@ import contextlib
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder, Resolved
 from generator.lint.layout import gen_repo_contract
 from generator.lint.locator import FieldPath
 from generator.triton.ensemble import Location, Step, StepModel, TensorIO, Wiring, dims_compatible, wiring_problems
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_ensemble_config", "check_ensembles"]
 

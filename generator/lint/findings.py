@@ -10,7 +10,7 @@ from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import RULES
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["ConfigFile", "Finding", "folder_finding", "format_finding"]
 

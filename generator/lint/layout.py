@@ -22,7 +22,7 @@ import stat
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import text_format
 
@@ -37,11 +37,7 @@ from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import ERROR
 from generator.naming import WARMUP_FOLDER, triton_version, version_folder_problem
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "INITIAL_STATE_FOLDER",

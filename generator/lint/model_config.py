@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
 from generator.lint.layout import element_count
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["TENSORRT_PLAN", "check_model_config", "profile_index"]
 

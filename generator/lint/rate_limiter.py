@@ -15,18 +15,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from generator.lint.backends import ENSEMBLE
 from generator.lint.environment import Environment, normalized_kind
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder
 from generator.lint.locator import FieldPath
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_rate_limiter"]
 

@@ -16,12 +16,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import Problem, json_pointer
+from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
-    from tritonclient.grpc import model_config_pb2
-else:  # without tritonclient.grpc's grpc and numpy imports
-    from generator.triton.proto import model_config_pb2
 
 __all__ = ["OPTION_MESSAGES", "integer_range", "number_problems", "option_number_problems"]
 

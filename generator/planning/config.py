@@ -38,14 +38,11 @@ from generator.naming import WARMUP_FOLDER, model_name_problems
 from generator.planning.fragments import fragment_kind, fragment_refusals
 from generator.planning.pbtxt import message_text
 from generator.resources import resource_dir
+from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-
     from generator.planning.profiles import OptimizationProfile
     from generator.planning.tensors import TensorPlan
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "DEFAULT_CPU_INSTANCE_COUNT",

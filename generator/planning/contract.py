@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
-    from tritonclient.grpc import model_config_pb2
 
     from generator.planning.tensors import TensorPlan
     from generator.planning.values import ValueDomain
+    from generator.triton.proto import model_config_pb2
 
 
 class PlannedModel(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem
 from generator.manifest.entries import (
@@ -30,11 +30,7 @@ from generator.planning.options import TARGETS
 from generator.planning.profiles import OptimizationProfile, plan_profiles
 from generator.planning.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
 from generator.specs.graphspec import GraphSpec
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "DTYPE_TO_TRITON",

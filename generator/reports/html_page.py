@@ -25,7 +25,6 @@ from typing import Any
 import jinja2
 import markupsafe
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from generator.bounded import read_text
 from generator.client import ModelContract
@@ -39,6 +38,7 @@ from generator.resources import resource_dir
 from generator.serving.smoke import repository_models
 from generator.specs.documents import load_document
 from generator.specs.json_schema import schema_problems
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "LockStatus",

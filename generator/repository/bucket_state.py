@@ -124,7 +124,8 @@ def fingerprint_objects(fs: Any, target: StorageURL, keys: list[str]) -> dict[st
 def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
     """Step 2: fingerprint the served state, then list the bucket and read its lock file and the models' configs."""
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+
+    from generator.triton.proto import model_config_pb2
 
     fingerprints = fingerprint_objects(fs, target, [LOCK_FILE_NAME, *(f"{m}/config.pbtxt" for m in models)])
     objects = repository_objects(list_objects(fs, target))

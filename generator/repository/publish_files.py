@@ -74,7 +74,8 @@ def published_config(config_text: str, version: int, local_version: int | None =
     publish uploads them.
     """
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+
+    from generator.triton.proto import model_config_pb2
 
     config = model_config_pb2.ModelConfig()
     text_format.Parse(config_text, config)

@@ -21,7 +21,7 @@ import numpy as np
 from generator.errors import EXIT_UNREACHABLE, GenRepoError, Problem
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
+    from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "PROTOCOLS",
@@ -166,7 +166,8 @@ class Connection:
     def config(self, model: str, version: str = "") -> model_config_pb2.ModelConfig:
         """Return the server's ``ModelConfig`` for ``model`` (auto-completed fields included)."""
         from google.protobuf import json_format
-        from tritonclient.grpc import model_config_pb2
+
+        from generator.triton.proto import model_config_pb2
 
         if self.protocol == "grpc":
             config = model_config_pb2.ModelConfig()

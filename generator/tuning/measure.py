@@ -21,19 +21,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from generator.errors import GenRepoError, Problem
 from generator.triton.connection import Connection
+from generator.triton.proto import model_config_pb2
 from generator.tuning.loadgen import Completions, LoadGenerator
 from generator.tuning.space import Setting, candidate_config
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
 
 __all__ = ["TOLERANCE", "Candidate", "LevelResult", "Measurer", "Windows", "completion_rate", "percentile", "spread"]
 

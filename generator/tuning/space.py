@@ -14,17 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.bounded import read_text
 from generator.confinement import confined_path
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import read_json
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "DELAY_LADDER_US",
