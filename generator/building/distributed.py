@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.building.results import Progress
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, one_line
 from generator.planning.plan import ModelPlan
 from generator.repository.cache import BuildCache
 
@@ -392,7 +392,7 @@ def _run(
             output: TaskOutput = ray.get(ref)
         except ray.exceptions.RayError as error:
             fail(state, f"{task.kind} task failed on the Ray cluster after {max_retries} retries: "
-                        f"{type(error).__name__}: {_first_line(error)}")
+                        f"{type(error).__name__}: {one_line(error)}")
             output = TaskOutput()
         if state.problems or output.problems:
             state.problems.extend(output.problems)
@@ -475,11 +475,6 @@ def _cancel_model(ray: Any, pending: dict[Any, _Pending], model: str) -> None:
             ray.cancel(ref, force=True)
         except Exception:  # already finished or its node is gone: nothing left to cancel
             continue
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:400] if text else "(no message)"
 
 
 __all__ = [

@@ -52,7 +52,7 @@ from tritonclient.utils import InferenceServerException
 from generator.bounded import read_text
 from generator.client import ModelContract, config_to_contract
 from generator.confinement import confined_path
-from generator.errors import GenRepoError
+from generator.errors import GenRepoError, one_line
 from generator.naming import version_folder
 from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
 from generator.serving.burst import burst, burst_figures, quiet_statistics, settled_statistics
@@ -474,7 +474,7 @@ class _Run:
                 raise ServerLostError(f"server lost: {self.lost}") from exc
             # Triton appends a long NOTE on max_batch_size to shape errors; the details keep the whole text.
             reason = exception_text(exc).split(" NOTE: ")[0]
-            return "passed", f"rejected {what}: {_short(reason)}", details
+            return "passed", f"rejected {what}: {one_line(reason)}", details
         details["served_outputs"] = {n: list(a.shape) for n, a in result.items()}
         return "failed", f"the server SERVED {what} instead of rejecting it", details
 
@@ -561,10 +561,6 @@ class _Run:
             summary += (f"; {perf['throughput_infer_per_s']:.1f} infer/s, p50 {perf['latency_p50_ms']:.2f} ms, "
                         f"p99 {perf['latency_p99_ms']:.2f} ms")
         return "passed", summary, details
-
-
-def _short(text: str, limit: int = 240) -> str:
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from generator.errors import Problem, json_pointer
+from generator.errors import Problem, json_pointer, one_line
 from generator.json_reader import read_json
 from generator.resources import resource_dir
 from generator.specs.documents import key_marks
@@ -377,8 +377,7 @@ def _message(error: ValidationError, marks: dict[tuple[Any, ...], tuple[int, int
     if error.validator in {"oneOf", "anyOf"} and error.context:
         best = _best_context(error)
         return f"{error.message[:200]} (closest: {best.message[:200]}{_unknown_key_hints(best, marks)})"
-    text = error.message if len(error.message) <= 300 else error.message[:297] + "..."
-    return text + _unknown_key_hints(error, marks)
+    return one_line(error.message) + _unknown_key_hints(error, marks)
 
 
 def _unknown_keys(error: ValidationError) -> list[tuple[str, list[str]]]:

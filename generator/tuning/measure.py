@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, one_line
 from generator.triton.connection import Connection
 from generator.triton.proto import model_config_pb2
 from generator.tuning.loadgen import Completions, LoadGenerator
@@ -181,7 +181,7 @@ class Measurer:
         try:
             self.load(setting)
         except Exception as error:  # tritonclient's InferenceServerException: the server refused this config
-            candidate.error = f"load failed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+            candidate.error = f"load failed: {one_line(error)}"
             return candidate
         for level in self.levels:
             result = self._perf_analyzer_level(level) if self.engine == "perf_analyzer" else self._loop_level(level)
