@@ -21,7 +21,6 @@ from types import ModuleType
 
 __all__ = [
     "GpuInfo", "compute_capability_key", "current_gpu", "detect_gpus", "import_tensorrt", "parse_nvidia_smi",
-    "tensorrt_module",
 ]
 
 _log = logging.getLogger(__name__)
@@ -52,14 +51,6 @@ class GpuInfo:
     name: str
     compute_capability: str | None
     uuid: str | None = None
-
-    @property
-    def sm(self) -> str | None:
-        """The compute capability as an architecture tag (``"8.9"`` -> ``"sm_89"``), None when unknown."""
-        if self.compute_capability is None:
-            return None
-        major, minor = self.compute_capability.split(".")
-        return f"sm_{major}{minor}"
 
 
 def parse_nvidia_smi(text: str, fields: Sequence[str] = NVIDIA_SMI_FIELDS) -> list[GpuInfo]:
@@ -158,15 +149,3 @@ def import_tensorrt(name: str) -> ModuleType:
     except OSError as error:
         raise ImportError(f"{name}: {error}") from error
 
-
-def tensorrt_module(prefer: Sequence[str] = ("tensorrt", "tensorrt_rtx")) -> tuple[ModuleType, str] | None:
-    """Import the first importable TensorRT module of ``prefer``; return it and its flavour (module name), or None.
-
-    Importing TensorRT creates no runtime and touches no GPU, so this is safe on any machine.
-    """
-    for name in prefer:
-        try:
-            return import_tensorrt(name), name
-        except ImportError as error:
-            _log.debug("cannot import %s: %s", name, error)
-    return None
