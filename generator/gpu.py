@@ -1,9 +1,7 @@
 """Find NVIDIA GPUs and an importable TensorRT module without creating any TensorRT runtime.
 
-A ``trt.Runtime`` created on a machine without a GPU logs an error, returns an object anyway, and any use of it can
-crash the whole process (see /work/shared/reference/environment-facts.md). GPUs are therefore found from outside
-TensorRT: ``nvidia-smi`` (a subprocess with a timeout, so a wedged driver cannot hang a build) and, where it is not
-installed, the ``/dev/nvidia<N>`` device nodes.
+A ``trt.Runtime`` created without a GPU can crash the process later, so GPUs are found from outside TensorRT:
+``nvidia-smi`` (with a timeout, so a wedged driver cannot hang a build), else the ``/dev/nvidia<N>`` device nodes.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Dynamic and sequence batching rules.
-
-Core ``model_config_utils.cc`` ValidateModelConfig (preferred batch sizes, priority levels, preserve_ordering, the
-sequence batcher's strategies) with GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties (control
-tensors), and ``sequence_batch_scheduler.cc`` Create / GenerateInitialStateData (implicit state). Triton normalizes
-first (NormalizeModelConfig): an empty preferred_batch_size becomes ``[max_batch_size]``, so only sizes the config
-states can be wrong.
-"""
+"""Dynamic and sequence batching rules, as Triton core validates them after normalizing the config."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """Ensemble rules: the scheduling config, steps resolved across every repository, versions, dependencies, wiring.
 
-Per config, core ``model_config_utils.cc``: ValidateModelConfig (platform/backend/scheduling pairing),
-ValidateEnsembleSchedulingConfig and BuildEnsembleGraph (steps, maps, data flow). Across models, the repository
-manager's dependency graph (``model_repository_manager.cc`` ConnectDependencyGraph: a step model in no repository;
-CheckNode: a step's ``model_version`` its model does not load; CircularDependencyCheck) and ``ensemble_utils.cc``
-ValidateEnsembleConfig: the wiring rules of :mod:`generator.triton.ensemble` (shared with ``plan``) and the
-decoupled-origin check ported here. Models named as loaded elsewhere (``--external-model``) satisfy a step; their wiring
-is not checked.
+The wiring rules are :mod:`generator.triton.ensemble`'s (shared with ``plan``). Models named as loaded elsewhere
+(``--external-model``) satisfy a step; their wiring is not checked.
 """
 
 from __future__ import annotations

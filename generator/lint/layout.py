@@ -1,17 +1,7 @@
 """Repository layout and the files a config names, as Triton's repository manager and model loading read them.
 
-Model folders (core ``model_repository_manager.cc`` Poll: every sub-folder of every repository, hidden ones too, a
-name in two repositories refused), ``config.pbtxt`` (InitializeModelInfo: parsed as ModelConfig, its name equal to
-the folder's), version folders (``model_lifecycle.cc`` VersionsToLoad, as :func:`generator.naming.triton_version`
-reads a name: ``std::stoll`` of the folder name, names starting with ``0`` and non-numbers ignored, then the version
-policy; a folder whose name is not exactly the version it reads as is an error, as for ``verify``), and the files
-a config points at: warmup data (``backend_model_instance.cc``), initial sequence state
-(``sequence_batch_scheduler.cc``), output labels (``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime``
-(``backend_model.cc``); and, beyond Triton, any symlink in a model folder, which Triton's local file system follows
-wherever it leads (``filesystem/implementations/local.h``).
-
-Files gen-repo adds (``gen-repo.lock.json`` at the root, ``gen_repo/`` inside version folders) are not flagged:
-Triton ignores files at the repository root and every backend ignores extra files in a version folder.
+Model and version folders, ``config.pbtxt``, the files a config points at, and symlinks. Files gen-repo adds (the
+lock at the root, ``gen_repo/`` in version folders) are not flagged: Triton ignores them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Model configuration rules: inputs and outputs, batch I/O, instance groups, response cache, metrics, warmup.
 
-Core ``model_config_utils.cc``: ValidateModelConfig (max_batch_size, response cache, model_metrics), ValidateIOShape
-with ValidateModelInput/ValidateModelOutput and ValidateNonLinearFormatIO, ValidateBatchIO, ValidateInstanceGroup
-after NormalizeInstanceGroup (a count below 1 becomes the default count, so it is no refusal), and the warmup
-requests of ``backend_model_instance.cc`` GenerateWarmupData (samples with batch_size 0 are skipped, as Triton
-skips them). Platform-dependent rules read the platform as Triton infers it (:class:`~generator.lint.folders.Resolved`).
+Platform-dependent rules read the platform as Triton infers it (:class:`~generator.lint.folders.Resolved`).
 """
 
 from __future__ import annotations

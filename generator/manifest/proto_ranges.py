@@ -1,13 +1,7 @@
 """Manifest numbers against what Triton's ``ModelConfig`` can hold: ranges read from the protobuf descriptors.
 
-A manifest option that becomes a config field must fit that field's protobuf type (``int32`` for
-``preferred_batch_size``, ``uint64`` for ``max_queue_delay_microseconds``, ``uint32`` for ``max_queue_size``...);
-protobuf raises ``ValueError: Value out of range`` otherwise. The ranges are not copied by hand: each option is
-walked along the message it becomes (:data:`OPTION_MESSAGES`), key by key where the manifest uses the proto's own
-field names, and every integer is checked against its field's type (map keys too, such as the priority levels of
-``priority_queue_policy``). An option key the message does not have (``all`` of a version policy) is left to the
-schema. The schema makes integers integers (no ``4.0``, see :func:`generator.specs.json_schema.schema_problems`); this
-module makes them fit.
+Each option is walked along the message it becomes (:data:`OPTION_MESSAGES`) and every integer checked against its
+field's type, so an out-of-range number is a located problem instead of protobuf's ``ValueError``.
 """
 
 from __future__ import annotations

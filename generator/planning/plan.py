@@ -1,9 +1,7 @@
 """The repository plan: one :class:`ModelPlan` per manifest model, with its tensors, decisions and ModelConfig.
 
-Pure: no file writes, no torch. The tensors and the batching decision come from :mod:`generator.planning.tensors` (the
-rules ``gen-repo validate`` applies too); the config from :mod:`generator.planning.config`. A model that cannot be
-planned is refused with every reason; with ``keep_going`` the others are planned anyway
-(:attr:`RepositoryPlan.refused`).
+Pure: no file writes, no torch. A model that cannot be planned is refused with every reason; with ``keep_going`` the
+others are planned anyway (:attr:`RepositoryPlan.refused`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """``gen-repo validate``'s work: every GraphSpec of every file checked as ``gen-repo plan`` would serve it.
 
-One :class:`ValidatedFile` per file, in the order given: Triton's ``max_batch_size`` per graph, the graphs' summaries
-when asked (tables, ``--json``) and every problem (schema, AITune's rules, the serving rules of
-:func:`generator.planning.tensors.servability`), each naming the file and the JSON pointer. Nothing is printed here.
-
-Many files are checked in forked worker processes (:mod:`generator.planning.workers`, one per CPU this process may use):
-each file is independent, the work is pure Python, and results come back in the order given, so the output is the
-same with one process or several.
+One :class:`ValidatedFile` per file, in the order given, every problem naming the file and the JSON pointer. Nothing
+is printed here.
 """
 
 from __future__ import annotations

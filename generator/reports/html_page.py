@@ -1,16 +1,7 @@
 """``gen-repo report``: one self-contained HTML page about a model repository.
 
-The page (``templates/report/page.html.j2``, rendered by Jinja2 with autoescape on: every repository string is
-hostile) holds a summary (models, targets, versions, the lock check of ``verify``, ``lint``'s findings, the smoke
-result), then per model its contract, a chart of its inputs' min/opt/max per axis (the first
-:data:`CHARTED_INPUTS`), batching, value domains, warmup and instance groups; per ensemble its wiring as a picture;
-the smoke checks, the perf figures, a diff's changes and a tune's candidates where their ``--json`` files are given.
-Charts are inline SVG (:mod:`generator.reports.charts`, :mod:`generator.reports.ensemble_svg`); no scripts, no external
-styles, fonts or images, so the page needs no network.
-
-The pipeline: :func:`read_repository` gathers plain :class:`ModelSection` from a local folder;
-:func:`load_inputs` reads and checks the ``--smoke``/``--perf``/``--diff``/``--tune`` files (JSON Schemas in
-``schemas/``); :func:`render_report` turns both into the HTML text, byte-identical for identical input.
+Rendered by Jinja2 with autoescape on (every repository string is hostile), charts inline as SVG, no scripts or
+external resources, byte-identical for identical input (docs/report.md).
 """
 
 from __future__ import annotations

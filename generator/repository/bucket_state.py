@@ -1,9 +1,7 @@
-"""What a publish reads from the bucket before it changes anything: the served state (step 2 of a publish).
+"""What a publish reads from the bucket before it changes anything: the served state.
 
-The bucket's objects indexed by model and exact version folder, its lock file (read within ``lock_bytes`` and
-checked as ``verify`` checks a local one), each model's config (within ``config_bytes``), and a fingerprint (size
-and sha256) of the lock file and configs that the switch compares again before it writes. Also the check of a
-version's objects against what a lock file says they hold.
+The bucket's objects by model and version folder, its lock file and configs (bounded), and a fingerprint of them
+that the switch compares again before it writes.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """``gen-repo config``'s files for a large manifest, planned in forked workers, each model rendered where it is planned.
 
-Loading a GraphSpec and planning its model is pure Python and independent per ``models:`` entry, so workers
-(:mod:`generator.planning.workers`) split the entries. Each sends back only the texts of the model's ``config.pbtxt``
-and ``contract.json``: a pickled :class:`~generator.planning.plan.ModelPlan` costs about as much as planning it
-(bench/bench_cli.py), so plans come back only for ensemble steps, and the ensembles are planned here. The manifest's
-own checks (:func:`generator.manifest.loading.check_entries`) and the refusal
-(:func:`generator.planning.targets.refusal_error`) are those of :func:`generator.planning.targets.plan_build`: the
-files and every error are the same with one process or several (tests/repository/test_configs.py).
+Workers send back only each model's ``config.pbtxt`` and ``contract.json`` text (a pickled plan costs about as much
+as planning it); the checks and refusals are :func:`generator.planning.targets.plan_build`'s, so the files and errors
+are the same with one process or several.
 """
 
 from __future__ import annotations
@@ -101,7 +97,7 @@ def _plan_chunk(
             continue
         out.append(_PlannedEntry(loaded.status, model_config_files(plan), (), plan if plan.name in steps else None))
     # Only planned models are written, and planning refuses a name Triton cannot use (config.config_problems): every
-    # path stays inside write_to even before the manifest's name checks run (tests/repository/test_configs.py).
+    # path stays inside write_to even before the manifest's name checks run.
     if write_to is not None:
         write_files(write_to, {path: text for entry in out for path, text in (entry.files or {}).items()})
     return out

@@ -1,16 +1,8 @@
 """The contracts of a repository, as ``gen-repo diff`` and ``gen-repo publish`` compare them.
 
-A location is a repository folder, an ``s3://`` or ``gs://`` repository, or one model's version folder (local or in
-a bucket: ``repo/mlp/3``). Per model the contract is that of the version Triton serves: the highest version the
-config's ``version_policy { specific }`` names (what ``gen-repo publish`` pins), else the highest version folder.
-It comes from ``<model>/<version>/gen_repo/contract.json`` (exact) or, for a repository gen-repo did not build, from
-``<model>/config.pbtxt`` (:meth:`generator.client.ModelContract.from_config`; the diff lists what it cannot tell).
-
-Every file is read within the limits of :mod:`generator.bounded` and inside its repository
-(:func:`generator.confinement.confined_path`); a bucket's objects are read one by one, only the configs and
-contracts (never the model files). Every problem is collected and raised at once as a located
-:class:`~generator.errors.GenRepoError` (exit 2); an unreachable store is a
-:class:`~generator.repository.storage.StorageUnreachable` (exit 3).
+A folder, an ``s3://``/``gs://`` repository or one version folder; per model the contract of the version Triton
+serves, from ``contract.json`` or, failing that, ``config.pbtxt`` (docs/diff.md). Reads are bounded and confined;
+every problem is raised at once.
 """
 
 from __future__ import annotations

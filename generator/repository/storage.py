@@ -1,23 +1,7 @@
 """Object storage (S3, GCS) and shared folders for gen-repo and for the tritonserver it launches.
 
-URLs, the fsspec filesystem, storage failures as located errors, reading a published repository back, and what a
-launched server's log says about its storage.
-
-Every failure of the storage clients (s3fs/botocore, gcsfs/aiohttp/google-auth) leaves through
-:func:`storage_errors` as a :class:`StorageError` naming the URL: exit code 2 for what the user must fix (no such
-bucket, access refused, a bucket layout that is not a repository), 3 when the endpoint cannot be reached or answers
-only with server errors, 1 for anything else the store refused. Never a traceback.
-
-Emulators: ``STORAGE_EMULATOR_HOST`` (``http://host:port``) points gen-repo's GCS client at an emulator; then the
-plain JSON-API client of gcsfs is used with anonymous credentials (as Google's own client does for an emulator), so
-no credential lookup, no metadata-server probe and no gRPC bucket-type lookup happens. tritonserver reads
-``gs://`` through google-cloud-cpp, which takes the emulator from ``CLOUD_STORAGE_EMULATOR_ENDPOINT`` instead.
-``s3://host:port/...`` names an S3 endpoint in the URL itself, for gen-repo and tritonserver alike.
-
-A shared folder (NFS, a Kubernetes volume) is a publish destination too: a path or ``file:///path``
-(:func:`parse_destination`), reached through :class:`generator.repository.local_store.LocalStore`, which offers the
-same operations as the object stores' fsspec filesystems. Readers (``verify``, ``diff``, ``report``, ``smoke``)
-take ``file://`` as the folder it names (:func:`local_location`).
+Every storage client failure leaves as a :class:`StorageError` naming the URL (exit 2 for what the user must fix, 3
+for an unreachable endpoint, 1 otherwise). URLs and emulators: docs/release-pipelines.md.
 """
 
 from __future__ import annotations

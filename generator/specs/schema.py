@@ -1,32 +1,8 @@
 """Load and validate GraphSpec documents: JSON Schema first, then the semantic rules a schema cannot express.
 
-Three document kinds are accepted, all as AITune writes them:
-
-- a fixture/example file ``{"aitune_version", "graph": {...}, "expected"}`` (the graph is at ``/graph``),
-- a bare GraphSpec object (the graph is the document),
-- an AITune tune report (graphs at ``/modules/<i>/graphs/<j>``).
-
-Every problem of a document is collected before one :class:`~generator.errors.GenRepoError` is raised, each with the
-JSON pointer of the offending field. AITune's pickled binary form is refused by
-:func:`generator.specs.documents.load_document`; nothing from a spec file is ever unpickled, evaluated or imported.
-
-Speed (10,000 specs must validate in well under a second, every error still reported with its location). Each stage
-has a fast verdict for the common case, a valid document, and falls back to the full reporter for anything else,
-so the problems of an invalid document are exactly what the full checks report:
-
-1. Schema: :func:`generator.specs.json_schema.schema_problems` asks ``jsonschema_rs`` (when installed) whether the
-   document is valid and runs the reference ``jsonschema`` only when it is not (see that module).
-   :mod:`generator.specs.fast_path`'s ``*_has_tuple`` tell it, cheaply, whether a Python tuple stands where the
-   schema expects an array (the one case jsonschema_rs is more lenient than jsonschema), instead of a scan of the
-   whole document.
-2. Semantic rules (:mod:`generator.specs.semantics`): :func:`~generator.specs.fast_path.graph_all_clear` is one
-   tight pass over a schema-valid graph that answers True only when :func:`graph_problems` would report nothing (it
-   builds no pointers or messages). Any doubt, and the full reporter runs and its answer counts.
-   ``tests/specs/test_schema_fast.py`` checks this on fixtures, every invalid document of the tests and random valid
-   and mutated documents.
-3. GraphSpec construction (:meth:`GraphSpec.from_dict`, :func:`infer_batch_multipliers`) is unchanged.
-
-:func:`validate_documents` validates a batch and reports every problem of every document at once.
+Fixture files, bare GraphSpecs and AITune tune reports are accepted; every problem of a document is collected with
+its JSON pointer before one :class:`~generator.errors.GenRepoError` is raised. Nothing from a spec file is ever
+unpickled, evaluated or imported.
 """
 
 from __future__ import annotations

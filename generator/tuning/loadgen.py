@@ -1,10 +1,7 @@
 """The built-in load for tuning: closed-loop clients spread over separate processes, so the client is not the limit.
 
-One interpreter's threads share its GIL: on a 2-core machine a threaded loop (``generator.serving.load``) can cap the
-rate it measures. Here ``concurrency`` clients are spread over up to :data:`MAX_PROCESSES` worker processes
-(spawned, never forked: gRPC's threads do not survive a fork), each a few threads with one connection each, sending
-the same prepared request back to back. The parent starts and pauses them and takes what completed so far: each
-completion's time (``CLOCK_MONOTONIC``, one clock for every process on Linux) and latency. Loopback servers only.
+Threads share one GIL and can cap the rate they measure, so clients run in spawned worker processes (gRPC's threads
+do not survive a fork) and report each completion's time and latency. Loopback servers only.
 """
 
 from __future__ import annotations

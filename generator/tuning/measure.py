@@ -1,15 +1,7 @@
-"""One candidate measured on a running server: loaded with its config override, loaded with load, judged stable.
+"""One candidate measured on a running server: loaded with its config override, put under load, judged stable.
 
-The server runs in explicit model-control mode; each candidate is loaded through Triton's repository API with its
-whole config as an override (``load_model(name, config=json)``; a loaded model is reloaded, never the server
-restarted), then measured at each concurrency. A measurement is windows of :attr:`Windows.window_s` seconds repeated
-until the last :attr:`Windows.agree` of them agree: their throughputs' relative spread ((max - min) / mean) is at most
-the tolerance (:data:`TOLERANCE`, 5%), or :attr:`Windows.max_windows` ran (then every window counts, and their
-spread is the noise). That spread is the noise reported beside the throughput; the search
-(:mod:`generator.tuning.search`) climbs only on a gain larger than it.
-
-The load comes from perf_analyzer where a working binary runs here (its own stability check: the same tolerance as
-``--stability-percentage``, and the noise reported is that bound), else from :mod:`generator.tuning.loadgen`.
+Windows repeat until their throughputs agree within :data:`TOLERANCE` (or the window budget runs out); their spread
+is the noise reported beside the throughput (docs/tune.md, "How a candidate is measured").
 """
 
 from __future__ import annotations

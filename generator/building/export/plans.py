@@ -1,9 +1,7 @@
 """What the export stages exchange: tensor plans, the results, the errors; plans from a bare GraphSpec.
 
-A *tensor plan* is any object with ``name``, ``path`` (semantic path), ``dtype``, ``min_shape``/``max_shape`` (full
-shapes as a request carries them) and, for inputs, ``opt_shape``: exactly what ``generator.planning.plan.TensorPlan``
-carries, so the build passes its plans as they are. :func:`io_from_graph` makes them from a bare GraphSpec
-(:class:`TensorIO`).
+A tensor plan is anything shaped like ``generator.planning.plan.TensorPlan``, so the build passes its plans as they
+are; :func:`io_from_graph` makes them from a bare GraphSpec.
 """
 
 from __future__ import annotations
