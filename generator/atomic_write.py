@@ -1,22 +1,7 @@
 """Files gen-repo writes beside its output: created exclusively, written whole, renamed into place.
 
-Every file gen-repo writes into a folder it did not create itself (a report page, smoke/perf/diff outputs, perf-config
-files, a starter manifest, TensorRT's timing cache, the Python backend stub, the cache secret) goes through
-:func:`write_atomically` or :func:`replacing`:
-
-- the temporary file is a new name in the target's folder (random, so no other process can predict it), opened with
-  ``O_CREAT | O_EXCL | O_NOFOLLOW``: a file or symlink planted at that name makes the open fail and another name is
-  tried, so nothing is ever written through a link someone else placed there;
-- it is renamed over the final name (``rename(2)`` is atomic and never follows a symlink at the destination): a
-  reader sees the old file or the new one, never half of one, and a symlink at the final path is replaced by the
-  new file, its target left as it was (docs/security.md says why it is replaced rather than refused);
-- ``overwrite=False`` links the temporary file to the final name instead, which fails if the name exists (``gen-repo
-  init`` never replaces a file; the cache secret keeps whichever process made it first);
-- ``durable=True`` fsyncs the file before the rename and the folder after it (for files that must survive a crash
-  whole: the timing cache, the cache secret).
-
-Folders made fresh by gen-repo (``mkdtemp`` staging folders, whose contents no other user can touch) are written
-directly.
+A reader sees the old file or the new one, never half of one, and nothing is written through a link someone planted
+(docs/security.md, "Files written beside an output"). Folders gen-repo made fresh are written directly.
 """
 
 from __future__ import annotations

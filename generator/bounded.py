@@ -1,24 +1,8 @@
 """Bounded input: the one table of limits on what gen-repo reads, and the reader every file goes through.
 
-Every file gen-repo reads whole (specs, manifests, tune reports, ``config.pbtxt``, ``contract.json``, lock files,
-reference indexes, ONNX models) comes through :func:`read_bytes` / :func:`read_text`; ``.npz`` and ``.safetensors``
-arrays through :mod:`generator.contracts.array_files`, which takes its limits from the same table. Two rules hold for
-all:
-
-- **Only regular files.** A FIFO, a device (``/dev/zero``), a socket or a folder is refused before it is opened
-  (``os.stat``), and the open itself uses ``O_NONBLOCK`` and checks again (``fstat``), so a FIFO swapped in between
-  can neither hang the open nor be read.
-- **A byte limit that does not trust ``st_size``.** At most ``limit + 1`` bytes are ever read: a file that grows
-  while read, or a ``/proc`` file that says it holds 0 bytes, is refused as soon as it passes the limit.
-
-A refusal is an :class:`UnreadableFileError`: a :class:`~generator.errors.GenRepoError` (a located problem, exit 2) that
-is also an ``OSError``, so every caller that already handles a file it cannot read handles a refused one too. A
-missing file raises ``FileNotFoundError`` as ``open`` would, so callers can still tell "missing" from "refused".
-
-Limits (:data:`LIMITS`) have defaults far above any real input and can be changed per run through environment
-variables (``GEN_REPO_MAX_CONFIG_BYTES=8MiB gen-repo lint repo``); ``docs/security.md`` lists them (a test keeps
-that table equal to this one). Failures are :class:`~generator.errors.GenRepoError` problems naming the file, the
-limit and the variable that changes it.
+Only regular files are read, and never more than their limit (``st_size`` is not trusted). A refusal is a located
+:class:`UnreadableFileError` (exit 2) that is also an ``OSError``. docs/security.md lists the limits and the
+environment variables that change them.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Client-side request validation for Triton models: a model's contract and the checks Triton applies to a request.
 
-Importable with numpy and tritonclient only (no torch, no onnx): client teams use it before a request leaves them.
-
-A :class:`ModelContract` holds what a request must look like (input names, data types, full shapes with the batch axis
-first when ``max_batch_size > 0``, and per-axis size ranges). It comes from
-
-- a repository gen-repo built (``<model>/<version>/gen_repo/contract.json``: exact min/opt/max ranges),
-- any ``config.pbtxt`` (ranges from ``dims`` alone, see below), or
-- a live server (``get_model_config`` over gRPC or HTTP).
-
-Ranges from a config alone: a static dim allows exactly that size; a ``-1`` dim allows any size ``>= 0`` with no upper
-bound, because that is what Triton itself accepts for a variable-size dimension (model_configuration.md: "any value
-greater-or-equal-to 0"); the batch axis allows ``1..max_batch_size``. Only contract.json knows tighter ranges (the
-TensorRT optimization profile), so prefer :meth:`ModelContract.from_repository` for gen-repo repositories: it reads
-the version Triton serves (the config's ``version_policy``, else the highest version folder).
-
+Importable with numpy and tritonclient only (no torch, no onnx), so client teams check a request before it leaves
+them. A contract comes from a gen-repo repository (exact ranges), any ``config.pbtxt`` or a live server
+(docs/client.md).
 The classes live in :mod:`generator.contracts`; this module is their public home.
 """
 

@@ -1,29 +1,8 @@
 """Confinement: every path a Triton config, a manifest's output or a request names stays inside its folder.
 
-Triton and its backends read files named by a model's ``config.pbtxt`` by joining the value to a folder of the
-model (``<model>/<version>/`` for ``default_model_filename``, ``<model>/warmup/`` for warmup data, ...), and load
-libraries by names built from ``backend``/``runtime``. None of them refuses ``..`` in every field (Triton 2.51
-imports a ``model.py`` outside the repository through ``default_model_filename: "../../../elsewhere/model.py"``), so
-gen-repo checks them: ``plan``/``config``/``build`` refuse such a value where the manifest gives it
-(:func:`generator.planning.config.build_model_config`), and ``gen-repo lint`` reports it in any repository (rule
-``path-escape``).
-
-:data:`CONFIG_PATH_FIELDS` is the one table of the config fields that name a file, a folder or a library, with the
-folder each is resolved against and the Triton source that reads it. Values are checked as text, the way the server
-will read them wherever the repository is served: an absolute path is refused (it depends on where the repository
-is served, so no check made here can tell where it leads), except that the Python backend's
-``$$TRITON_MODEL_DIRECTORY`` prefix is the model's folder. Symlinks in a repository are refused by
-:func:`generator.repository.verify.verify_repository` and reported by lint (rule ``symlink``).
-
-Also here the one walk of a repository folder, :func:`walk_tree`: every entry at every depth, folders included, by
-``lstat``, a symlink (to a file or a folder, inside the repository or out of it) listed and never entered. Lint (rule
-``symlink``), ``verify`` and ``publish`` (:func:`generator.repository.files.walk_files`), the lock a build writes, and
-every reader of a local repository (``diff``, ``report``, ``smoke --repo``, contract reading:
-:func:`refuse_symlinks`) walk through it, so a link is refused at every level by one rule.
-
-Also here: :func:`confined_path` (a path under a root, for readers such as ``check-request --repo``),
-:func:`confined_file` (a file under a root whose folders are confined, for writers that rename into place) and
-:func:`output_overlap_problems` (an output folder that would contain what a build reads).
+:data:`CONFIG_PATH_FIELDS` is the one table of config fields that name a file, folder or library (docs/security.md,
+"Paths in a model's config"); :func:`walk_tree` is the one walk of a repository, listing links and never entering
+them, so every reader refuses a link by one rule.
 """
 
 from __future__ import annotations

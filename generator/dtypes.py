@@ -1,12 +1,7 @@
 """Every tensor data type gen-repo knows, once: torch <-> Triton <-> wire <-> numpy <-> ONNX <-> safetensors <-> size.
 
-Pure data (no torch, no tritonclient; numpy only to read a numpy dtype), so the client library, lint and validate
-can use it. One :class:`DType` per Triton data type; :data:`DTYPES` lists them. A torch dtype is *servable* when
-some target can build a model with tensors of it (:attr:`DType.targets`), decided by :data:`TARGET_RUNTIMES` and
-:data:`RUNTIME_GAPS`: every target's build checks the exported model in onnxruntime's CPU kernels, which run every
-numeric type torch exports (float16, float64 and the unsigned types included) except bfloat16; the tensorrt target
-then serves a TensorRT plan, and TensorRT has no float64, int16 or uint16/32/64 tensors. ``TYPE_STRING`` has no
-torch dtype, so no target serves it. :func:`unservable_reason` says why a target cannot serve a dtype.
+Pure data (numpy only), so the client library, lint and validate use it. A dtype is servable by a target when its
+runtimes carry it (:data:`TARGET_RUNTIMES`, :data:`RUNTIME_GAPS`); :func:`unservable_reason` says why not.
 """
 
 from __future__ import annotations
@@ -201,7 +196,7 @@ BACKEND_DATA_TYPES: dict[str, frozenset[str]] = {
 TORCH_TO_TRITON: dict[str, str] = {d.torch: d.triton for d in DTYPES if d.torch is not None and d.targets}
 
 #: Every ``str(torch.dtype)`` torch 2.13 defines, servable or not: tells a dtype gen-repo cannot serve from a string
-#: that is no torch dtype at all (a typo, ``torch.float128``). tests/test_dtypes.py holds it to the installed torch.
+#: that is no torch dtype at all (a typo, ``torch.float128``). Held equal to the installed torch's.
 TORCH_DTYPES = frozenset({
     "torch.bfloat16", "torch.bits16", "torch.bits1x8", "torch.bits2x4", "torch.bits4x2", "torch.bits8", "torch.bool",
     "torch.complex128", "torch.complex32", "torch.complex64", "torch.float16", "torch.float32",

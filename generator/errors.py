@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+#: The longest account of an error inside a message: a sentence or two; the rest of a long one is noise on a terminal.
+MESSAGE_LIMIT = 300
+
 #: Exit codes shared by every command (docs/cli.md).
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -50,6 +53,14 @@ class GenRepoError(Exception):
 
 class SpecError(GenRepoError):
     """A GraphSpec (or a value meant to become part of one) is invalid."""
+
+
+def one_line(error: BaseException | str, limit: int | None = MESSAGE_LIMIT) -> str:
+    """``error``'s text on one line (its class name when it has none), cut to ``limit`` characters with "..."."""
+    text = " ".join(str(error).split())
+    if not text and isinstance(error, BaseException):
+        text = type(error).__name__
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
 def json_pointer(parts: Iterable[str | int]) -> str:

@@ -1,9 +1,7 @@
 """Find NVIDIA GPUs and an importable TensorRT module without creating any TensorRT runtime.
 
-A ``trt.Runtime`` created on a machine without a GPU logs an error, returns an object anyway, and any use of it can
-crash the whole process (see /work/shared/reference/environment-facts.md). GPUs are therefore found from outside
-TensorRT: ``nvidia-smi`` (a subprocess with a timeout, so a wedged driver cannot hang a build) and, where it is not
-installed, the ``/dev/nvidia<N>`` device nodes.
+A ``trt.Runtime`` created without a GPU can crash the process later, so GPUs are found from outside TensorRT:
+``nvidia-smi`` (with a timeout, so a wedged driver cannot hang a build), else the ``/dev/nvidia<N>`` device nodes.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from types import ModuleType
 
 __all__ = [
     "GpuInfo", "compute_capability_key", "current_gpu", "detect_gpus", "import_tensorrt", "parse_nvidia_smi",
-    "tensorrt_module",
 ]
 
 _log = logging.getLogger(__name__)
@@ -52,14 +49,6 @@ class GpuInfo:
     name: str
     compute_capability: str | None
     uuid: str | None = None
-
-    @property
-    def sm(self) -> str | None:
-        """The compute capability as an architecture tag (``"8.9"`` -> ``"sm_89"``), None when unknown."""
-        if self.compute_capability is None:
-            return None
-        major, minor = self.compute_capability.split(".")
-        return f"sm_{major}{minor}"
 
 
 def parse_nvidia_smi(text: str, fields: Sequence[str] = NVIDIA_SMI_FIELDS) -> list[GpuInfo]:
@@ -158,15 +147,3 @@ def import_tensorrt(name: str) -> ModuleType:
     except OSError as error:
         raise ImportError(f"{name}: {error}") from error
 
-
-def tensorrt_module(prefer: Sequence[str] = ("tensorrt", "tensorrt_rtx")) -> tuple[ModuleType, str] | None:
-    """Import the first importable TensorRT module of ``prefer``; return it and its flavour (module name), or None.
-
-    Importing TensorRT creates no runtime and touches no GPU, so this is safe on any machine.
-    """
-    for name in prefer:
-        try:
-            return import_tensorrt(name), name
-        except ImportError as error:
-            _log.debug("cannot import %s: %s", name, error)
-    return None

@@ -1,20 +1,8 @@
 """The one JSON reader: every JSON document gen-repo reads is parsed here, with the same refusals.
 
-Locks (local and from a bucket), contracts, reference indexes, the build cache's manifests, the smoke/perf/diff/tune
-JSON given to ``report`` and ``init``, GraphSpecs and manifests in JSON, the publishers' lock objects and the
-packaged schemas all come through :func:`parse_json` (bytes or text already read, e.g. from a bucket) or
-:func:`read_json` (a file, through :func:`generator.bounded.read_bytes`). One rule for all of them:
-
-- **Nesting** deeper than the ``nesting`` limit (:data:`generator.bounded.LIMITS`) is refused before the parser sees
-  it, so a document of 100,000 brackets is a located error, never a ``RecursionError``.
-- **Duplicate keys** are refused: JSON readers disagree on which of two values wins (Python keeps the last, others
-  the first), so a lock listing one file twice could pass one reader's check and serve another's bytes.
-- **NaN, Infinity** and numbers that overflow to infinity are refused (they are not JSON).
-
-Every refusal is a :class:`~generator.errors.GenRepoError` (exit 2) whose problems name the file, the JSON pointer
-and what is wrong; every duplicate key of the document is listed at once. The fast path is ``json.loads`` with an
-``object_pairs_hook`` (C parser, one Python call per object); the located walk (:func:`_structure_problems`) runs
-only on a document that is refused.
+Too deep nesting, duplicate keys and NaN/Infinity are refused as located problems (exit 2), never a
+``RecursionError`` (docs/security.md). The located walk runs only on a refused document; valid ones take
+``json.loads``.
 """
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ _MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 MAX_MODEL_NAME_LENGTH = 128
 #: Names gen-repo itself uses beside the model folders of a repository (compared case-insensitively): the lock file,
 #: the staging marker, the publish lock object and the metadata folder of every version (``gen_repo/``). A model of
-#: such a name would clash with, or be mistaken for, gen-repo's own file. tests/test_naming.py keeps this set equal
-#: to the constants the writers use.
+#: such a name would clash with, or be mistaken for, gen-repo's own file. Kept equal to the constants the writers use.
 RESERVED_NAMES = frozenset({"gen-repo.lock.json", ".gen-repo-staging.json", ".gen-repo-publish.lock", "gen_repo"})
 #: Triton core ``constants.h`` kWarmupDataFolder: a model's warmup data (``input_data_file`` is relative to it).
 #: gen-repo keeps each version's data in ``warmup/<version>/``, so this folder holds version folders too.

@@ -1,17 +1,7 @@
 r"""Text made safe to show: every control character and escape sequence in it made visible.
 
-gen-repo prints text that repositories, buckets and manifests control (model and file names, messages that quote a
-config, a contract or an object's key). A terminal acts on control characters: ESC starts CSI (colours, cursor
-moves, clearing the screen), OSC (the window title, hyperlinks, the clipboard on some terminals), DCS and the other
-string sequences; a C1 character (``\x9b`` is CSI on its own), a carriage return or a backspace hides what was
-printed before it; bidirectional overrides reorder what the eye sees (a path that reads as another). CI logs render
-many of them too.
-
-:func:`visible` is the one rule: each such character is replaced by its Python escape (``\x1b``, ``\x9b``,
-``\u202e``), so the sequence it would start is shown as text and does nothing. Newline and tab stay: the printer
-sees whole lines of gen-repo's own output, and names that hold a newline are refused where they are read
-(:mod:`generator.naming`, :mod:`generator.confinement`). Every command prints through :mod:`generator.cli._output`,
-which applies it; the ``--summary-md`` Markdown and the report page apply it to what they write.
+Names and messages that repositories, buckets and manifests control could move the cursor, retitle the window or
+reorder what the eye sees; :func:`visible` replaces each such character by its Python escape (docs/security.md).
 """
 
 from __future__ import annotations

@@ -125,8 +125,10 @@ RAW_READS = {
     "generator/repository/staging.py": (1, "--keep-going's copy of the previous build (streamed, hashed against its "
                                         "lock)"),
     "generator/serving/server.py": (3, "the server's own log, and the Python backend stub gen-repo installs"),
-    "generator/repository/cache.py": (5, "the build cache: streamed hashes and copies, its own entry manifests "
-                                      "(bounded) and /proc (its trust model: docs/security.md)"),
+    "generator/repository/cache.py": (4, "the build cache: streamed copies, its own entry manifests (bounded) and "
+                                      "/proc (its trust model: docs/security.md)"),
+    "generator/repository/digest.py": (1, "a file streamed into its sha256 in chunks, never read whole (callers "
+                                       "confine the path)"),
     "generator/building/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
     "generator/building/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
     "generator/tuning/results.py": (1, "/proc/cpuinfo of this machine (the hardware a tune result names)"),

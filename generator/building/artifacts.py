@@ -21,7 +21,7 @@ from generator.building.engines import build_engines
 from generator.building.factories import import_factory
 from generator.building.results import BuildEvent, ModelArtifacts, Progress
 from generator.contracts.request_schema import write_contract_files
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, one_line
 from generator.planning.model_files import contract_text
 from generator.planning.options import BuildOptions
 from generator.planning.plan import ModelPlan, OutputRange, with_output_ranges
@@ -234,17 +234,12 @@ def _failure_problem(model: ModelPlan, state: _Stage, error: BaseException) -> P
     case = error.case if isinstance(error, ReferenceCaseError) else None
     cause = error.__cause__ if case is not None and error.__cause__ is not None else error
     detail = f" on reference case {case!r} ({error.shapes})" if isinstance(error, ReferenceCaseError) else ""
-    message = f"failed{detail}: {type(cause).__name__}: {_first_lines(cause)}"
+    message = f"failed{detail}: {type(cause).__name__}: {one_line(cause)}"
     entry = Problem(str(model.manifest_file or model.spec_file), model.manifest_pointer or model.spec_pointer, "")
     if isinstance(cause, IndexError) or "index" in str(cause).lower():
         hint, where = _index_hint(model, state.domains, case)
         return replace(where or entry, message=message + hint)
     return replace(entry, message=message)
-
-
-def _first_lines(error: BaseException, limit: int = 600) -> str:
-    text = " ".join(line.strip() for line in str(error).splitlines()[:3] if line.strip())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _index_hint(model: ModelPlan, domains: Mapping[str, Any], case: str | None) -> tuple[str, Problem | None]:

@@ -1,25 +1,8 @@
 """Distributed builds on an existing Ray cluster (``gen-repo build --ray auto|ADDRESS``).
 
-Ray only schedules; everything else is the local build path. Per model that the build cache does not hold:
-
-- one **export task** (``num_cpus=1``, a CPU node): source -> ONNX -> onnxruntime check -> reference data, exactly
-  :func:`generator.building.artifacts.build_model_artifacts`; it returns the artifact files' bytes keyed by relative
-  path;
-- for the tensorrt target, one **engine task per engine file** after it: ``{"GPU": 1, "cc_<major>.<minor>": 1}``
-  for each ``cc_model_filenames`` entry, so one run fills every entry from nodes that have a GPU of that compute
-  capability (start such a node with ``ray start --address=HEAD --num-gpus=N --resources='{"cc_9.0": N}'``).
-
-The driver puts the returned files into its local :class:`~generator.repository.cache.BuildCache` under the same
-content-addressed key the local build uses, so staging, the lock file and the atomic swap are the local code path,
-and a distributed build of the same inputs is byte-identical to a local one.
-
-Failures: a task whose worker or node dies is retried by Ray (``max_retries``); a task that raises a system error
-(:data:`RETRYABLE_EXCEPTIONS`: disk, memory) is retried too (``retry_exceptions``). Model problems (bad source,
-export failure, failed checks) are deterministic and come back as the model's problems at once. After the retries,
-or when no alive node can ever run a task (its resources are gone for ``infeasible_timeout_s``), the model is
-reported failed with the reason; the other models are unaffected.
-
-This module imports Ray only inside :func:`run_models_on_ray`; a build without ``--ray`` never imports it.
+Ray only schedules: per model one export task on a CPU node, then for TensorRT one engine task per compute
+capability. The driver caches the returned files under the local build's keys, so staging and the lock are the local
+path and the result is byte-identical (docs/release-pipelines.md). Ray is imported only by :func:`run_models_on_ray`.
 """
 
 from __future__ import annotations
@@ -37,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.building.results import Progress
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, one_line
 from generator.planning.plan import ModelPlan
 from generator.repository.cache import BuildCache
 
@@ -392,7 +375,7 @@ def _run(
             output: TaskOutput = ray.get(ref)
         except ray.exceptions.RayError as error:
             fail(state, f"{task.kind} task failed on the Ray cluster after {max_retries} retries: "
-                        f"{type(error).__name__}: {_first_line(error)}")
+                        f"{type(error).__name__}: {one_line(error)}")
             output = TaskOutput()
         if state.problems or output.problems:
             state.problems.extend(output.problems)
@@ -475,11 +458,6 @@ def _cancel_model(ray: Any, pending: dict[Any, _Pending], model: str) -> None:
             ray.cancel(ref, force=True)
         except Exception:  # already finished or its node is gone: nothing left to cancel
             continue
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:400] if text else "(no message)"
 
 
 __all__ = [

@@ -1,10 +1,7 @@
 """An ensemble's artifacts: its contract and reference data, made by chaining the built steps in onnxruntime.
 
-Runs after every step model is built: the reference inputs (min, opt, max, inside each input's value domain, the
-domains the steps' builds found included) go through the steps' ``model.onnx`` in step order, as Triton would run
-them, each step seeing its tensors as its config says (:func:`generator.planning.contract.to_model`). With
-``--allow-code`` and a ``source: {factory}`` for the whole pipeline, torch must agree on every case (the tolerances of
-:mod:`generator.planning.compare`). A failure is a :class:`~generator.building.artifacts.StageFailed` naming its stage.
+The reference inputs go through the steps' ONNX files in order, as Triton would run them; with ``--allow-code`` and a
+factory for the whole pipeline, torch must agree on every case.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """``gen-repo build``: manifest -> plan -> per-model artifacts (cached) -> staged repository -> atomic swap.
 
-The pipeline passes plain data from stage to stage: :class:`~generator.planning.plan.RepositoryPlan` in, then
-:func:`generator.planning.targets.preflight` (everything that can be refused before any work: user code without
-``--allow-code``, a TensorRT target without TensorRT, missing GPUs), one ``ModelArtifacts`` per model out of
-:func:`generator.building.artifacts.build_model_artifacts` (the only stage that runs torch, onnxruntime or TensorRT, and
-the unit of parallelism and caching), then :func:`build_repository` stages everything with
-:class:`~generator.repository.staging.RepositoryWriter` and returns a ``BuildReport``. The data types live in
-:mod:`generator.building.results`. Failures are values until the CLI: a failed model is a ``ModelResult`` with its
-problems.
-
-Progress is reported as :class:`BuildEvent` values (model, stage, message) to a callback; worker processes send
-theirs through a queue that a thread of the parent drains, so the callback always runs in the parent.
+Stages pass plain data; failures are values until the CLI. Progress is :class:`BuildEvent` values sent to a callback
+that always runs in the parent process (workers send theirs through a queue).
 """
 
 from __future__ import annotations
@@ -350,8 +341,8 @@ def _contained_scratch(cache_root: Path) -> Iterator[None]:
 
     onnxruntime writes a telemetry device id under ``$XDG_CACHE_HOME`` (or ``~/.cache``) and a session file in
     ``$TMPDIR`` when imported, torch makes ``$TMPDIR/torchinductor_<user>``, and importing a factory writes
-    ``__pycache__`` beside its source: without this a build writes outside the output and cache folders
-    (tests/test_safety.py::test_build_writes_only_into_output_and_cache). Spawned workers inherit the environment.
+    ``__pycache__`` beside its source: without this a build writes outside the output and cache folders. Spawned
+    workers inherit the environment.
     """
     cache_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".scratch-{os.getpid()}-", dir=cache_root))

@@ -1,17 +1,7 @@
 """Reference data for the smoke test: inputs at the min, opt and max shapes (and real samples) with torch's outputs.
 
-Cases at the min, opt and max of the whole range, then of each optimization profile (``<profile>.min`` ...), then
-one per sample.
-
-The cases are written by :func:`generator.contracts.reference_data.write_reference` (the files' format lives there,
-beside the readers smoke and ``check-request`` use).
-
-Inputs: a real sample where one fits the case's shapes (:mod:`generator.building.samples`), otherwise valid synthetic
-data (:func:`generator.planning.values.draw`: inside each input's value domain). Every usable sample is also a case
-of its own, ``sample_<name>``.
-
-Determinism: synthetic inputs are drawn from a generator seeded by (model name, case, tensor name), so the same
-plans give the same arrays.
+Inputs are a real sample where one fits the case, else synthetic data inside each input's value domain, drawn from a
+generator seeded by (model, case, tensor), so the same plans give the same arrays.
 """
 
 from __future__ import annotations

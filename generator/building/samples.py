@@ -1,15 +1,7 @@
 """Real sample inputs (the manifest's ``samples:``): read, checked against the plan, fitted to the reference cases.
 
-A sample is one call's inputs by input tensor name, as forward takes them. They come from an ``.npz`` or
-``.safetensors`` file (arrays named ``<tensor>`` for one call, or ``<call>/<tensor>`` for several; pickles are
-refused) or from a ``module:callable`` (imported by the build, only with ``--allow-code``) that returns calls
-``[(args, kwargs), ...]`` as AITune records them; the GraphSpec's forward signature and semantic paths pick the
-tensors out of each call.
-
-Every sample becomes model-side arrays (a per-item scalar ``[b, 1]`` is reshaped to ``[b]``, a 0-d tensor to
-``[1]``). A sample whose shapes lie outside the plan's ranges, or whose non-tensor arguments differ from the graph's
-(another graph, for AITune), is skipped with a note. :func:`fit_to_shapes` brings a sample to a case's shapes by
-resizing its batch axes only (AITune's ``make_batch``: slice, or repeat the first item); other axes must match.
+From ``.npz``/``.safetensors`` files or a factory (only with ``--allow-code``); a sample outside the plan's ranges is
+skipped with a note, and :func:`fit_to_shapes` resizes only batch axes (docs/manifest.md).
 """
 
 from __future__ import annotations

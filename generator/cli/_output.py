@@ -1,16 +1,7 @@
 """The one printer: every command's text, tables and progress reach the terminal (or a pipe) through here.
 
-Two rules hold for everything printed (``docs/security.md``, ``tests/cli/test_output.py``):
-
-- **Controls made visible.** Text goes through :func:`generator.terminal_text.visible`: a model name, a path or a
-  message carrying an escape sequence, a C1 control or a bidirectional override prints as its escapes and does
-  nothing to the terminal. :func:`echo` applies it to plain lines; :func:`console` gives a rich ``Console`` that
-  applies it to every string it renders (table cells and titles included) and again to every segment it writes, and
-  never reads rich markup from text (styles are given as ``Text`` objects), so a name like ``[link=...]`` is text.
-- **No wrapping in pipes.** When the stream is not a terminal (a CI log, a file, ``| less``; with FORCE_COLOR too),
-  the console is as wide as :data:`PIPE_WIDTH` and soft-wraps: a table row or a message is one line, never split
-  mid-word. On a terminal, rich fits the terminal's width as usual. ``--plain`` and ``--json`` outputs are lines of
-  their own and unchanged.
+Control characters print as their escapes and rich markup is never read from text (docs/security.md); in a pipe the
+console is :data:`PIPE_WIDTH` wide, so a table row or a message stays one line.
 """
 
 from __future__ import annotations

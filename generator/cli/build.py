@@ -1,9 +1,7 @@
 """``gen-repo build MANIFEST``: build every model and swap the repository in atomically.
 
-Progress goes to stderr: rich progress bars (one per model, advancing stage by stage) on a terminal, one plain
-``model: stage: message`` line per event otherwise (CI logs) and with ``--json``, whose report goes to stdout.
-Exit codes: 0 every model built, 1 a model failed (with ``--keep-going`` the rest was still written), 2 the manifest
-cannot be built at all (bad manifest, user code without ``--allow-code``, a TensorRT target without TensorRT).
+Progress goes to stderr: progress bars on a terminal, one plain line per event otherwise and with ``--json`` (whose
+report goes to stdout).
 """
 
 from __future__ import annotations

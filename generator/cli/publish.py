@@ -1,12 +1,7 @@
 """``gen-repo publish DIR URL``: publish to S3/GCS or a shared folder as new, verified, then visible versions.
 
-Exit codes: 0 published (or nothing changed), 1 a check failed, a served version's objects do not match the lock
-file, the served state changed while this publish uploaded, another publisher holds the lock (while it reserves
-versions or switches), or a new version breaks clients of the served one without ``--allow-breaking`` (nothing new
-was made visible), 2 bad usage (DIR does not match its lock file, also a file changed while it is uploaded, or its
-lock does not describe a publishable repository; a bad URL, no such bucket or folder, a symlink or special file
-in the destination folder, access refused, s3fs/gcsfs missing),
-3 the storage endpoint cannot be reached.
+Exit codes (docs/release-pipelines.md): 0 published or unchanged, 1 a check failed or another publisher holds the
+lock (nothing new visible), 2 bad usage or input, 3 the storage endpoint cannot be reached.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """``gen-repo smoke``: check, model by model, that a Triton server serves what a repository promises.
 
-Against a running server (``--url HOST:PORT``) or a local one started for the run (``--launch``, always stopped
-afterwards, also on failure and Ctrl-C). The checks are :mod:`generator.serving.smoke`'s.
-
-Exit codes: 0 every check passed (or was skipped), 1 a check failed, 2 bad usage, 3 the server could not be reached
-(or, with ``--launch``, did not start).
+Against a running server (``--url``) or one started for the run (``--launch``, always stopped afterwards).
 """
 
 from __future__ import annotations

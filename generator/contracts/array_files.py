@@ -1,20 +1,7 @@
 """Arrays from ``.npz`` and ``.safetensors`` files, within bounds: every header is checked before any array exists.
 
-A request, a sample file or a reference file may come from anyone. :func:`open_array_file` opens it as a regular
-file (:func:`generator.bounded.open_regular`) and reads only the headers: for an ``.npz`` the zip directory and each
-member's ``.npy`` header (the first bytes of the member, whatever its compression); for a ``.safetensors`` file its
-JSON header. Before any array is allocated, each one's declared dtype and shape are checked against the limits of
-:data:`generator.bounded.LIMITS` (elements per array, arrays per file, bytes of the file and of its arrays
-together) and against the file itself (an ``.npz`` member must hold exactly the bytes its header declares; a
-safetensors entry's data must lie inside the file), and a member that inflates more than the ``array_inflate_ratio``
-limit to 64 MiB or more is refused as a deflate bomb. The caller then sees every :class:`ArrayHeader` and reads
-only the arrays it accepts, e.g. those inside a model's contract
-(:func:`generator.cli.check_request.check_request_file`) or
-a plan's ranges (:func:`generator.building.samples.read_samples`).
-
-Nothing is unpickled: object arrays are refused from their header. Reading an ``.npz`` member goes through
-``zipfile``, which never yields more bytes than the member's declared size, and that size was checked against the
-header. A safetensors tensor is read with ``os.pread`` from the descriptor that was checked, exactly its bytes.
+Declared dtypes and shapes are checked against :data:`generator.bounded.LIMITS` and against the file itself before
+anything is allocated; nothing is unpickled and deflate bombs are refused (docs/security.md, "Bounded input").
 """
 
 from __future__ import annotations

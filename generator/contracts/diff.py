@@ -1,26 +1,8 @@
 """Client-visible changes between two model contracts, each classified as a client experiences it.
 
-A change is **breaking** when a request that was valid before is refused now, or a response a client reads changes
-shape or type: a removed model, input or output (or one renamed), a new required input, an input made required, a
-data type or rank change, a static size changed, a narrowed shape range or value domain, a lower ``max_batch_size``,
-batching turned off. It is **compatible** otherwise: an added model, output or optional input, an input made
-optional, a widened range or domain, a higher ``max_batch_size``, batching turned on, and a change of the served
-settings no client sees (:class:`ServedSettings`: instance groups, queue delay, preferred batch sizes, which
-``gen-repo tune`` changes). Turning batching on or off
-changes the request's first axis: where that changes a tensor's rank (its dims kept) or its first axis's range, that
-is reported on its own (breaking); a model whose first dim was already variable keeps its requests' shape.
-
-Contracts are :class:`generator.contracts.model_contract.ModelContract` objects (read here through the protocol
-:class:`ModelContract`) holding :class:`~generator.contracts.tensor_contract.TensorContract` tensors. One from
-``gen_repo/contract.json`` is *exact*: its shape ranges are the TensorRT profile's and its inputs carry their value
-domains. One derived from a ``config.pbtxt`` (a repository gen-repo did not build, or a live server) knows only the
-config: a ``-1`` dim is any size and no value domain is known. Where a side is not exact, the facts it cannot tell
-are listed as :class:`UnknownFact` instead of being reported as changes. :func:`is_exact` says which a contract is,
-from the contract itself.
-
-Pure data, no I/O: :mod:`generator.contracts.served` reads what a repository serves;
-``ModelContract.compatible_with`` and ``gen-repo diff`` and ``gen-repo publish`` all classify through
-:func:`diff_models`.
+Breaking when a request valid before is refused now or a response changes shape or type; compatible otherwise; what a
+contract derived from a config cannot tell is an :class:`UnknownFact` (docs/diff.md). Pure data: the client calls
+this module through the :class:`ModelContract` protocol, so it does not import the client.
 """
 
 from __future__ import annotations

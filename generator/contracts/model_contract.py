@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from generator.bounded import limit, read_text
 from generator.contracts.array_files import ArrayHeader
@@ -31,6 +30,7 @@ from generator.json_reader import read_json
 from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
 from generator.planning.values import ValueDomain, draw
 from generator.triton.connection import Connection, is_transport_error, unreachable_error
+from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
     from generator.contracts.diff import ModelComparison

@@ -1,15 +1,8 @@
 """Reference data files: ``reference.npz`` and ``reference.json`` in ``<model>/<version>/gen_repo/``.
 
-Written at build time (the cases :mod:`generator.building.reference` makes), read back by smoke and by
-``check-request``, exactly as ``docs/repository-layout.md`` defines them: ``reference.npz`` holds one array per case
-and tensor, ``<case>/input/<tensor>`` and ``<case>/output/<tensor>``, and ``reference.json`` is the index (with how
-the build compared outputs). Every stored array is request-side (what a client sends and receives: a per-item scalar
-is ``[b, 1]``, see :mod:`generator.planning.contract`), so smoke and ``check-request`` use them as they are. Reading
-them back (:func:`read_reference`) needs numpy only.
-
-Determinism: the ``.npz`` is written by :func:`write_npz` with sorted member names, a fixed timestamp and no
-compression, because ``numpy.savez`` stamps every member with the current time (numpy 1.26 ``_savez`` opens each
-member with ``ZipFile.open(name, "w")``, which uses ``time.localtime()``).
+Written at build time, read back by smoke and ``check-request`` as docs/repository-layout.md defines them (arrays
+request-side). The ``.npz`` is written with sorted members, a fixed timestamp and no compression, so it is
+deterministic (``numpy.savez`` stamps the current time).
 """
 
 from __future__ import annotations

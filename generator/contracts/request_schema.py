@@ -1,17 +1,7 @@
 """A model's contract as a JSON Schema (Draft 2020-12) of a valid KServe v2 JSON inference request.
 
-``gen-repo build`` writes it beside the contract (``<model>/<version>/gen_repo/request.schema.json``) and ``gen-repo
-contract REPO MODEL --format jsonschema`` prints it, so clients in any language, API gateways and KServe v2 JSON
-callers check a request before it reaches Triton. It says what :meth:`generator.client.ModelContract.validate` says,
-from the same contract fields (``max_batch_size``, each input's ``name``, ``data_type``, ``min_shape``/``max_shape``,
-``value_range``/``values`` and ``optional``; outputs by name), with these exceptions JSON Schema cannot express
-(listed in ``docs/client.md`` and left out by ``tests/contracts/test_request_schema.py``):
-
-- ``data``'s element count against the product of ``shape`` (or nested ``data`` against ``shape``),
-- every input carrying the same batch size (axis 0), which compares two array items.
-
-The request is the JSON form only (``data`` in the body, no binary-data extension). The schema is a pure function of
-the contract; :func:`render_request_schema` gives the same bytes for the same contract (sorted keys, fixed layout).
+Written beside the contract and printed by ``gen-repo contract --format jsonschema``, so any client can check a
+request before Triton sees it; what JSON Schema cannot express is listed in docs/client.md. Deterministic bytes.
 """
 
 from __future__ import annotations

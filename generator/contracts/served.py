@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from google.protobuf import text_format
 
@@ -22,12 +22,8 @@ from generator.json_reader import parse_json
 from generator.naming import version_folder
 from generator.planning.compare import CompareSettings
 from generator.planning.contract import contract_model_problem
+from generator.triton.proto import model_config_pb2
 from generator.triton.version_policy import policy_name, served_version
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
 
 __all__ = ["CONTRACT_PATH", "FolderReader", "Reader", "ServedModel", "read_served_model"]
 

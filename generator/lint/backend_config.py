@@ -1,23 +1,10 @@
 """What a backend accepts in a config beyond core's rules, checked when Triton creates the model's instances.
 
-Core validates every config alike; each backend then refuses what its runtime cannot take (Triton 2.51):
-
-- pytorch (``pytorch_backend src/libtorch.cc`` ModelInstanceState): ValidateInputs and ValidateOutputs refuse a data
-  type torch has no tensors of (:data:`generator.dtypes.BACKEND_DATA_TYPES`), a TYPE_STRING tensor that is not a 1-D
-  list, and a config without inputs or outputs (the backend fills none in); ValidateBooleanSequenceControl and
-  ValidateTypedSequenceControl refuse a sequence control tensor not named ``<name>__<index>`` and a CORRID whose type
-  torch lacks;
-- onnxruntime (``onnxruntime_backend src/onnxruntime.cc`` ValidateInputs, ValidateOutputs): no TYPE_BF16 before
-  2.52, and no optional input on a model with ``max_batch_size`` > 0 (the python backend loads both); its control
-  tensors are checked against the ONNX graph in :mod:`generator.lint.backends`;
-- tensorrt (``tensorrt_backend src/instance_state.cc``) runs only KIND_GPU instances, openvino
-  (``openvino_backend src/openvino.cc``) only KIND_CPU ones; a KIND_AUTO group is judged as core normalizes it, when
-  the GPU count is known.
+pytorch, onnxruntime, tensorrt and openvino each refuse data types, control tensors or instance kinds their runtime
+cannot take (Triton 2.51); docs/lint-rules.md lists each rule with its Triton source.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from generator.dtypes import BACKEND_DATA_TYPES, DTYPES
 from generator.lint.backends import ENSEMBLE, backend_refused
@@ -27,11 +14,7 @@ from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
 from generator.lint.locator import FieldPath
 from generator.triton.config_rules import REFUSED_KINDS
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_backend_config"]
 

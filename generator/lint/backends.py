@@ -1,12 +1,8 @@
 """Platform and backend as Triton core infers them, and what each backend needs on disk (ONNX graphs included).
 
-Triton core fills ``platform``, ``backend`` and ``default_model_filename`` before it validates anything, even with
-``--disable-auto-complete-config`` (``model_config_utils.cc`` AutoCompleteBackendFields, called by
-GetNormalizedModelConfig): from each other, from the model file in the *first* sub-folder of the model folder in name
-order (``model.plan``, ``model.onnx``, ``model.pt``, ``model.py``, ``model.savedmodel``/``model.graphdef``,
-``model.xml``), and as a last resort from a ``<name>.<backend>`` folder name. :func:`resolve` ports it (Triton 2.51),
-so every per-backend rule, the ONNX graph against its config included, runs however the backend was named.
-onnx is imported lazily, only when a repository holds an ONNX model.
+:func:`resolve` ports core's AutoCompleteBackendFields (Triton 2.51), which fills platform and backend from each
+other or from the model files even without auto-complete, so every per-backend rule runs however the backend was
+named. onnx is imported only for a repository holding an ONNX model.
 """
 
 from __future__ import annotations
@@ -14,18 +10,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.bounded import read_bytes
 from generator.confinement import MODEL_DIRECTORY_VARIABLE, relative_path_problem
 from generator.dtypes import DTYPES
 from generator.lint.findings import ConfigFile, Finding, folder_finding
 from generator.lint.folders import ModelFolder, Resolved
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "AUTO_COMPLETE_FILLS",

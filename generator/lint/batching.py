@@ -1,24 +1,13 @@
-"""Dynamic and sequence batching rules.
-
-Core ``model_config_utils.cc`` ValidateModelConfig (preferred batch sizes, priority levels, preserve_ordering, the
-sequence batcher's strategies) with GetBooleanSequenceControlProperties / GetTypedSequenceControlProperties (control
-tensors), and ``sequence_batch_scheduler.cc`` Create / GenerateInitialStateData (implicit state). Triton normalizes
-first (NormalizeModelConfig): an empty preferred_batch_size becomes ``[max_batch_size]``, so only sizes the config
-states can be wrong.
-"""
+"""Dynamic and sequence batching rules, as Triton core validates them after normalizing the config."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.locator import FieldPath
 from generator.triton.config_rules import Location, batching_refusals, dynamic_batching_of, preferred_refusals
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_batching"]
 

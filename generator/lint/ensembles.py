@@ -1,12 +1,7 @@
 """Ensemble rules: the scheduling config, steps resolved across every repository, versions, dependencies, wiring.
 
-Per config, core ``model_config_utils.cc``: ValidateModelConfig (platform/backend/scheduling pairing),
-ValidateEnsembleSchedulingConfig and BuildEnsembleGraph (steps, maps, data flow). Across models, the repository
-manager's dependency graph (``model_repository_manager.cc`` ConnectDependencyGraph: a step model in no repository;
-CheckNode: a step's ``model_version`` its model does not load; CircularDependencyCheck) and ``ensemble_utils.cc``
-ValidateEnsembleConfig: the wiring rules of :mod:`generator.triton.ensemble` (shared with ``plan``) and the
-decoupled-origin check ported here. Models named as loaded elsewhere (``--external-model``) satisfy a step; their wiring
-is not checked.
+The wiring rules are :mod:`generator.triton.ensemble`'s (shared with ``plan``). Models named as loaded elsewhere
+(``--external-model``) satisfy a step; their wiring is not checked.
 """
 
 from __future__ import annotations
@@ -15,18 +10,14 @@ import contextlib
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder, Resolved
 from generator.lint.layout import gen_repo_contract
 from generator.lint.locator import FieldPath
 from generator.triton.ensemble import Location, Step, StepModel, Wiring, WiringTensor, dims_compatible, wiring_problems
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_ensemble_config", "check_ensembles"]
 

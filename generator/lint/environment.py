@@ -1,17 +1,8 @@
 """What the target machine has (GPUs, installed backends) and how its server runs, and the rules that need to know.
 
-Triton refuses a KIND_GPU instance group on a machine without GPUs, or naming a GPU id it lacks (core
-``model_config_utils.cc`` ValidateInstanceGroup, after NormalizeInstanceGroup turned KIND_AUTO into KIND_CPU where
-GPUs are missing), and a backend it cannot find (``backend_model.cc`` GetBackendRuntimeLibraryName: a
-``libtriton_<backend>.so`` in the version folder, the model folder or the backends folder, or a python-based
-``<backends>/<backend>/model.py``). The repository alone cannot tell: :class:`Environment` says what the machine has
-(``--gpus``, ``--backends``, or what a running server shows); what it leaves unknown is skipped, and said so.
-
-It also holds the server options some refusals depend on, spelled and defaulted as ``tritonserver``'s own, so a
-deployment's command line can be copied: ``--disable-auto-complete-config`` (a model folder without config.pbtxt is
-refused; Triton's default is auto-complete on) and ``--rate-limit``/``--rate-limit-resource`` (the rate limiter's
-resource rules; Triton's default is ``off``, which ignores every resource). :meth:`Environment.tritonserver_args`
-gives the options back as tritonserver takes them.
+The repository alone cannot tell: :class:`Environment` says what the machine has (``--gpus``, ``--backends`` or a
+running server) and carries the tritonserver options some refusals depend on, spelled as ``tritonserver``'s own;
+what it leaves unknown is skipped, and said so.
 """
 
 from __future__ import annotations
@@ -19,15 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.backends import backend_refused
 from generator.lint.folders import ModelFolder
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "ENVIRONMENT_RULES",

@@ -10,9 +10,8 @@ from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import RULES
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-
     from generator.triton.config_rules import Refusal
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["ConfigFile", "Finding", "folder_finding"]
 

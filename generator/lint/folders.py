@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from generator.lint.findings import ConfigFile
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
+    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["ModelFolder", "Repository", "Resolved"]
 

@@ -1,17 +1,7 @@
 """Repository layout and the files a config names, as Triton's repository manager and model loading read them.
 
-Model folders (core ``model_repository_manager.cc`` Poll: every sub-folder of every repository, hidden ones too, a
-name in two repositories refused), ``config.pbtxt`` (InitializeModelInfo: parsed as ModelConfig, its name equal to
-the folder's), version folders (``model_lifecycle.cc`` VersionsToLoad, as :func:`generator.naming.triton_version`
-reads a name: ``std::stoll`` of the folder name, names starting with ``0`` and non-numbers ignored, then the version
-policy; a folder whose name is not exactly the version it reads as is an error, as for ``verify``), and the files
-a config points at: warmup data (``backend_model_instance.cc``), initial sequence state
-(``sequence_batch_scheduler.cc``), output labels (``model.cc``), ``TRITON_BATCH_STRATEGY_PATH`` and ``runtime``
-(``backend_model.cc``); and, beyond Triton, any symlink in a model folder, which Triton's local file system follows
-wherever it leads (``filesystem/implementations/local.h``).
-
-Files gen-repo adds (``gen-repo.lock.json`` at the root, ``gen_repo/`` inside version folders) are not flagged:
-Triton ignores files at the repository root and every backend ignores extra files in a version folder.
+Model and version folders, ``config.pbtxt``, the files a config points at, and symlinks. Files gen-repo adds (the
+lock at the root, ``gen_repo/`` in version folders) are not flagged: Triton ignores them.
 """
 
 from __future__ import annotations
@@ -22,7 +12,7 @@ import stat
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path as FsPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.protobuf import text_format
 
@@ -37,12 +27,8 @@ from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import ERROR
 from generator.naming import WARMUP_FOLDER, triton_version, version_folder_problem
+from generator.triton.proto import model_config_pb2 as mc
 from generator.triton.version_policy import versions_to_load
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
     "INITIAL_STATE_FOLDER",

@@ -1,27 +1,19 @@
 """Model configuration rules: inputs and outputs, batch I/O, instance groups, response cache, metrics, warmup.
 
-Core ``model_config_utils.cc``: ValidateModelConfig (max_batch_size, response cache, model_metrics), ValidateIOShape
-with ValidateModelInput/ValidateModelOutput and ValidateNonLinearFormatIO, ValidateBatchIO, ValidateInstanceGroup
-after NormalizeInstanceGroup (a count below 1 becomes the default count, so it is no refusal), and the warmup
-requests of ``backend_model_instance.cc`` GenerateWarmupData (samples with batch_size 0 are skipped, as Triton
-skips them). Platform-dependent rules read the platform as Triton infers it (:class:`~generator.lint.folders.Resolved`).
+Platform-dependent rules read the platform as Triton infers it (:class:`~generator.lint.folders.Resolved`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
 from generator.lint.layout import element_count
 from generator.triton.config_rules import group_refusals, instance_groups_of
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["TENSORRT_PLAN", "check_model_config", "profile_index"]
 

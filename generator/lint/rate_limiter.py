@@ -1,13 +1,7 @@
 """The rate limiter's resources across every model of the repositories, as a server with ``--rate-limit`` checks them.
 
-Core ``src/rate_limiter.cc`` ResourceManager (Triton 2.51), on each instance a model loads: AddModelInstance files
-each resource of its group's ``rate_limiter`` under one global key when ``global`` is set, else under the instance's
-device (the GPU of a KIND_GPU instance, device 0 for KIND_CPU and KIND_MODEL), keeping the largest count per name and
-device; ValidateMaxResources then refuses a name that is both global and device-specific, whichever loaded model
-declared which (the model loaded second is refused; a model whose own groups disagree is refused alone). With
-``--rate-limit-resource`` lists, ParseAndValidateExplicitResources refuses a count above what the server is given,
-and a resource the lists do not name is given none. With ``--rate-limit=off``, Triton's default, every resource is
-ignored (``server.cc``: ignore_resources_and_priority), so these rules apply only with ``execution_count``.
+A resource both global and per-device, or above what ``--rate-limit-resource`` gives, is refused; with Triton's
+default ``--rate-limit=off`` every resource is ignored, so these rules apply only with ``execution_count``.
 """
 
 from __future__ import annotations
@@ -15,18 +9,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from generator.lint.backends import ENSEMBLE
 from generator.lint.environment import Environment, normalized_kind
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import ModelFolder
 from generator.lint.locator import FieldPath
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2 as mc
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2 as mc
+from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = ["check_rate_limiter"]
 

@@ -1,22 +1,8 @@
-"""The one table of lint rules: each rule's severity and area, the Triton checks it ports, and the tests that hold it.
+"""The one table of lint rules: each rule's severity and area, the Triton checks it ports, and what holds it.
 
-A rule's *checks* are the places where Triton refuses a model: the source file and function in Triton (core unless
-the file names a backend), the words of the refusal (Triton 2.51 unless the check is newer), and the case of
-``tests/lint_cases.py`` that holds it. Each case is a repository lint must flag at ``file:line:col`` plus its accepted
-neighbour, and both are loaded into the real Triton 2.51 (CPU, python backend) by ``tests/lint/test_triton.py``:
-the flagged one is refused with these words, the neighbour loads. ``server`` says why a check is not run there (a
-backend the CPU server lacks, a field newer than 2.51). A rule's ``cases`` are configurations Triton loads although
-lint flags them (warnings: loaded, but not as meant); ``tests`` name other tests that hold the rule.
-
-Severity: ``error`` where Triton refuses the model (or, for ONNX agreement and TensorRT files, the backend that
-would load it does), ``warning`` where Triton loads it but probably not as meant; ``ensemble-shape-range`` is the one
-error beyond Triton (gen-repo's contracts say every request past the range fails), ``config-unreadable`` gen-repo's
-own bound on what it reads, ``path-escape`` its confinement of config paths (docs/security.md; Triton 2.51 follows
-some of them out of the repository), ``symlink`` its refusal of links in a model folder (Triton follows them: its
-case loads, and ``loaded_by`` names the code that follows it), ``repository-is-a-model`` a folder given in place of
-the repository, and ``version-leading-zero`` and ``version-folder-name`` its rule for version folder names (Triton
-loads such a model, but it and gen-repo would disagree on the versions; ``verify`` and ``publish`` refuse them).
-``docs/lint-rules.md`` is generated from this table (:func:`generator.lint.rules_doc.rules_markdown`).
+A check names the Triton source, the words of its refusal and the lint case (a repository flagged at
+``file:line:col`` beside an accepted neighbour) that the real Triton refuses and loads. docs/lint-rules.md is
+generated from this table (:func:`generator.lint.rules_doc.rules_markdown`).
 """
 
 from __future__ import annotations
@@ -74,7 +60,7 @@ class TritonCheck:
     source: str  #: file in triton-inference-server/core (or ``backend: file``)
     function: str
     message: str  #: words of Triton's refusal the server test matches
-    case: str  #: case id in tests/lint_cases.py
+    case: str  #: the id of the lint case (a flagged repository and its accepted neighbour) that holds the check
     server: str = ""  #: why the case is not loaded into the CPU test server ("" when it is)
 
 
@@ -88,7 +74,7 @@ class Rule:
     summary: str
     checks: tuple[TritonCheck, ...] = ()
     cases: tuple[str, ...] = ()  #: cases Triton loads though lint flags them (or that no server runs)
-    tests: tuple[str, ...] = ()  #: other tests holding the rule (``tests/file.py::test``)
+    tests: tuple[str, ...] = ()  #: other tests holding the rule, as pytest node ids (shown in docs/lint-rules.md)
     server: str = ""  #: why ``cases`` are not loaded into the CPU test server ("" when they are)
     #: for an error beyond Triton whose ``cases`` load: the Triton source file and function that load them
     loaded_by: tuple[str, str] | None = None

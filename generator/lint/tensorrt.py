@@ -1,12 +1,8 @@
 """TensorRT plans: the optimization profiles each instance group lists, against each other and against the plan's.
 
-Triton's TensorRT backend creates an execution context for each profile an instance group lists
-(``src/instance_state.cc`` InitOptimizationProfiles); with none listed only profile 0 gets one, so a plan with several
-serves only the first profile's shapes (Triton server issue #8629: "model expected the shape of dimension 1 to be
-between 64 and 64 but received 128"). The scheduler hands a request to any instance whatever its shape, so every
-group must list every profile (server PR #1987). How many profiles a plan holds is known only by loading it, so these
-rules read it from gen-repo's contract (``<version>/gen_repo/contract.json``, ``optimization_profiles``) where a
-repository has one; the rule that groups list the same profiles needs no contract.
+Triton's TensorRT backend serves only the profiles a group lists (profile 0 when none), and any instance may get any
+request, so every group must list every profile. A plan's profiles are read from gen-repo's contract where there is
+one (docs/tensorrt.md).
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """The repository manifest (``gen-repo.yaml`` or JSON): which GraphSpecs become which Triton models.
 
-A manifest names an output folder, ``defaults`` applied to every model and a list of ``models``; each model has a
-GraphSpec (a file, a graph inside an AITune tune report, or inline), an optional source (ONNX file, ``.pt2`` file or
-a ``module:callable`` factory that is never imported here), a target and Triton options. Loading validates the
-document against ``schemas/manifest.schema.json``, resolves paths relative to the manifest (refusing any that
-escape its folder unless asked), loads the GraphSpecs and checks option conflicts. Every problem is reported at
-once as a :class:`~generator.errors.Problem` with a JSON pointer into the manifest (or into the spec file). What it
-returns is plain data (:mod:`generator.manifest.entries`); option conflicts and model names are checked by
-:mod:`generator.manifest.options`.
-
-Example::
-
-    output: model_repository
-    defaults:
-      target: auto
-      dynamic_batching: {max_queue_delay_microseconds: 200}
-    models:
-      - name: mlp
-        spec: specs/mlp.graphspec.json
-        source: {factory: "examples.models:make_mlp"}
-      - spec: {file: reports/tune_report.json, graph: text}
-        source: {onnx: text.onnx}
-        target: onnx
-        max_batch_size: 4
-        instance_group: [{kind: KIND_GPU, count: 2}]
-        pbtxt: |
-          model_transaction_policy { decoupled: false }
+Loading validates the document against its schema, resolves paths relative to the manifest (confined to its folder),
+loads the GraphSpecs and returns plain data (:mod:`generator.manifest.entries`), every problem located by a JSON
+pointer. docs/manifest.md describes the format.
 """
 
 from __future__ import annotations

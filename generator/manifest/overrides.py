@@ -1,11 +1,7 @@
 """The manifest's fixes to a recording: ``dynamic_shapes`` and ``batch_axis_multipliers`` applied to a GraphSpec.
 
-A user fixes a recording without re-recording it. Each manifest ``dynamic_shapes`` entry (AITune's own JSON form)
-replaces the spec's definition for its input path, or adds one; ``batch_axis_multipliers`` declares what AITune's
-JSON cannot carry (how many times the batch size a batch axis holds). The result is the GraphSpec AITune would have
-written with those definitions, so its methods keep AITune's answers. It is checked by the rules a spec file is
-checked by (:func:`generator.specs.semantics.graph_problems`) plus AITune's own check that every recorded call fits the
-definitions, and each problem points into the manifest where the manifest caused it.
+The result is the GraphSpec AITune would have written with those definitions, checked by the spec rules and AITune's
+own fit check, each problem pointing into the manifest where the manifest caused it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Manifest numbers against what Triton's ``ModelConfig`` can hold: ranges read from the protobuf descriptors.
 
-A manifest option that becomes a config field must fit that field's protobuf type (``int32`` for
-``preferred_batch_size``, ``uint64`` for ``max_queue_delay_microseconds``, ``uint32`` for ``max_queue_size``...);
-protobuf raises ``ValueError: Value out of range`` otherwise. The ranges are not copied by hand: each option is
-walked along the message it becomes (:data:`OPTION_MESSAGES`), key by key where the manifest uses the proto's own
-field names, and every integer is checked against its field's type (map keys too, such as the priority levels of
-``priority_queue_policy``). An option key the message does not have (``all`` of a version policy) is left to the
-schema. The schema makes integers integers (no ``4.0``, see :func:`generator.specs.json_schema.schema_problems`); this
-module makes them fit.
+Each option is walked along the message it becomes (:data:`OPTION_MESSAGES`) and every integer checked against its
+field's type, so an out-of-range number is a located problem instead of protobuf's ``ValueError``.
 """
 
 from __future__ import annotations
@@ -16,12 +10,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import Problem, json_pointer
+from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor, FieldDescriptor
-    from tritonclient.grpc import model_config_pb2
-else:  # without tritonclient.grpc's grpc and numpy imports
-    from generator.triton.proto import model_config_pb2
 
 __all__ = ["OPTION_MESSAGES", "integer_range", "number_problems", "option_number_problems"]
 

@@ -1,9 +1,7 @@
 """``gen-repo init``: a starter manifest from GraphSpec files and AITune tune reports.
 
-One model per graph, named from the graph name (and the tune report's module, or the file's name for AITune's
-numbered graphs, as the manifest names a model that has no ``name``), made Triton-safe and unique (case-insensitive,
-as the manifest requires); ``target: auto``; every other option written as a comment with its default. The text is
-accepted by ``gen-repo plan`` unchanged (tests/manifest/test_starter.py). Nothing is written over an existing file.
+One model per graph, named Triton-safe and unique, ``target: auto``, every other option a comment with its default;
+``gen-repo plan`` accepts the text unchanged. Nothing is written over an existing file.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ from generator.specs.schema import LoadedGraph, load_graphspecs
 __all__ = ["OPTION_COMMENTS", "write_starter_manifest"]
 
 #: Every option besides ``target``, in the manifest's order: (default as YAML, or None where the default depends on
-#: the model or is Triton's own, and what it means). A literal default can be uncommented without changing anything
-#: (tests/manifest/test_starter.py uncomments each and compares the plans).
+#: the model or is Triton's own, and what it means). A literal default can be uncommented without changing the plan.
 OPTION_COMMENTS: dict[str, tuple[str | None, str]] = {
     "max_batch_size": (None, "default: the spec's max batch; set a lower one (never higher)"),
     "batching": ("auto", "auto | batch | none"),

@@ -1,14 +1,7 @@
 """Outputs against their references: the tolerances, the positions left out, and the one element test.
 
-Used by the build's check (onnxruntime against torch, :mod:`generator.building.export.onnx`), the ensemble's check
-against its torch pipeline (:mod:`generator.building.ensembles`) and ``gen-repo smoke`` (the server against the stored
-references, :mod:`generator.serving.smoke`), so all of them judge an output the same way.
-
-What a user tunes is a :class:`CompareSettings`, the manifest's ``compare:`` (``docs/manifest.md``): ``rtol``/``atol``
-for every output of a model, per-output ones (as Polygraphy's ``--rtol out:1e-3``), and a :class:`Padding` mask: the
-positions an input such as ``attention_mask`` marks as padding are left out of every comparison of the outputs whose
-leading axes are the mask's (a decoder's logits at left-padded positions are undefined). The build stores the
-settings with the reference data (``reference.json``), so smoke applies what the build applied.
+The build's check, the ensemble's check and ``gen-repo smoke`` all judge an output here, with the manifest's
+``compare:`` settings (docs/manifest.md) stored beside the reference data, so smoke applies what the build applied.
 """
 
 from __future__ import annotations

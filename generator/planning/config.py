@@ -1,24 +1,8 @@
 """Triton ``ModelConfig`` protobuf messages from a model's plan and options, and their deterministic pbtxt text.
 
-The message is built directly (no dict -> ParseDict round trip) in this order, each step merged over the last:
-
-1. the target's base fragment ``templates/config/<target>.pbtxt`` (platform/backend, default file name, version
-   policy), parsed once per process with ``text_format`` and merged with ``MergeFrom``;
-2. what the plan decided: name, max_batch_size, inputs, outputs;
-3. the manifest options: dynamic batching, instance groups, version policy, warmup, response cache, parameters,
-   TensorRT cc_model_filenames and CUDA graphs, the ONNX Runtime TensorRT accelerator; a model's ``tuned:`` block
-   (written by ``gen-repo tune``) over its own instance groups, queue delay and preferred batch sizes;
-4. the raw ``pbtxt`` fragment, parsed into its own ModelConfig and merged last with protobuf ``MergeFrom``
-   semantics: singular scalars replace, singular messages merge field by field, **repeated fields append** (a
-   fragment's ``instance_group`` adds groups, it does not replace ours), map entries (``parameters``,
-   ``cc_model_filenames``) replace by key. A fragment sets only the fields that
-   :data:`generator.planning.fragments.FRAGMENT_FIELDS` allows for the model's kind (never name, platform, backend,
-   max_batch_size, input or output: those come from the spec and the plan, and the contract must match them; never
-   another model kind's scheduler).
-
-Then :func:`config_problems` checks the merged message against Triton's own rules, so a fragment cannot produce a
-config the server would refuse. :func:`render_config` prints with ``text_format`` (map entries sorted by key):
-identical messages give byte-identical text.
+Merged in order: the target's template, the plan, the manifest's options, then the raw ``pbtxt`` fragment with
+protobuf ``MergeFrom`` semantics (limited to :data:`generator.planning.fragments.FRAGMENT_FIELDS`). The result is
+checked against Triton's rules, so a fragment cannot produce a config the server would refuse.
 """
 
 from __future__ import annotations
@@ -45,14 +29,11 @@ from generator.triton.config_rules import (
     instance_groups_of,
     preferred_refusals,
 )
+from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-
     from generator.planning.profiles import OptimizationProfile
     from generator.planning.tensors import TensorPlan
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "DEFAULT_CPU_INSTANCE_COUNT",

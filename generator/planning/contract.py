@@ -1,13 +1,7 @@
-"""A model's contract (``<model>/<version>/gen_repo/contract.json``), as ``docs/repository-layout.md`` describes.
+"""A model's contract (``<model>/<version>/gen_repo/contract.json``), as docs/repository-layout.md describes it.
 
-``dims`` are exactly the config's dims; ``min/opt/max_shape`` are full shapes as a request carries them, batch axis
-first when max_batch_size > 0 (outputs: min/max only). For a per-item scalar (config ``dims: [1]`` with an empty
-``reshape``) the request carries ``[batch, 1]`` while the model sees ``[batch]``: the contract gives the request
-shapes and says ``"reshape": []``. :func:`to_request` and :func:`to_model` move arrays between the two sides; every
-stored array (reference data) is request-side. An input's ``value_range`` or ``values`` (with their ``source``) say
-which values it takes (:class:`generator.planning.values.ValueDomain`). A model with the manifest's ``profiles:``
-lists them as ``optimization_profiles`` (index, name, each input's request-side min/opt/max shapes): the TensorRT
-plan's profiles, in order, and the buckets its reference cases cover.
+Shapes are request-side (batch axis first); :func:`to_request` and :func:`to_model` move arrays between the request
+and the model side (a per-item scalar is ``[b, 1]`` in a request, ``[b]`` in the model).
 """
 
 from __future__ import annotations
@@ -18,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
-    from tritonclient.grpc import model_config_pb2
 
     from generator.planning.tensors import TensorPlan
     from generator.planning.values import ValueDomain
+    from generator.triton.proto import model_config_pb2
 
 
 class PlannedModel(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.errors import Problem, json_pointer
 from generator.manifest.entries import ManifestEnsemble, ModelSource
@@ -19,11 +19,7 @@ from generator.planning.config import PicklesModelConfig
 from generator.planning.contract import PlannedModel, request_shape
 from generator.planning.tensors import TensorPlan
 from generator.triton.ensemble import Location, Step, StepModel, Wiring, WiringTensor, step_order, wiring_problems
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2
 
 __all__ = ["EnsemblePlan", "plan_ensemble", "step_models"]
 

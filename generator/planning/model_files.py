@@ -1,10 +1,4 @@
-"""The text of each model's gen-repo-written metadata files, rendered in one place.
-
-``config.pbtxt`` (from the plan's ModelConfig) and ``gen_repo/contract.json`` (from the plan, plus the value
-domains a build finds): ``gen-repo config`` writes both, a build's artifacts stage the contract and the staging step
-the config, and Ray workers render the contract of a TensorRT model they export as ONNX. Paths are those of
-``docs/repository-layout.md``.
-"""
+"""The text of the metadata files gen-repo writes per model: ``config.pbtxt`` and ``gen_repo/contract.json``."""
 
 from __future__ import annotations
 

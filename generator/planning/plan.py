@@ -1,9 +1,7 @@
 """The repository plan: one :class:`ModelPlan` per manifest model, with its tensors, decisions and ModelConfig.
 
-Pure: no file writes, no torch. The tensors and the batching decision come from :mod:`generator.planning.tensors` (the
-rules ``gen-repo validate`` applies too); the config from :mod:`generator.planning.config`. A model that cannot be
-planned is refused with every reason; with ``keep_going`` the others are planned anyway
-(:attr:`RepositoryPlan.refused`).
+Pure: no file writes, no torch. A model that cannot be planned is refused with every reason; with ``keep_going`` the
+others are planned anyway (:attr:`RepositoryPlan.refused`).
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from generator.errors import GenRepoError, Problem
 from generator.manifest.entries import (
@@ -30,11 +28,7 @@ from generator.planning.options import TARGETS
 from generator.planning.profiles import OptimizationProfile, plan_profiles
 from generator.planning.tensors import DTYPE_TO_TRITON, INT32_MAX, TensorPlan, plan_tensors
 from generator.specs.graphspec import GraphSpec
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "DTYPE_TO_TRITON",

@@ -1,22 +1,7 @@
 """Optimization profiles: the manifest's buckets (or AITune's saved profiles) checked against a model's inputs.
 
-A TensorRT plan can hold several optimization profiles, each a min/opt/max per input; TensorRT picks kernels for
-each profile's opt shape, so a wide range split into buckets (short and long sequences, small and large batches) is
-served well in each. The manifest's ``profiles:`` names them, in order (index 0, 1, ...: the TensorRT profile index
-Triton's instance groups list). :func:`plan_profiles` checks them and says why in words:
-
-- every bucket lies inside the range the plan gives its axis (``GraphSpec.get_effective_input_shapes``, then the
-  shape policy and ``max_batch_size``): the model was never recorded or declared beyond it;
-- together they cover the range the contract promises. Triton's dynamic batcher forms any batch 1..max_batch_size
-  of requests whose other axes take any size in range, and the TensorRT backend fails a request no profile holds
-  ("failed to find any Optimization Profile"). ``narrow_to_profiles`` narrows the contract to their union instead,
-  which must then be one box (the contract describes one range per axis);
-- max_batch_size is at most the largest profile batch max (the TensorRT backend's autofill refuses it otherwise).
-  No rule makes every profile share the max batch: Triton dropped it (server PR #1987).
-
-An axis is named ``batch`` (the batch axes, in batch units), by a DynamicDim name, or ``<input>:<axis>`` (an input's
-model-side axis), and stands for every axis linked to it (:func:`generator.specs.shape_policy.linked_axes`): linked
-axes are one dimension, so they take one range in every profile.
+Each bucket lies inside its axis's planned range, together they cover the contract's range (or narrow it), and
+max_batch_size fits the largest; every refusal is said in words (docs/tensorrt.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Which target a model gets, and whether it can be built here: decided before anything is imported or exported.
 
-``target: auto`` becomes a TensorRT plan only where standard TensorRT and an NVIDIA GPU exist (detected without
-creating a TensorRT runtime), else ONNX. :func:`preflight` refuses at once what cannot work (user code without
-``--allow-code``, a tensorrt target without TensorRT, plans for compute capabilities this machine lacks).
-
-:func:`plan_build` is what ``gen-repo plan``, ``config`` and ``build`` share before anything is built: load the
-manifest, resolve its targets for this machine, plan. Light on purpose: the manifest, the plan and the target rules,
-never the build machinery (artifacts, cache, worker pools), torch or onnx, so ``plan`` and ``config`` start fast
-(tests/cli/test_light_imports.py holds this).
+:func:`plan_build` is what ``plan``, ``config`` and ``build`` share (load, resolve targets, plan), and
+:func:`preflight` refuses at once what cannot work here. Light on purpose: no build machinery, torch or onnx, so
+``plan`` and ``config`` start fast.
 """
 
 from __future__ import annotations

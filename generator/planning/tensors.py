@@ -1,28 +1,8 @@
 """One graph's tensors as Triton serves them: names, shapes (with the shape policy), scalars and the batching decision.
 
-Pure data, no torch, no config: ``gen-repo validate`` and ``gen-repo plan`` apply the same servability rules through
-:func:`plan_tensors` (dtypes Triton carries, scalars within Triton's rules, axes that must agree), and
-:mod:`generator.planning.plan` builds each model's ModelConfig from its result. Every shape starts from
-:class:`~generator.specs.graphspec.GraphSpec` methods; axes that must agree across inputs get one range
-(:mod:`generator.specs.shape_policy`). The batching decision:
-
-- *batching* when every input and output has exactly one batch axis, at position 0, with multiplier 1 (a
-  ``BatchDim`` in the explicit definition or a recorded ``batch0`` axis). The inputs' batch ranges agree after the
-  shape policy (Triton gives every tensor of a request the same batch size), so ``max_batch_size`` is the resolved
-  batch maximum (``GraphSpec.get_max_batch_size()`` unless the policy narrowed it) and dims leave the batch axis out.
-  Recorded minimums are widened to 1; an output's recorded range may be narrower than the inputs' when a declaration
-  widened them, or wider when the policy narrowed them;
-- otherwise *no batching*: ``max_batch_size: 0`` and full dims;
-- the manifest's ``batching: batch|none`` overrides the decision, ``max_batch_size`` lowers it.
-
-Scalars (0-d tensors) follow Triton's rules: a per-item scalar of a batching model (torch shape ``[b]``) is
-``dims: [1]`` with an empty ``reshape``, so the request carries ``[b, 1]`` and the model sees ``[b]``; a 0-d tensor
-(one value for the whole call, which no request batch can carry) makes the model non-batching and travels as
-``[1]``: Triton never hands a model a 0-d tensor and refuses an empty reshape without batching, so the exported
-graph reshapes it (:attr:`TensorPlan.torch_scalar`).
-
-Every decision is a sentence in :attr:`TensorsPlan.decisions`, so ``gen-repo plan`` can say which case applied and
-why.
+Pure data, no torch: ``validate`` and ``plan`` apply the same servability rules through :func:`plan_tensors`. Every
+decision (batching or not, how a scalar travels) is a sentence in :attr:`TensorsPlan.decisions`, so ``gen-repo
+plan`` can say which case applied and why (docs/repository-layout.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``gen-repo validate``'s work: every GraphSpec of every file checked as ``gen-repo plan`` would serve it.
 
-One :class:`ValidatedFile` per file, in the order given: Triton's ``max_batch_size`` per graph, the graphs' summaries
-when asked (tables, ``--json``) and every problem (schema, AITune's rules, the serving rules of
-:func:`generator.planning.tensors.servability`), each naming the file and the JSON pointer. Nothing is printed here.
+One :class:`ValidatedFile` per file, in the order given, every problem naming the file and the JSON pointer. Nothing
+is printed here.
 """
 
 from __future__ import annotations

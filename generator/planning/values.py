@@ -1,17 +1,8 @@
 """The values an input takes, and valid synthetic data drawn from them: one home for the build and the client.
 
-A :class:`ValueDomain` is a closed range or a set of values. It comes from the manifest (``inputs: {name:
-{value_range: [lo, hi]}}`` or ``{values: [...]}``) or from the exported graph (an integer input used as an index into
-a constant table: ``0..rows-1``, see :mod:`generator.building.export.onnx_indices`). The contract carries it, so
-reference data, the smoke test's requests, ``ModelContract.example_inputs`` and ``check-request`` all respect it.
-
-A mask's domain may also say which value keeps a position (``mask_keep``, found in the exported graph by
-:mod:`generator.building.export.onnx_masks`: ``False`` for a PyTorch key-padding mask, where ``True`` marks padding);
-synthetic data fills the mask with it. Without a domain, :func:`draw` makes data that is valid for most models: floats
-standard normal, integers small and non-negative, and mask-like inputs (a name containing ``mask``) all ones, so no row
-is fully masked.
-
-numpy only, imported lazily: :mod:`generator.planning.plan` uses the data type and must stay light.
+A :class:`ValueDomain` (a range or a set, from the manifest or the exported graph) travels in the contract, so
+reference data, smoke requests, example inputs and ``check-request`` all respect it (docs/manifest.md). numpy is
+imported lazily: :mod:`generator.planning.plan` must stay light.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The report's charts as inline SVG (matplotlib): shape ranges per axis, perf by concurrency, a tune's candidates.
 
-matplotlib's SVG backend with ``svg.fonttype: none`` writes every label as a ``<text>`` element (readable, findable
-in the page, no embedded glyph paths), ``svg.hashsalt`` fixes the ids it derives from hashes and ``metadata``
-without a date keeps the output byte-identical for identical input. Each chart gets its own salt (its place in the
-page), so the ids of charts inlined into one HTML document never collide. Labels are repository strings: they are
-drawn with ``parse_math=False`` (a ``$`` is a dollar, not mathtext) and matplotlib escapes them as XML text.
-
-No pyplot: each chart is its own :class:`matplotlib.figure.Figure`, so nothing global is touched.
+Labels are ``<text>`` (no mathtext, escaped as XML), ids are salted per chart so they never collide in one page,
+and the output is byte-identical for identical input. No pyplot: nothing global is touched.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """An ensemble's wiring as an SVG picture: inputs, steps as boxes, outputs; tensors as labelled arrows.
 
-A layered left-to-right layout: the ensemble's inputs in the first column, each step one column after the latest
-step (or input) it reads from, the ensemble's outputs in the last. Hand-written because the graph layout libraries
-(graphviz and its Python bindings) need a system binary that neither CI nor a reader's machine may have; the layout of
-a step pipeline is simple enough to place by its layers. Built with ElementTree, so every repository string (model
-and tensor names) is escaped as XML text or attribute; the result is deterministic for identical input.
+Laid out by hand in layers (graphviz needs a system binary a reader may lack) and built with ElementTree, so every
+name is escaped; deterministic for identical input.
 """
 
 from __future__ import annotations

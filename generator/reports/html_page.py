@@ -1,16 +1,7 @@
 """``gen-repo report``: one self-contained HTML page about a model repository.
 
-The page (``templates/report/page.html.j2``, rendered by Jinja2 with autoescape on: every repository string is
-hostile) holds a summary (models, targets, versions, the lock check of ``verify``, ``lint``'s findings, the smoke
-result), then per model its contract, a chart of its inputs' min/opt/max per axis (the first
-:data:`CHARTED_INPUTS`), batching, value domains, warmup and instance groups; per ensemble its wiring as a picture;
-the smoke checks, the perf figures, a diff's changes and a tune's candidates where their ``--json`` files are given.
-Charts are inline SVG (:mod:`generator.reports.charts`, :mod:`generator.reports.ensemble_svg`); no scripts, no external
-styles, fonts or images, so the page needs no network.
-
-The pipeline: :func:`read_repository` gathers plain :class:`ModelFacts` from a local folder;
-:func:`load_inputs` reads and checks the ``--smoke``/``--perf``/``--diff``/``--tune`` files (JSON Schemas in
-``schemas/``); :func:`render_report` turns both into the HTML text, byte-identical for identical input.
+Rendered by Jinja2 with autoescape on (every repository string is hostile), charts inline as SVG, no scripts or
+external resources, byte-identical for identical input (docs/report.md).
 """
 
 from __future__ import annotations
@@ -25,7 +16,6 @@ from typing import Any
 import jinja2
 import markupsafe
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2
 
 from generator.bounded import read_text
 from generator.client import ModelContract
@@ -39,10 +29,11 @@ from generator.resources import resource_dir
 from generator.serving.smoke import repository_models
 from generator.specs.documents import load_document
 from generator.specs.json_schema import schema_problems
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "LockStatus",
-    "ModelFacts",
+    "ModelSection",
     "RepositoryFacts",
     "ReportInputs",
     "TensorFacts",
@@ -80,7 +71,7 @@ class TensorFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelFacts:
+class ModelSection:
     """What the page shows about one model or ensemble (``steps`` non-empty only for an ensemble)."""
 
     name: str
@@ -115,7 +106,7 @@ class RepositoryFacts:
     """A repository's models, lock check and lint findings, with its location as the user gave it."""
 
     location: str
-    models: tuple[ModelFacts, ...]
+    models: tuple[ModelSection, ...]
     lock: LockStatus
     lint_errors: int
     lint_warnings: int
@@ -189,7 +180,7 @@ def read_repository(folder: Path, location: str | None = None,
 
     ``verified``: verify's answer when ``folder`` is a bucket's copy (:func:`local_repository`); else it is verified.
     ``decisions``: per model the plan's decisions (``gen-repo plan``'s sentences), when a manifest was given.
-    Never raises for a broken model: what could not be read is listed in its :attr:`ModelFacts.problems`.
+    Never raises for a broken model: what could not be read is listed in its :attr:`ModelSection.problems`.
     """
     from generator.lint import lint
 
@@ -203,7 +194,7 @@ def read_repository(folder: Path, location: str | None = None,
 
 
 def _model_facts(folder: Path, name: str, lock_entry: Any, decisions: Mapping[str, Sequence[str]] | None,
-                 ) -> ModelFacts:
+                 ) -> ModelSection:
     problems: list[str] = []
     config: model_config_pb2.ModelConfig | None = None
     try:
@@ -221,7 +212,7 @@ def _model_facts(folder: Path, name: str, lock_entry: Any, decisions: Mapping[st
     runtime = (config.platform or config.backend) if config is not None else (
         (contract.platform or contract.backend) if contract is not None else "")
     known = decisions.get(name) if decisions is not None else None
-    return ModelFacts(
+    return ModelSection(
         name=name,
         kind="ensemble" if ensemble else "model",
         version=contract.version if contract is not None else None,
@@ -324,13 +315,13 @@ def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | N
 # --------------------------------------------------------------------------------------------------------------------
 # The page
 # --------------------------------------------------------------------------------------------------------------------
-def _chart_ranges(model: ModelFacts) -> list[ShapeRange]:
+def _chart_ranges(model: ModelSection) -> list[ShapeRange]:
     """Every input of ``model`` that has axes, as the range chart draws it."""
     return [ShapeRange(t.name, t.min_shape, t.opt_shape, t.max_shape, model.max_batch_size > 0)
             for t in model.inputs if t.min_shape]
 
 
-def _range_chart(model: ModelFacts, index: int) -> str:
+def _range_chart(model: ModelSection, index: int) -> str:
     ranges = _chart_ranges(model)[:CHARTED_INPUTS]
     return shape_range_chart(ranges, salt=f"ranges-{index}") if ranges else ""
 

@@ -1,14 +1,7 @@
 r"""Smoke reports as files: JUnit XML for CI systems and JSON for machines.
 
-JUnit XML follows the common shape CI systems and readers such as ``junitparser`` understand: a ``<testsuites>``
-root, one ``<testsuite>`` per model, one ``<testcase classname="<model>" name="<check>" time="...">`` per check, with
-a ``<failure>``, ``<error>`` or ``<skipped>`` child where the check did not pass. The failure text carries the
-check's details as JSON so the reason is visible in the CI's test view.
-
-XML 1.0 cannot carry every string: control characters other than tab, newline and carriage return, lone
-surrogates (a folder name that is not UTF-8 reaches Python as those) and U+FFFE/U+FFFF are not characters of any XML
-document, escaped or not. Each becomes its visible Python escape (``\x01``, ``\udc80``), so a model folder named
-with control characters still gets a well-formed report that names it recognisably.
+One ``<testsuite>`` per model and ``<testcase>`` per check, the details as JSON in a failure's text. Characters XML
+1.0 cannot carry become their Python escapes, so any model folder name gives a well-formed report.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Markdown sections for CI job summaries and pull-request comments (``--summary-md FILE``).
 
-Every command that takes ``--summary-md`` builds one :class:`SummarySection` and appends it with
-:func:`append_summary`: a heading, the counts, failures first, then links to the files the command wrote. Appending
-(never rewriting) is what CI systems expect: GitHub's ``$GITHUB_STEP_SUMMARY`` collects every step's sections in one
-file. A section is capped in rows so a run with thousands of findings still fits a job summary (GitHub allows 1 MiB
-per step).
+Each command appends one :class:`SummarySection` (appending is what ``$GITHUB_STEP_SUMMARY`` expects), capped in
+rows so thousands of findings still fit a job summary.
 """
 
 from __future__ import annotations

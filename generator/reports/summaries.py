@@ -1,15 +1,7 @@
 """Each command's result as a ``--summary-md`` Markdown section (rendered by :mod:`generator.reports.markdown`).
 
-One function per result type: :func:`build_summary` (``gen-repo build``'s
-:class:`~generator.building.results.BuildReport`), :func:`smoke_summary`
-(:class:`~generator.serving.smoke_results.SmokeReport`), :func:`lint_summary` (:class:`~generator.lint.run.LintReport`),
-:func:`verify_summary` (:class:`~generator.repository.verify.Verification`), :func:`diff_summary`
-(:class:`~generator.contracts.diff.ContractDiff`; :func:`diff_markdown` is the whole diff as a document for
-``diff --markdown``), and :func:`error_summary` for a command stopped by bad input or unreachable storage (its located
-problems). Counts come from the result types themselves (``SmokeReport.counts``,
-``LintReport.errors``/``warnings``), so a section says what the command's ``--json`` says. The result types are imported
-for type checking only: building a summary must not import tritonclient into ``gen-repo build``, nor torch into
-``gen-repo lint``.
+Counts come from the result types themselves, so a section says what the command's ``--json`` says. Result types
+are imported for type checking only: a summary must not pull tritonclient into ``build`` or torch into ``lint``.
 """
 
 from __future__ import annotations

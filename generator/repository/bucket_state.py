@@ -1,9 +1,7 @@
-"""What a publish reads from the bucket before it changes anything: the served state (step 2 of a publish).
+"""What a publish reads from the bucket before it changes anything: the served state.
 
-The bucket's objects indexed by model and exact version folder, its lock file (read within ``lock_bytes`` and
-checked as ``verify`` checks a local one), each model's config (within ``config_bytes``), and a fingerprint (size
-and sha256) of the lock file and configs that the switch compares again before it writes. Also the check of a
-version's objects against what a lock file says they hold.
+The bucket's objects by model and version folder, its lock file and configs (bounded), and a fingerprint of them
+that the switch compares again before it writes.
 """
 
 from __future__ import annotations
@@ -125,7 +123,8 @@ def fingerprint_objects(fs: Any, target: StorageURL, keys: list[str]) -> dict[st
 def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
     """Step 2: fingerprint the served state, then list the bucket and read its lock file and the models' configs."""
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+
+    from generator.triton.proto import model_config_pb2
 
     fingerprints = fingerprint_objects(fs, target, [LOCK_FILE_NAME, *(f"{m}/config.pbtxt" for m in models)])
     objects = repository_objects(list_objects(fs, target))

@@ -1,18 +1,8 @@
 """Python bytecode in a repository: a ``__pycache__`` file passes only when it is what its locked source compiles to.
 
-Triton's Python backend imports ``<model>/<version>/model.py`` when it loads a model and, its stub running an
-isolated interpreter that ignores ``PYTHONDONTWRITEBYTECODE``, writes ``<version>/__pycache__/model.<tag>.pyc``
-into the repository. Python then runs that file instead of ``model.py`` whenever its header says it is current (a
-hash-based ``.pyc`` compiled with ``UNCHECKED_HASH`` is never compared with the source at all), so a planted ``.pyc``
-is code that ``verify`` must not pass on the strength of a locked ``model.py``.
-
-:func:`bytecode_problem` compiles the locked source the way importlib does (``compile(source, path, "exec",
-dont_inherit=True, optimize=N)``, then ``marshal.dumps``) with this interpreter and compares bytes. One part may
-differ: the file name recorded in the code objects (``co_filename``, used for tracebacks), which is wherever the
-server saw the repository (``/models/...`` in a container). It is found by compiling under a placeholder name and
-reading the one string object that stands in its place: everything before and after it must be byte-identical.
-Nothing from the ``.pyc`` is unmarshalled or run. Bytecode of another Python version (another cache tag) cannot be
-reproduced here, so it is refused.
+Triton's Python backend writes and then runs ``__pycache__/model.<tag>.pyc``, so a planted one is code ``verify``
+must not pass. The locked source is compiled here and compared byte for byte, except the recorded file name;
+nothing from the ``.pyc`` is unmarshalled or run (docs/security.md).
 """
 
 from __future__ import annotations

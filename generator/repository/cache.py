@@ -1,24 +1,8 @@
 """Content-addressed build cache: an unchanged model is not exported or built again.
 
-Layout under the cache root (its own folder, never inside a model repository)::
-
-    <root>/<key[:2]>/<key>/manifest.json     # {"format", "key", "files": {relative path: {"sha256", "size"}}}
-    <root>/<key[:2]>/<key>/files/...         # the artifacts, exactly as put
-    <root>/<key[:2]>/.tmp-<pid>-<random>     # an entry being written (renamed into place when complete)
-    <root>/<key[:2]>/.trash-<pid>-<random>   # an entry being deleted
-    <root>/tensorrt/<version>-<device>.cache # TensorRT timing caches (see BuildCache.timing_cache_path)
-
-An entry becomes visible only by one ``rename`` of a complete, fsynced folder, so a reader never sees half an entry;
-``get`` still re-hashes every file against the manifest and treats any difference as a miss (and deletes the entry),
-so a damaged cache can cost a rebuild but never a wrong artifact.
-
-Entries are signed. Whoever can write the cache folder (a shared CI cache restored from elsewhere, a world-writable
-folder) could change an entry's files and recompute the sha256 values in its ``manifest.json``; so the manifest also
-carries ``mac``, an HMAC-SHA256 of its content under a secret kept outside the cache (:func:`cache_secret`: the
-``GEN_REPO_CACHE_SECRET`` environment variable, else a per-user file created with mode 0600). An entry whose MAC does
-not verify (written by someone without the secret, or altered) is a miss: it is rebuilt, never served.
-:meth:`BuildCache.copy_entry` hashes the bytes it copies into a repository, so a file swapped after the check is
-caught too. docs/security.md describes the trust model of a shared cache.
+An entry appears by one rename of a complete folder, is re-hashed on every read and signed with an HMAC under a
+secret kept outside the cache, so a damaged or altered entry is a miss, never a wrong artifact (docs/security.md,
+"The build cache").
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The contracts of a repository, as ``gen-repo diff`` and ``gen-repo publish`` compare them.
 
-A location is a repository folder, an ``s3://`` or ``gs://`` repository, or one model's version folder (local or in
-a bucket: ``repo/mlp/3``). Per model the contract is that of the version Triton serves, read by
-:func:`generator.contracts.served.read_served_model` (a bucket through :class:`BucketReader`).
-
-Every file is read within the limits of :mod:`generator.bounded` and inside its repository
-(:func:`generator.confinement.confined_path`); a bucket's objects are read one by one, only the configs and
-contracts (never the model files). Every problem is collected and raised at once as a located
-:class:`~generator.errors.GenRepoError` (exit 2); an unreachable store is a
-:class:`~generator.repository.storage_errors.StorageUnreachable` (exit 3).
+A folder, an ``s3://``/``gs://`` repository or one version folder; per model the contract of the version Triton
+serves, read by :func:`generator.contracts.served.read_served_model`. Reads are bounded and confined; every problem
+is raised at once.
 """
 
 from __future__ import annotations
@@ -17,8 +11,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-from tritonclient.grpc import model_config_pb2
 
 from generator.client import ModelContract
 from generator.confinement import refuse_symlinks
@@ -29,6 +21,7 @@ from generator.naming import version_folder
 from generator.repository.bucket_reads import list_objects, read_object, repository_objects
 from generator.repository.storage_errors import storage_errors
 from generator.repository.storage_urls import StorageURL, is_storage_url, local_location, open_filesystem, parse_url
+from generator.triton.proto import model_config_pb2
 from generator.triton.version_policy import served_version
 
 __all__ = [

@@ -1,9 +1,6 @@
 """Durable file operations for repository folders: atomic renames, fsyncs, bulk writes, walks and removals.
 
-What :class:`~generator.repository.staging.RepositoryWriter` and ``gen-repo config`` build on: ``renameat2`` (an
-atomic exchange or a no-clobber rename, where the kernel and C library have it), a ``flock`` on a parent folder,
-SIGINT/SIGTERM held over a swap, facts that tell a live writer from a dead one (host, boot id, a process's start
-time), a full disk told apart from other failures, and files written, flushed, walked and removed in bulk.
+What :class:`~generator.repository.staging.RepositoryWriter` and ``gen-repo config`` build on.
 """
 
 from __future__ import annotations

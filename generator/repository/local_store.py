@@ -1,28 +1,8 @@
 """A folder as a publish destination: the operations ``gen-repo publish`` uses on S3 and GCS, on a local file system.
 
-A shared folder (NFS, a Kubernetes volume) is written by gen-repo and read by Triton servers, and other people may
-write there too, so nothing is trusted that is found in it:
-
-- every path is resolved from the destination's root one folder at a time (``openat`` with ``O_NOFOLLOW``): a symlink
-  planted anywhere on the way, or a file where a folder should be, is refused, never followed. A listing that finds a
-  symlink or a special file anywhere in the destination refuses the whole publish before anything is written (each
-  one named): gen-repo removes nothing it did not create, so the user removes it;
-- a file that replaces another (a config, the lock file) is written to a fresh hidden name (``O_CREAT | O_EXCL |
-  O_NOFOLLOW``), fsynced and renamed over the final name (``rename(2)`` is atomic: Triton reads the old file or the
-  new one), then the folder is fsynced, as :mod:`generator.atomic_write` does;
-- a new file (an uploaded artifact) is created exclusively, written and fsynced when closed;
-- a folder is renamed into place without replacing anything (``renameat2(RENAME_NOREPLACE)``): how a new version
-  folder, written and read back under a hidden name, becomes a version folder;
-- the publishers' lock is a file created exclusively (:meth:`LocalStore.create_exclusive`); an expired one is moved
-  aside and checked before it is replaced (:meth:`LocalStore.take_over`).
-
-Bytecode that Triton's Python backend writes beside a ``model.py`` it imports (``__pycache__``) is not listed when it
-is exactly what its source compiles to (:mod:`generator.repository.bytecode`, as ``verify`` accepts it), so a served
-version stays unchanged while a server uses it; any other bytecode is listed, and then refused as unexpected.
-
-Failures leave as located :class:`~generator.errors.GenRepoError` naming the path (exit 2 for what the user must fix:
-a symlink, a permission; exit 1 otherwise); FileNotFoundError and FileExistsError pass, as the fsspec filesystems
-raise them.
+Nothing found in a shared folder is trusted: paths are resolved without following links, replaced files are renamed
+into place, new version folders appear by one no-clobber rename (docs/release-pipelines.md, "Publishing to a
+shared folder").
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A repository's lock file (``gen-repo.lock.json``): made from a staged tree, rendered, read and validated.
 
-The lock lists every artifact's sha256 and size, the tool versions and what identifies each model's build; it holds
-no absolute paths and no timestamps, so the same inputs give the same bytes wherever they are built.
-:func:`lock_problems` is the one definition of a valid lock that ``verify`` and ``publish`` share. Also here: the
-names of gen-repo's own files at a repository's root, which a lock never lists.
+No absolute paths and no timestamps, so the same inputs give the same bytes anywhere. :func:`lock_problems` is the one
+definition of a valid lock that ``verify`` and ``publish`` share.
 """
 
 from __future__ import annotations

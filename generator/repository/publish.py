@@ -1,51 +1,8 @@
-"""Publishing a model repository to object storage with safe rolling versions (``gen-repo publish DIR URL``).
+"""Publishing a model repository to object storage or a shared folder with safe rolling versions.
 
-A shared folder (a path or ``file:///path``) is published the same way, through
-:class:`generator.repository.local_store.LocalStore`; there, step 6 writes each new version under a hidden staging
-name in its model's folder and renames it into place once read back, and every write of step 7 is a rename.
-
-Object stores (S3, GCS) have no atomic rename, and Triton reads a repository from them while it runs. So a publish
-never edits a version Triton may be loading, and it trusts nothing it did not check: the local files are checked
-against the local lock file as they are uploaded, the bucket's objects against the bucket's lock file. In order:
-
-1. **Local checks** (nothing contacted yet): the repository matches its lock file (``verify``), and the lock
-   describes a publishable repository (:func:`local_versions`: per model one version folder, named exactly as
-   :func:`generator.naming.version_folder` says, its warmup data and the config; nothing else).
-2. **What is served** (read, bounded: the bucket's lock file under ``lock_bytes``, each config under
-   ``config_bytes``): per model the version Triton serves, as
-   :func:`generator.repository.contract_sources.served_version` says (the config's ``version_policy { specific }``, else
-   the highest version folder), whatever the bucket's lock file records or lacks. A fingerprint (size and sha256) of the
-   bucket's lock file and of each model's config is taken first: the **served state**.
-3. **Unchanged models**: a model whose served version's objects (every file, and the config) read back with the
-   sha256 the bucket's lock file gives, and equal what this publish would upload, is left as it is. A served version
-   whose objects differ from the bucket's lock file refuses the publish (exit 1).
-4. **The release gate** compares each changed model's contract with the served one exactly as ``gen-repo diff``
-   does (:func:`generator.repository.contract_sources.load_model_contract`): a breaking change, or a served contract
-   that cannot be read, refuses the publish unless ``allow_breaking``.
-5. **Reserve** (under the publishers' lock, briefly): per changed model a version number above every version folder
-   present, every version the bucket's lock or config names and every live reservation of another publisher
-   (:mod:`generator.repository.publish_lock`), so no two publishers upload into one folder.
-6. **Upload** the new version folders (and ``warmup/<N>/``), each file streamed from disk and hashed as it is sent,
-   against the **local lock file's** sha256 and size (a file changed since step 1 refuses the publish, exit 2;
-   ``gen_repo/contract.json``, whose ``version`` is rewritten to N, is rewritten from bytes checked against the lock
-   the same way). Then every uploaded object is **read back** against the same hashes, and no other object may sit
-   in the new folders. Nothing references them yet, so nothing is visible.
-7. **Switch** (under the publishers' lock): the served state is fingerprinted again; if anything changed since
-   step 2 (another publisher switched meanwhile), the publish is refused and its uploads removed. Otherwise each
-   model's ``config.pbtxt`` is written, its ``version_policy { specific { versions: [N] } }`` making N visible, then
-   the bucket's ``gen-repo.lock.json``, derived from the local lock (each file's sha256 and size under its new
-   version, the rewritten contract's and the config's hashes) and the bucket's lock for what is kept.
-8. **Retention** (``keep_versions``): besides N, the newest ``keep_versions - 1`` earlier versions that the bucket's
-   lock file lists and whose objects read back as it says stay (checked before the switch); the other versions it
-   lists are removed, a damaged one included. A version folder no gen-repo lock of the prefix lists (synced by
-   hand, another tool's, a dead publisher's half upload) is never removed: it is reported in the result.
-
-When a check fails nothing becomes visible: the new folders are removed, the configs and the lock file are as they
-were. What changed, and for an allowed breaking change who allowed it and when, is recorded with the published
-version in the lock file (``models/<model>/release``).
-
-URLs and filesystems: :mod:`generator.repository.storage_urls`; the publishers' lock:
-:mod:`generator.repository.publish_lock`.
+Nothing a server may be loading is edited and nothing unchecked is trusted: new versions are uploaded and read back
+unseen, then made visible by a config switch under the publishers' lock. docs/release-pipelines.md ("What a publish
+does") gives the steps.
 """
 
 from __future__ import annotations
@@ -411,7 +368,8 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
 def _release_diff(served: Reader, local: Reader, model: str, served_config: Any, built: LocalModel) -> ContractDiff:
     """``gen-repo diff``'s answer for ``model``: the served version against the local one, served settings included."""
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+
+    from generator.triton.proto import model_config_pb2
 
     local_config = text_format.Parse(built.config_text, model_config_pb2.ModelConfig())
     return diff_repositories({model: load_model_contract(served, model)},

@@ -1,10 +1,7 @@
 """What ``gen-repo publish`` uploads: the files the local lock file lists, read only as checked against it.
 
-Per model a publish uploads one version folder, that version's warmup data (``warmup/<version>/``) and the config
-(:func:`local_versions` says which version, refusing a lock that describes anything else). Every byte is checked
-against the local lock file's sha256 and size where it is read: the config and ``gen_repo/contract.json`` (whose
-``version`` a publish rewrites) before they are rewritten, every other file as it is streamed to the bucket
-(:func:`upload_file`). A file changed since ``verify`` checked the repository is refused, located, exit 2.
+Every byte is checked against the local lock's sha256 and size where it is read, so a file changed since ``verify``
+is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -69,7 +66,8 @@ def published_config(config_text: str, version: int, local_version: int | None =
     publish uploads them.
     """
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+
+    from generator.triton.proto import model_config_pb2
 
     config = model_config_pb2.ModelConfig()
     text_format.Parse(config_text, config)

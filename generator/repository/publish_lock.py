@@ -1,26 +1,8 @@
-"""The publishers' lock object and their version reservations, for ``gen-repo publish`` (repository/publish.py).
+"""The publishers' lock object and their version reservations, for ``gen-repo publish``.
 
-Concurrent publishers of one repository coordinate through two kinds of objects at the repository root (Triton
-ignores files there; :func:`generator.repository.bucket_reads.repository_objects` leaves them out of every read):
-
-- **The lock object** ``.gen-repo-publish.lock``. On S3 it is created with a conditional write
-  (``If-None-Match: *``), so exactly one publisher wins; in a folder it is a file created with ``O_CREAT | O_EXCL``
-  (:class:`generator.repository.local_store.LocalStore`; NFS has had an exclusive create since NFSv3); on GCS it is
-  written and read back after a pause (:data:`SETTLE_S`). In a folder a lease file rather than ``fcntl``/``flock``:
-  byte-range locks are missing or per-client on some shared mounts (FUSE, some CSI drivers), where they would pass
-  silently, and a lease names its owner, host and expiry for a refused publisher, as on S3 and GCS; a dead
-  publisher's lease expires with ``--lock-ttl`` as there. A lock older than its expiry (a publisher that died) is
-  taken over. Another publisher is
-  refused with who holds the lock (:class:`PublishLocked`, exit 1). A publish holds it twice and briefly: to reserve
-  its version numbers, and for the switch (the config writes and the lock file write), never while it compares
-  contracts, uploads or reads objects back.
-- **A reservation** ``.gen-repo-publish.reserved.<token>``: the version number each model of one publish is uploaded
-  as, written under the lock by the publisher that picked them. Another publisher picks numbers above every live
-  reservation (and above every version folder present), so two publishers never upload into the same folder. A
-  reservation is removed when its publish ends; a dead publisher's expires with its ``ttl``.
-
-Every object read here is read within the ``publish_object_bytes`` limit (generator/bounded.py): a huge or
-hostile lock object is refused, located, not parsed.
+One publisher at a time reserves version numbers and switches; the lock is a conditional write on S3, an exclusive
+create in a folder and a write read back on GCS, and expires with its lease (docs/release-pipelines.md). Every
+object is read within ``publish_object_bytes``.
 """
 
 from __future__ import annotations

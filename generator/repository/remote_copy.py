@@ -1,12 +1,7 @@
 """A published repository copied from its bucket to a folder (``smoke --repo``, ``report``), listing first.
 
-One listing and the lock file (:func:`generator.repository.verify.locked_listing`), then the same check as ``verify``
-(:func:`generator.repository.verify.check_listing`) with a source that writes each object it hashes: an object the
-lock does not list, or lists at another size, is refused from the listing without a byte of it fetched; a locked
-object is fetched in ranges up to its locked size, written and hashed as it comes, and removed again when its hash is
-not the lock's. The copy holds the lock file and the locked objects that match it, nothing else, so disk and memory
-stay bounded by the lock's sizes whatever a bucket writer plants; what was refused or skipped comes back as problems
-naming the objects in the bucket.
+The same check as ``verify``: what the lock does not list, or lists at another size, is refused without a byte of it
+fetched, and each locked object is hashed as it is written, so disk and memory stay bounded by the lock's sizes.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """Writing a model repository atomically: staging beside the destination, one swap, leftovers of dead writers.
 
-A build writes into a staging folder beside the destination (``<parent>/.<name>.staging-<pid>-<random>``, the same
-file system, so renames are atomic) and swaps it in only in :meth:`RepositoryWriter.commit`:
-
-- destination exists, Linux: ``renameat2(staging, destination, RENAME_EXCHANGE)`` swaps the two folders in one
-  atomic step; there is no instant where ``destination`` is missing or half-written. The previous tree, now at the
-  staging path, is then deleted.
-- ``renameat2`` unavailable (old kernel/libc, a file system without RENAME_EXCHANGE): ``destination`` is renamed
-  aside to ``.<name>.old-<pid>-<random>``, staging renamed to ``destination``, the aside deleted. A process killed
-  between the two renames leaves ``destination`` missing and a complete aside; the next writer puts it back.
-- no destination yet: one rename (``RENAME_NOREPLACE`` where available, so an existing folder is never clobbered).
-
-Before the swap every file and folder in staging is fsynced; after it the parent folder is. The swap itself runs
-with SIGINT/SIGTERM deferred (main thread), so Ctrl-C lands before or after it, never in between. Anything that goes
-wrong inside the ``with`` (an exception, Ctrl-C, leaving it without ``commit``) removes the staging folder and
-leaves the destination untouched; a SIGKILLed writer's leftovers are removed by the next writer (see ``_recover``).
-Nothing is written outside ``destination.parent``.
-
-The lock file the commit writes: :mod:`generator.repository.lock`; the file operations underneath:
-:mod:`generator.repository.files`; checking a repository against its lock: :mod:`generator.repository.verify`.
+The destination is swapped with a complete, fsynced staging folder in one step (``renameat2`` where available) with
+signals deferred, so it is never missing or half-written; a failed or killed writer leaves it untouched, and the
+next writer removes its leftovers.
 """
 
 from __future__ import annotations

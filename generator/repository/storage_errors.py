@@ -14,7 +14,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
-from generator.errors import EXIT_FAILED, EXIT_UNREACHABLE, GenRepoError, Problem
+from generator.errors import EXIT_FAILED, EXIT_UNREACHABLE, GenRepoError, Problem, one_line
 
 __all__ = ["StorageError", "StorageFailed", "StorageUnreachable", "storage_errors"]
 
@@ -101,15 +101,10 @@ def _status(error: BaseException) -> int | None:
     return None
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
 def _storage_problem(error: BaseException, target: _Target, doing: str) -> StorageError:
     """Translate what a storage client raised while ``doing`` something with ``target`` into a located error."""
     chain = list(_chain(error))
-    detail = f"{_one_line(error)} ({type(error).__name__})"
+    detail = f"{one_line(error)} ({type(error).__name__})"
     where = f"{target.protocol}://{target.bucket} at {target.endpoint}"
     unreachable, access = _unreachable_types(), _access_types()
     if any(isinstance(e, unreachable) for e in chain) or any((_status(e) or 0) >= 500 for e in chain):

@@ -1,13 +1,7 @@
 """``gen-repo verify``: a repository checked against its lock file, from its listing first, then file by file.
 
-One check for a folder and a bucket (:func:`check_listing`): the repository is listed without reading anything (a
-folder by :func:`generator.confinement.walk_tree`, never through a link; a bucket by one listing of its objects),
-and the listing alone refuses what is not listed in the lock (unread), what is listed at another size than the
-lock's (unread), and, in a folder, every symlink and special file at any depth. Only then are the files whose
-listed size matches the lock hashed, streaming in chunks (bounded memory whatever their size). Nothing unlisted may
-be there but the bytecode Triton's Python backend writes for a locked, intact ``model.py``
-(:mod:`generator.repository.bytecode`), read within ``bytecode_bytes``; every folder of a listed model that reads
-as a version is exactly one.
+One check for a folder and a bucket (:func:`check_listing`): the listing alone refuses unlisted or mis-sized files and
+links, then the rest is hashed in chunks. docs/security.md says what ``verify`` accepts.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format
-from tritonclient.grpc import model_config_pb2
 
 from generator.client import ModelContract, config_to_contract
 from generator.dtypes import wire_datatype
+from generator.triton.proto import model_config_pb2
 
 __all__ = ["config_differences", "contract_differences", "metadata_differences"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, one_line
 
 __all__ = ["MAX_PROCESSES", "TOLERANCE", "Completions", "LoadGenerator", "Measurement", "Windows", "check_loopback",
            "completion_rate", "measure", "measure_model", "percentile", "spread"]
@@ -142,7 +142,7 @@ def _worker(pipe: Pipe, url: str, protocol: str, model: str, inputs: Mapping[str
                     with lock:
                         in_flight[0] -= 1
                         taken.errors += 1
-                        taken.first_error = taken.first_error or (str(error).splitlines() or [type(error).__name__])[0]
+                        taken.first_error = taken.first_error or one_line(error)
                     time.sleep(0.01)  # a model being reloaded refuses at once: do not spin
                     continue
                 end = time.monotonic()

@@ -1,11 +1,7 @@
 """``gen-repo perf-config``'s files: perf_analyzer arguments and input data, and a Model Analyzer config.
 
-Per model: perf_analyzer arguments (``-m``, ``-b``, ``--shape NAME:dims`` for every input with a dynamic dim,
-``--input-data FILE.json``, ``--concurrency-range``, ``-i``, ``-u``), an ``--input-data`` JSON per shape variant
-(min, opt and max of the TensorRT optimization profile) in perf_analyzer's format (``{"data": [{"INPUT":
-{"content": [...], "shape": [...]}}]}``, shapes without the batch axis), and one Model Analyzer config whose search
-space never leaves what the engine supports (:mod:`generator.serving.perf_models`). Everything written is
-deterministic (sorted keys, seeded data, no absolute paths): identical input, identical bytes.
+Per model the perf_analyzer arguments, an ``--input-data`` JSON per shape (min, opt, max) and a Model Analyzer search
+space that stays inside what the engine supports; deterministic bytes.
 """
 
 from __future__ import annotations

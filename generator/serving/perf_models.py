@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from generator.confinement import refuse_symlinks
 from generator.errors import GenRepoError, Problem
+from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-
     from generator.planning.plan import RepositoryPlan
     from generator.planning.values import ValueDomain
 
@@ -125,10 +124,8 @@ def _model_from_contract(
     count, kind, dyn, delay = 1, "KIND_AUTO", False, 0
     if config is not None:
         if config.instance_group:
-            from tritonclient.grpc import model_config_pb2 as pb
-
             count = sum(max(int(g.count), 1) for g in config.instance_group)
-            kind = pb.ModelInstanceGroup.Kind.Name(config.instance_group[0].kind)
+            kind = model_config_pb2.ModelInstanceGroup.Kind.Name(config.instance_group[0].kind)
         dyn = config.HasField("dynamic_batching")
         delay = int(config.dynamic_batching.max_queue_delay_microseconds) if dyn else 0
     elif str(doc.get("platform", "")) == "tensorrt_plan":

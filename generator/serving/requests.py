@@ -12,6 +12,7 @@ import numpy as np
 from tritonclient.utils import InferenceServerException
 
 from generator.client import ModelContract, to_infer_inputs
+from generator.errors import one_line
 from generator.triton.connection import Connection
 
 __all__ = ["exception_text", "infer", "out_of_range_inputs", "output_problems"]
@@ -34,9 +35,8 @@ def infer(
 
 def exception_text(exc: BaseException) -> str:
     """A server's or client's error as one line, without Triton's request-id prefix."""
-    text = str(exc.message() or exc) if isinstance(exc, InferenceServerException) else str(exc)
-    text = _REQUEST_ID.sub("", " ".join((text or type(exc).__name__).split()))
-    return text
+    told = (exc.message() or exc) if isinstance(exc, InferenceServerException) else exc
+    return _REQUEST_ID.sub("", one_line(told, limit=None))  # whole: a refusal's details keep Triton's full text
 
 
 def output_problems(

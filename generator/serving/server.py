@@ -1,25 +1,8 @@
 """Start and stop a local ``tritonserver`` on loopback: for ``gen-repo smoke --launch``, ``gen-repo serve`` and tests.
 
-The binary comes from an explicit path, then ``PATH``, then the one shipped in the ``nvidia-pytriton`` wheel
-(Triton 2.51 with the Python backend; see ``/work/shared/reference/triton-on-cpu.md``). That wheel needs three
-things a plain launch lacks, all handled here:
-
-- its shared libraries live in ``<site-packages>/nvidia_pytriton.libs`` (``LD_LIBRARY_PATH``);
-- the Python backend stub for the running Python version must sit in ``backends/python/``; it is copied there
-  (atomically, so parallel launches do not race) or, when the package folder is read-only, the backends folder is
-  copied into a cache folder gen-repo owns;
-- the stub finds ``numpy``/``onnxruntime`` through the first ``python3`` on ``PATH``, so the current interpreter's
-  ``bin/`` goes first on the server's ``PATH``.
-
-Serving must leave the user's files alone, so two things third-party code would write are kept in: on a machine
-without an NVIDIA GPU, Triton's GPU metrics are off (``--allow-gpu-metrics=false``), or its embedded DCGM host engine
-appends to ``/var/log/nv-hostengine.log``; and the server gets a private ``XDG_CACHE_HOME``, a temporary folder
-removed at stop, since onnxruntime (run by the python target's ``model.py``) keeps a device database under
-``~/.cache/Microsoft/DeveloperTools`` (``tests/serving/test_server_writes.py`` observes what serving writes).
-
-The server binds 127.0.0.1 only, logs into a file (a pipe could fill up and block it) and is always stopped:
-SIGTERM, then SIGKILL of its whole process group (the Python backend stubs included) after a timeout, also when the
-caller is interrupted. Nothing here hangs: every wait has a deadline and every readiness call its own timeout.
+The binary comes from an explicit path, ``PATH``, or the ``nvidia-pytriton`` wheel (whose libraries and Python
+backend stub are set up here). The server binds 127.0.0.1, writes nothing of the user's (docs/guarantees.md) and is
+always stopped, its whole process group included; every wait has a deadline.
 """
 
 from __future__ import annotations

@@ -1,37 +1,8 @@
 """Smoke-test a model repository through tritonclient against a live Triton server (``gen-repo smoke``).
 
-Every check is a named :class:`CheckResult` with its duration; :func:`run_smoke` returns them in a
-:class:`SmokeReport` whose :attr:`~SmokeReport.exit_code` a release pipeline acts on. The checks, per model:
-
-``ready``
-    the server is live; the model is ready, or is loaded through the repository API (explicit model control).
-    Fails with the server's own reason (repository index or load error) when the model does not load.
-``config``
-    the server's view (``get_model_config``) agrees with ``<repo>/<model>/config.pbtxt`` on max_batch_size, inputs
-    and outputs (names, data types, dims, reshape), dynamic batching and instance groups; ``get_model_metadata``
-    agrees with it too; and so does ``gen_repo/contract.json`` when there is one. Skipped without ``--repo``.
-``inference``
-    requests at the min, opt and max shapes (batch sizes 1, opt and max) are served, with every output present at
-    the right data type and shape. Inputs are the stored reference inputs (``gen_repo/reference.npz``), or random
-    inputs inside the config's dims for repositories gen-repo did not build.
-``reference``
-    those outputs match the stored references within dtype-aware tolerances (overridable). Skipped, with the
-    reason, when the repository has no reference data.
-``reject_batch`` / ``reject_shape``
-    a request with batch ``max_batch_size + 1`` and one with a dim outside the profile range (or a static dim
-    changed) are *rejected* by the server; a served request fails the check.
-``burst``
-    ``burst`` requests with ``concurrency`` in flight all succeed; with dynamic batching on, the model statistics
-    show fewer executions than inferences over the burst. With ``perf`` the details carry throughput and
-    p50/p99 latency, measured after it by the one load generator at the burst's concurrency.
-
-Nothing hangs: every call carries a timeout (gRPC ``client_timeout``, HTTP connection/network timeouts), and once
-the server stops answering (a transport error and a failed liveness probe) every remaining check is reported as an
-``error`` naming where the server was lost, without waiting on it again.
-
-The results as data: :mod:`generator.serving.smoke_results`; the ``config`` check's comparisons:
-:mod:`generator.serving.config_drift`; one request and its answer: :mod:`generator.serving.requests`; the burst:
-:mod:`generator.serving.burst`.
+Per model the named checks ``ready``, ``config``, ``inference``, ``reference``, ``reject_batch``, ``reject_shape``
+and ``burst`` (docs/release-pipelines.md), each a :class:`CheckResult`. Nothing hangs: once the server stops
+answering, the remaining checks are errors naming where it was lost.
 """
 
 from __future__ import annotations
@@ -45,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from generator.client import ModelContract, config_to_contract
 from generator.contracts.served import FolderReader, read_served_model
-from generator.errors import GenRepoError
+from generator.errors import GenRepoError, one_line
 from generator.naming import version_folder
 from generator.planning.compare import DEFAULT_TOLERANCES, CompareSettings, compare_output, tolerance_for
 from generator.serving.burst import burst, perf_figures, quiet_statistics, settled_statistics
@@ -58,6 +28,7 @@ from generator.serving.config_drift import config_differences, contract_differen
 from generator.serving.requests import exception_text, infer, out_of_range_inputs, output_problems
 from generator.serving.smoke_results import CHECKS, SERVER, CheckResult, SmokeOptions, SmokeReport
 from generator.triton.connection import Connection, is_transport_error
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "BURST_ATTEMPTS",
@@ -463,7 +434,7 @@ class _Run:
                 raise ServerLostError(self.lose(f"after the {model}/{check} request")) from exc
             # Triton appends a long NOTE on max_batch_size to shape errors; the details keep the whole text.
             reason = exception_text(exc).split(" NOTE: ")[0]
-            return "passed", f"rejected {what}: {_short(reason)}", details
+            return "passed", f"rejected {what}: {one_line(reason)}", details
         details["served_outputs"] = {n: list(a.shape) for n, a in result.items()}
         return "failed", f"the server SERVED {what} instead of rejecting it", details
 
@@ -550,10 +521,6 @@ class _Run:
             summary += (f"; {perf['throughput_infer_per_s']:.1f} infer/s, p50 {perf['latency_p50_ms'] or 0:.2f} ms, "
                         f"p99 {perf['latency_p99_ms'] or 0:.2f} ms")
         return "passed", summary, details
-
-
-def _short(text: str, limit: int = 240) -> str:
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -1,10 +1,7 @@
 """One ``gen-repo smoke`` run end to end: its repository and its server, then :func:`generator.serving.smoke.run_smoke`.
 
-The repository is a folder, or a bucket read back; the server is running, or launched on loopback for the run and
-always stopped.
-
-A launched server uses explicit model control: smoke loads each model and reports its load errors. A server that
-does not start becomes an "unreachable" report (exit 3), like a running one that does not answer.
+A launched server uses explicit model control and is always stopped; one that does not start is an "unreachable"
+report (exit 3).
 """
 
 from __future__ import annotations

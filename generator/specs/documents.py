@@ -1,9 +1,7 @@
 """Reading spec and manifest documents safely: JSON and YAML within limits, nothing executed.
 
-JSON and YAML (safe loader, no tags, no aliases beyond a small budget) only. Nothing from a document is ever
-unpickled, evaluated or imported. Every failure is a :class:`~generator.errors.Problem` naming the file, the JSON
-pointer and what is wrong. Validating a document against the JSON Schemas in ``schemas/`` is
-:mod:`generator.specs.json_schema`'s.
+YAML by the safe loader with a small alias budget; nothing is ever unpickled, evaluated or imported, and every
+failure is a located :class:`~generator.errors.Problem`.
 """
 
 from __future__ import annotations

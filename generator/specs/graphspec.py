@@ -1,13 +1,7 @@
 """GraphSpec data model with AITune's shape and batch semantics (``aitune.torch.module.graph_spec``).
 
-Pure data plus the methods AITune defines, importable without torch. Names and results follow AITune 0.6.0 for the
-same input; where this module must differ, the docstring says so and why. The JSON form read and written here is
-the one AITune writes (``SampleMetadata.to_json_dict()`` plus ``dynamic_shapes_to_json()``); AITune's pickled
-binary form is never read (see :mod:`generator.specs.schema`).
-
-One module per AITune class family: :mod:`generator.specs.paths` (Locator, semantic paths),
-:mod:`generator.specs.tensor_spec` (TensorSpec, DynamicDim, BatchDim), :mod:`generator.specs.sample_metadata`
-(SampleMetadata, ForwardSignature); this module holds GraphSpec itself.
+Importable without torch; names and results follow AITune 0.6.0 (a method that must differ says so and why). The
+JSON form is AITune's; its pickled form is never read.
 """
 
 from __future__ import annotations

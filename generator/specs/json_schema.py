@@ -1,29 +1,8 @@
 """Validating documents against the JSON Schemas in ``schemas/`` (Draft 2020-12), every problem located.
 
-Two validators, one answer. ``jsonschema`` (the design card's validator) is the reference: every Problem a schema
-check reports comes from it, so messages and pointers are the same with or without the fast path. ``jsonschema_rs``
-(Rust; 150-300x faster on a GraphSpec here, see bench/bench_validate.py) is the fast path, used when importable, and
-only to say "valid":
-
-- fast path says valid -> no problems, done (the common case: 10,000 specs take about 0.1 s instead of 20-40 s);
-- fast path says invalid, or cannot judge the value (non-JSON Python values such as ``date`` or ``set``, lone
-  surrogates, non-string keys) -> ``jsonschema`` runs and its errors are the Problems, exactly as before.
-
-Why not report jsonschema_rs's own errors: invalid documents are rare, so re-running the reference on them costs
-nothing that matters, and it keeps every message identical. Patterns are read as JSON Schema says, in ECMA-262's
-dialect, by both: ``$`` matches at the very end only (Python's ``re`` also matches it before a final newline, so
-``mlp`` and a newline would pass ``^[a-z]+$``); the reference validator's ``pattern`` keyword reads each ``$`` as
-Python's end-of-string anchor (:func:`ecma_pattern`). The one place where the Rust side is more lenient is a Python
-``tuple`` standing in for a JSON array (jsonschema only accepts ``list``): JSON never produces one, YAML's
-``!!pairs``/``!!omap`` and Python callers can, so "valid" is trusted only after a check that no tuple stands where
-the schema expects an array (a scan of the whole document). Schemas with ``$ref`` cycles never take the fast path:
-jsonschema_rs recurses natively and a deeply nested document would overflow its stack.
-``tests/specs/test_schema_fast.py`` checks that both paths agree on every test document.
-
-Integers are integers where a caller asks (``strict_integers``, the manifest: every integer there becomes a config
-field or a folder name): JSON Schema's ``integer`` admits ``4.0``, so the reference validator is given a type
-checker that does not, and the fast path, which cannot be told so, vouches only for documents without a float of
-integral value (any other float is refused or allowed by both alike).
+``jsonschema`` is the reference and reports every problem; ``jsonschema_rs``, where installed, only answers "valid"
+fast (it is trusted only where it cannot be more lenient). Patterns are read as ECMA-262 and, where asked, ``4.0``
+is no integer (docs/security.md).
 """
 
 from __future__ import annotations
@@ -37,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from generator.errors import Problem, json_pointer
+from generator.errors import Problem, json_pointer, one_line
 from generator.json_reader import read_json
 from generator.resources import resource_dir
 from generator.specs.documents import key_marks
@@ -373,8 +352,7 @@ def _message(error: ValidationError, marks: dict[tuple[Any, ...], tuple[int, int
     if error.validator in {"oneOf", "anyOf"} and error.context:
         best = _best_context(error)
         return f"{error.message[:200]} (closest: {best.message[:200]}{_unknown_key_hints(best, marks)})"
-    text = error.message if len(error.message) <= 300 else error.message[:297] + "..."
-    return text + _unknown_key_hints(error, marks)
+    return one_line(error.message) + _unknown_key_hints(error, marks)
 
 
 def _unknown_keys(error: ValidationError) -> list[tuple[str, list[str]]]:

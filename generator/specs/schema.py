@@ -1,17 +1,8 @@
 """Load and validate GraphSpec documents: JSON Schema first, then the semantic rules a schema cannot express.
 
-Three document kinds are accepted, all as AITune writes them:
-
-- a fixture/example file ``{"aitune_version", "graph": {...}, "expected"}`` (the graph is at ``/graph``),
-- a bare GraphSpec object (the graph is the document),
-- an AITune tune report (graphs at ``/modules/<i>/graphs/<j>``).
-
-Every problem of a document is collected before one :class:`~generator.errors.GenRepoError` is raised, each with the
-JSON pointer of the offending field. AITune's pickled binary form is refused by
-:func:`generator.specs.documents.load_document`; nothing from a spec file is ever unpickled, evaluated or imported.
-
-JSON Schema first (:func:`generator.specs.json_schema.schema_problems`, ``jsonschema_rs`` where installed, the
-reference ``jsonschema`` for the messages), then the semantic rules (:mod:`generator.specs.semantics`).
+Fixture files, bare GraphSpecs and AITune tune reports are accepted; every problem of a document is collected with
+its JSON pointer before one :class:`~generator.errors.GenRepoError` is raised. Nothing from a spec file is ever
+unpickled, evaluated or imported.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Axes that must agree across a graph's inputs, and the one range the plan gives each group of them.
 
-AITune computes every input's (min, opt, max) on its own (:meth:`GraphSpec.get_effective_input_shapes`). A model
-needs more: axes that are the same dimension must take the same size in every call. When an explicit
-``dynamic_shapes`` covers some inputs but not others that share their axes (``input_ids`` declared to batch 8 and
-sequence 32, ``token_type_ids`` left at its recorded 4 x 20), the per-input answers disagree, and min/opt/max example
-inputs built from them make the model's forward fail. This module finds the groups and resolves them; GraphSpec's
-own answers are not changed (these are plan decisions on top).
-
-Axes are linked when they are:
-
-- batch axes: every recorded ``batch<i>`` axis of an input without an explicit definition and every ``BatchDim`` of
-  an explicit one (the module's one batch size; compared after dividing by the axis's batch multiplier);
-- ``DynamicDim``s sharing a name;
-- the same recorded dynamic axis across inputs of one call: ``dim<i>`` axes of different inputs recorded over the
-  identical range (the first such axis of each input), which is how the spec shows that they moved together.
-
-A group whose members' ranges differ is resolved by the policy: ``intersect`` (default) uses the common range, so
-every case is valid for every input and batching keeps working; ``widen`` gives recorded-only members the declared
-range (declared members keep theirs). A group without a declared member is always intersected.
+Batch axes, ``DynamicDim``s sharing a name and recorded axes that moved together are one dimension; a group whose
+ranges differ is intersected (default) or widened (docs/manifest.md). GraphSpec's own answers are not changed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Talking to a Triton server through tritonclient (gRPC or HTTP): every network call has a deadline.
 
-The one place that makes tritonclient clients. gRPC calls carry ``client_timeout``; the HTTP client is made with
-``connection_timeout`` and ``network_timeout`` (it has no per-call deadline), and gevent's ``Timeout``, a
-BaseException that ``except Exception`` misses, becomes :class:`TimeoutError`. Results are plain Python.
-
-Used by the smoke checks, the client library (``ModelContract.from_server``), the load loop, ``gen-repo perf``,
-``check-request --url`` and the launcher's readiness polling. tritonclient is imported when a connection is made, so
-importing this module costs nothing (the HTTP client pulls gevent, which a gRPC-only caller should not pay for).
+The one place that makes tritonclient clients; gevent's ``Timeout`` (a BaseException) becomes ``TimeoutError``.
+tritonclient is imported when a connection is made, so importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ import numpy as np
 from generator.errors import EXIT_UNREACHABLE, GenRepoError, Problem
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
+    from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "PROTOCOLS",
@@ -166,7 +161,8 @@ class Connection:
     def config(self, model: str, version: str = "") -> model_config_pb2.ModelConfig:
         """Return the server's ``ModelConfig`` for ``model`` (auto-completed fields included)."""
         from google.protobuf import json_format
-        from tritonclient.grpc import model_config_pb2
+
+        from generator.triton.proto import model_config_pb2
 
         if self.protocol == "grpc":
             config = model_config_pb2.ModelConfig()

@@ -1,23 +1,7 @@
 """Triton ensemble wiring: the rules Triton applies when it loads an ensemble, and one more, on plain data.
 
-An ensemble (``platform: "ensemble"``) passes named *ensemble tensors* between steps: each step's ``input_map``
-maps a step model's input to an ensemble tensor, its ``output_map`` a step output to one. The rules, as Triton's
-``ValidateEnsembleSchedulingConfig`` and ``ValidateEnsembleConfig`` (core ``model_config_utils.cc`` and
-``ensemble_utils.cc``) apply them, plus one they do not:
-
-- every step names a model that exists, not the ensemble itself, with a non-empty input and output map;
-- map keys are real inputs (outputs) of the step's model; every required input of a step is mapped;
-- every ensemble tensor has one producer (an ensemble input or one step output);
-- every use of a tensor agrees on data type and dims (``-1`` matches any size; a tensor may pass between a batching
-  and a non-batching model when the non-batching dims are ``[-1, *dims]``);
-- the ensemble's ``max_batch_size`` is within every batching step's;
-- data flows: every ensemble input is used, every output is written, every other tensor is produced and consumed,
-  no step waits on a cycle;
-- beyond Triton (which finds it only when a request fails): a producer's shape range fits its consumer's, when both
-  are known (gen-repo's contracts carry them).
-
-:func:`wiring_problems` returns every violation with an abstract location (:data:`Location`); the manifest's planner
-turns locations into JSON pointers, ``gen-repo lint`` into ``config.pbtxt`` line and column.
+The one more: a producer's shape range fits its consumer's. :func:`wiring_problems` returns every violation with an
+abstract :data:`Location` that the planner turns into a JSON pointer and lint into line and column.
 """
 
 from __future__ import annotations

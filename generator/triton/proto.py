@@ -1,10 +1,8 @@
-"""Triton's ``model_config.proto`` messages without importing the tritonclient gRPC client.
+"""Triton's ``model_config.proto`` messages (``model_config_pb2``) without importing the tritonclient gRPC client.
 
-``from tritonclient.grpc import model_config_pb2`` runs ``tritonclient/grpc/__init__.py`` first, which imports grpc,
-numpy and ml_dtypes: about 0.13 s that ``gen-repo plan``, ``config`` and ``lint`` never use. The generated module
-itself needs only protobuf, so it is loaded from its file under its own name, ``tritonclient.grpc.model_config_pb2``:
-one module object for the whole process, the same one a later ``import tritonclient.grpc`` finds in
-``sys.modules`` and reuses (so its descriptors are registered once).
+``tritonclient.grpc``'s ``__init__`` imports grpc, numpy and ml_dtypes, which ``plan``, ``config`` and ``lint`` never
+use; the generated module needs only protobuf, so it is loaded from its file under its own name (one module object
+per process, the one a later ``import tritonclient.grpc`` reuses). Type checkers see the real generated module.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 __all__ = ["model_config_pb2"]
 
@@ -40,4 +39,7 @@ def _load() -> ModuleType:
     return module
 
 
-model_config_pb2 = _load()
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
+else:
+    model_config_pb2 = _load()

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
+    from generator.triton.proto import model_config_pb2
 
 __all__ = ["policy_name", "served_version", "versions_to_load"]
 

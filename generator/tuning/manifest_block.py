@@ -1,11 +1,7 @@
 """The ``tuned:`` block written into the manifest the repository came from: a text edit, comments and order kept.
 
-Only the models' ``tuned`` entries change: each is put where the entry's own ``tuned`` key was (replacing it), or
-after the entry's last key. The YAML is located with PyYAML's composer (node positions), the new text is flow
-style (``{kind: KIND_CPU, count: 2}``) at the entry's indentation, and the result is parsed again and compared:
-every value but the ``tuned`` blocks must be what it was, or nothing is written. The file is replaced atomically
-(:func:`generator.atomic_write.write_atomically`): a tune interrupted before this point leaves it byte for byte as
-it was (``tests/tuning/test_manifest_block.py`` kills one mid-run).
+The edited text is parsed again and must differ only in its ``tuned`` blocks, or nothing is written; the file is
+replaced atomically, so an interrupted tune leaves it as it was.
 """
 
 from __future__ import annotations

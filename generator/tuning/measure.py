@@ -1,9 +1,8 @@
-"""One candidate measured on a running server: loaded with its config override, loaded with load, judged stable.
+"""One candidate measured on a running server: loaded with its config override, put under load, judged stable.
 
-The server runs in explicit model-control mode; each candidate is loaded through Triton's repository API with its
-whole config as an override (``load_model(name, config=json)``; a loaded model is reloaded, never the server
-restarted), then measured at each concurrency by :func:`generator.serving.loadgen.measure` (windows until they
-agree; their spread is the noise the search climbs past), or by perf_analyzer where one runs here.
+Each candidate is loaded through Triton's repository API with its whole config as an override (a loaded model is
+reloaded, never the server restarted), then measured by :func:`generator.serving.loadgen.measure` (windows until
+they agree; their spread is the noise the search climbs past), or by perf_analyzer where one runs here.
 """
 
 from __future__ import annotations
@@ -13,19 +12,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from generator.errors import GenRepoError, Problem
+from generator.errors import GenRepoError, Problem, one_line
 from generator.serving.loadgen import LoadGenerator, Windows, measure
 from generator.triton.connection import Connection
+from generator.triton.proto import model_config_pb2
 from generator.tuning.space import Setting, candidate_config
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
 
 __all__ = ["Candidate", "LevelResult", "Measurer"]
 
@@ -128,7 +123,7 @@ class Measurer:
         try:
             self.load(setting)
         except Exception as error:  # tritonclient's InferenceServerException: the server refused this config
-            candidate.error = f"load failed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+            candidate.error = f"load failed: {one_line(error)}"
             return candidate
         for level in self.levels:
             result = self._perf_analyzer_level(level) if self.engine == "perf_analyzer" else self._loop_level(level)

@@ -1,9 +1,6 @@
 """``gen-repo tune``'s work: one server in explicit model-control mode, each model searched in turn, one report.
 
-The server starts with no model loaded (``--model-control-mode=explicit``); each model is loaded only with its
-candidates' config overrides, searched (:func:`generator.tuning.search.hill_climb`) and unloaded before the next, so
-one model's instances never compete with another's. Requests carry one item of the profile's opt shape (batching
-models): what online clients send and what the dynamic batcher combines.
+Each model is loaded only with its candidates' configs and unloaded before the next, so models never compete.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The search: from the generated config, steepest ascent over neighbours, bounded in time, stopped by the noise.
 
-Each step measures every not yet measured neighbour of the current setting (:func:`generator.tuning.space.neighbours`)
-and moves to the best of them only when it beats the current one by more than the noise: the larger of the two
-measurements' relative spreads, and never less than the tolerance. A gain inside the noise is no reason to climb on,
-so the search stops there ("converged"), or when the time budget is spent ("budget"). The best reported is the
-highest measurement of all the candidates. Candidates over the p99 budget never become the best (the baseline
-stays the best when every candidate is over it).
+A step moves only on a gain larger than the noise, so the search stops there ("converged") or when the time budget
+is spent ("budget"); candidates over the p99 budget never become the best (docs/tune.md).
 """
 
 from __future__ import annotations

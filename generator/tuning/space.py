@@ -1,12 +1,7 @@
 """What ``gen-repo tune`` may vary, and nothing else: a model's facts, its settings, their neighbours and the grid.
 
-A :class:`Setting` is the served part of a config that needs no rebuild and that no client sees: the instance count
-(the kind stays the generated one), the dynamic batcher's queue delay and its preferred batch sizes (none, or the
-generated ones; the profile's max batch where the generated config has none). ``max_batch_size`` is never varied:
-a lower one breaks clients (``gen-repo diff`` calls it breaking), a higher one goes beyond what the engine was built
-for (a TensorRT profile's max batch) and what the contract promises. No preferred batch size ever exceeds the
-profile's max batch (:func:`setting_problems` says so, and the property test in ``tests/tuning/test_space.py``
-holds every setting the climb can reach to it).
+A :class:`Setting` is the served part of a config that needs no rebuild and no client sees; ``max_batch_size`` never
+varies and no preferred batch size exceeds the profile's max batch (:func:`setting_problems`).
 """
 
 from __future__ import annotations
@@ -14,15 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generator.contracts.served import FolderReader, ServedModel, read_served_model
 from generator.errors import GenRepoError, Problem
-
-if TYPE_CHECKING:
-    from tritonclient.grpc import model_config_pb2
-else:  # the same module, without tritonclient.grpc's grpc and numpy imports (see generator.triton.proto)
-    from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2
 
 __all__ = [
     "DELAY_LADDER_US",

@@ -1,11 +1,7 @@
 """A failed ONNX check told as what it is: the export's fault, with the node, the shapes and the other exporter.
 
-The check runs onnxruntime on the very inputs torch already ran in the reference stage, so when onnxruntime refuses
-one, cannot load the graph, or disagrees with torch, the data is not to blame: the graph the exporter wrote does not
-compute what the module computes (a loop unrolled at the traced length, a size frozen to the example's). The one
-exception, a module that is not deterministic, is ruled out by the caller before it blames the export. onnxruntime's
-own words name the op and the node; the cases give the shapes that fail and those that run; the export's result
-names the exporter that wrote the graph, the example it traced and the exporters that failed before it.
+onnxruntime ran the inputs torch already ran, so when it refuses or disagrees, the exported graph does not compute
+what the module computes; the message names the node, the failing and working shapes and the exporters tried.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What the export stages exchange: tensor plans, the results, the errors.
 
-A *tensor plan* is any object with ``name``, ``path`` (semantic path), ``dtype``, ``min_shape``/``max_shape`` (full
-shapes as a request carries them) and, for inputs, ``opt_shape``: exactly what ``generator.planning.plan.TensorPlan``
-carries, so the build passes its plans as they are.
+A tensor plan is anything shaped like ``generator.planning.plan.TensorPlan``, so the build passes its plans as they
+are.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from generator.errors import GenRepoError
+from generator.errors import GenRepoError, one_line
 from generator.naming import SemanticPath
 from generator.planning.values import ValueDomain
 
@@ -140,11 +139,9 @@ def dynamic_axes_of(plan: TensorPlanLike) -> list[int]:
 # Error text
 # --------------------------------------------------------------------------------------------------------------------
 ANSI_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
-def short_error(exc: BaseException, limit: int = 600) -> str:
-    """Summarise an exporter error's root cause in a few lines (torch wraps it in pages of advice)."""
+def short_error(exc: BaseException) -> str:
+    """An exporter error's root cause on one line (torch wraps it in pages of advice, some of it coloured)."""
     root = exc
     while root.__cause__ is not None and root.__cause__ is not root:
         root = root.__cause__
-    lines = [ln.strip() for ln in ANSI_ESCAPES.sub("", str(root)).splitlines() if ln.strip()]
-    text = f"{type(root).__name__}: {' '.join(lines[:3])}".strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return one_line(f"{type(root).__name__}: {ANSI_ESCAPES.sub('', str(root))}")

@@ -1,20 +1,7 @@
 """torch module -> self-contained ONNX file with the spec's dynamic axes; ONNX and ``.pt2`` sources.
 
-The tensor plans the export takes are :mod:`generator.building.export.exchange`'s; the graph takes flat tensors in plan
-order through :mod:`generator.building.export.flat_module`'s wrapper; :mod:`generator.building.export.onnx_checks`
-checks the file.
-
-- Axes whose min and max differ are dynamic (``torch.export.Dim.DYNAMIC`` bounded by min/max, so torch.export
-  itself works out which axes are equal, e.g. a shared batch or sequence axis); the others are static.
-- The exporter is ``torch.onnx.export(dynamo=True)``; when it fails (constraint violations included) or its graph
-  does not have the plan's dynamic axes, the TorchScript-based exporter with ``dynamic_axes`` is tried, and the
-  result keeps both reasons (``ExportResult.exporter``/``notes``). A module holding an ``nn.RNNBase`` with a
-  dynamic non-batch axis goes the other way round (:func:`exporter_order`): torch.export fixes an RNN's sequence
-  axis, so the dynamo attempt would only cost seconds before failing. The manifest's ``export.exporter`` may pin
-  either exporter (:data:`EXPORTER_CHOICES`).
-- torch 2.13's dynamo exporter writes weights to ``<file>.data`` by default; here the file is written
-  self-contained (``external_data=False``, and re-saved inline if any initializer is still external) and
-  :func:`~generator.building.export.onnx_checks.onnx_io_problems` refuses a file that references external data.
+The dynamo exporter first, the TorchScript one when it fails or loses a dynamic axis (RNNs the other way round), and
+the result keeps both reasons; docs/manifest.md ("Export: one exporter, then the other") says when and why.
 """
 
 from __future__ import annotations
@@ -456,8 +443,7 @@ _STACK_TRACE_KEYS = frozenset({"pkg.torch.onnx.stack_trace"})
 def _strip_stack_traces(model: Any) -> None:
     """Drop stack-trace metadata from every node, in subgraphs and functions too.
 
-    The same model exported from two checkouts must give byte-identical files without absolute paths
-    (tests/test_safety.py, determinism).
+    The same model exported from two checkouts must give byte-identical files without absolute paths.
     """
     graphs = [model.graph, *model.functions]
     while graphs:

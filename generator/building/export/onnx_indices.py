@@ -1,12 +1,7 @@
 """Integer inputs an ONNX graph uses as indices into constant tables (embeddings), and how many rows each has.
 
-Synthetic data must stay inside such a table: BERT's ``token_type_ids`` index a 2-row table, so an id of 2 makes
-torch raise (``IndexError: index out of range in self``) and onnxruntime or TensorRT fail. The exported graph says
-so: the input reaches the ``indices`` of a ``Gather`` whose ``data`` is a constant (an initializer or a ``Constant``
-node), through operators that pass values on unchanged (:data:`VALUE_KEEPING`: reshapes, casts, slices, ...). The
-answer is ``0..rows-1`` (the smallest table wins when one input indexes several).
-
-This reads the graph only: it works the same for an exported model and for an ONNX file given as the source.
+Synthetic data must stay inside such a table (BERT's ``token_type_ids`` index 2 rows): an input reaching a constant
+``Gather``'s indices takes ``0..rows-1``. Reads the graph only, exported or given as the source.
 """
 
 from __future__ import annotations

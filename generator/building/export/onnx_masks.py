@@ -1,18 +1,8 @@
 """Mask inputs an ONNX graph uses to drop positions, and which of their values keeps a position.
 
-Synthetic data for a mask must keep every position: a PyTorch key-padding mask (``nn.TransformerEncoder``'s
-``src_key_padding_mask``, ``nn.MultiheadAttention``'s ``key_padding_mask``) is ``True`` where a position is padding,
-so an all-``True`` mask pads every position and the forward raises (or softmax gives NaN); a Hugging Face
-``attention_mask`` is the other way round (``1`` keeps a position). The exported graph says which: the mask reaches
-
-- the condition of a ``Where`` whose chosen value is a large negative constant (``masked_fill(mask, -inf)``): the
-  value that selects that constant drops the position;
-- a ``Mul`` by a large negative constant (``(1 - mask) * finfo.min``): a non-zero value drops the position;
-
-through operators that pass values on unchanged (:data:`generator.building.export.onnx_indices.VALUE_KEEPING`), a
-``Not`` or a ``1 - x`` (which flip the meaning). The answer is a :class:`~generator.planning.values.ValueDomain`
-``0..1`` whose ``mask_keep`` is the value that keeps a position; reference data, the contract and the client's example
-inputs then fill the mask with it. Reads the graph only: an exported model and an ONNX source alike.
+A PyTorch key-padding mask drops a position where it is ``True``, a Hugging Face ``attention_mask`` where it is
+``0``; the graph says which (a ``Where`` or ``Mul`` with a large negative constant), so synthetic data keeps every
+position. Reads the graph only (docs/manifest.md, "Synthetic data and masks").
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """ONNX -> TensorRT engine with its optimization profiles: a thin layer over the TensorRT Python builder API.
 
-Every function takes the TensorRT module as ``trt`` so the same code drives standard TensorRT (``tensorrt``, what
-Triton's TensorRT backend loads, needs a GPU) and NVIDIA TensorRT-RTX (``tensorrt_rtx``, whose builder also runs on a
-CPU, which is how CI exercises this layer for real; its engines are not Triton plans). Builder options that a module
-lacks are feature-checked (``hasattr``) and, when missing or not taken (TensorRT-RTX logs "unsupported" and ignores
-some setters), reported in :attr:`BuildResult.skipped_flags` with the reason instead of failing the build.
-
-No ``trt.Runtime`` is ever created here: without a GPU it can crash the process (see :mod:`generator.gpu`).
-
-Plan file names for several GPUs (Triton's ``cc_model_filenames``) are the config's:
-:func:`generator.planning.config.plan_filenames`.
+Takes the TensorRT module as ``trt``, so standard TensorRT and TensorRT-RTX (whose builder runs on a CPU) share it;
+a builder option a module lacks is reported in :attr:`BuildResult.skipped_flags`, not fatal. No ``trt.Runtime`` is
+ever created here (see :mod:`generator.gpu`).
 """
 
 from __future__ import annotations
