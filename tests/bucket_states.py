@@ -1,6 +1,5 @@
 """Repositories and bucket states a publish meets in the wild, built from a built repository
-(tests/repository/test_publish.py, tests/repository/test_publish_properties.py, tests/repository/test_staging.py,
-tests/cli/test_verify.py).
+(the publish, staging and verify tests).
 
 A bucket state is written object by object, as a sync tool (``aws s3 sync``, ``gsutil rsync``) or a half-finished
 publish leaves it: the files of a build, its configs as built or pinned to version 1 as ``publish`` pins them, a lock
@@ -18,7 +17,7 @@ from typing import Any
 
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import published_config
-from tests.object_stores import FolderStore, ObjectStore
+from tests.object_stores import Store
 
 #: How a bucket's lock file can be: as publish writes it, missing, without ``version``, or without one model.
 LOCK_STATES = ("published", "missing", "no version", "partial")
@@ -76,7 +75,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sync(store: ObjectStore | FolderStore, prefix: str, repo: Path, *, pinned: bool = True,
+def sync(store: Store, prefix: str, repo: Path, *, pinned: bool = True,
          lock_state: str = "published", foreign: Mapping[str, bytes] | None = None) -> None:
     """Write the built repository ``repo`` (every model at version 1) into ``prefix`` object by object.
 
@@ -84,7 +83,6 @@ def sync(store: ObjectStore | FolderStore, prefix: str, repo: Path, *, pinned: b
     Triton serves the highest version folder). ``lock_state``: see :func:`published_lock`. ``foreign``: more objects
     (repository-relative key -> bytes), folders gen-repo did not make.
     """
-    fs = store.fs()
     configs = {}
     for path in sorted(repo.rglob("*")):
         rel = path.relative_to(repo).as_posix()
@@ -95,9 +93,9 @@ def sync(store: ObjectStore | FolderStore, prefix: str, repo: Path, *, pinned: b
             data = published_config(data.decode("utf-8"), 1, 1).encode("utf-8")
         if path.name == "config.pbtxt":
             configs[path.parent.name] = data
-        fs.pipe_file(store.key(prefix, rel), data)
+        store.put(prefix, rel, data)
     lock = published_lock(repo, lock_state, configs)
     if lock is not None:
-        fs.pipe_file(store.key(prefix, LOCK_FILE_NAME), (json.dumps(lock, indent=2, sort_keys=True) + "\n").encode())
+        store.put(prefix, LOCK_FILE_NAME, (json.dumps(lock, indent=2, sort_keys=True) + "\n").encode())
     for key, data in (foreign or {}).items():
-        fs.pipe_file(store.key(prefix, key), data)
+        store.put(prefix, key, data)

@@ -235,7 +235,7 @@ def publish_store(request, monkeypatch, tmp_path_factory):
     if request.param == "local":
         from tests.object_stores import FolderStore
 
-        return FolderStore(tmp_path_factory.mktemp("folder_store"))
+        return FolderStore(tmp_path_factory.mktemp("folder_store").resolve())
     server = request.getfixturevalue(f"{request.param}_server")
     for key, value in server.env.items():
         monkeypatch.setenv(key, value)

@@ -3,7 +3,8 @@
 
 Each server listens on 127.0.0.1 only (checked with ``ss``), is started once per session and stopped at the end.
 :class:`ObjectStore` says how gen-repo, tritonserver and a test reach it: the environment (credentials for S3, the
-emulator variables for GCS), URLs for a prefix and an fsspec filesystem to inspect or damage objects.
+emulator variables for GCS), URLs for a prefix, and the objects to plant, read, list or remove; :class:`FolderStore`
+says the same of a folder, so that one test body runs on s3, gcs and a folder (the ``publish_store`` fixture).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from generator.repository.local_store import LocalStore
+from generator.repository.storage_urls import StorageURL, parse_destination
 from generator.serving.server import free_port
 from tests.requirements import require
 
@@ -43,7 +46,12 @@ def gcs_env(endpoint: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ObjectStore:
-    """One running store: ``kind`` ("s3" or "gcs"), its endpoint (``127.0.0.1:PORT``) and environment."""
+    """One running store: ``kind`` ("s3" or "gcs"), its endpoint (``127.0.0.1:PORT``) and environment.
+
+    A test body reaches it, and :class:`FolderStore`, through one interface: :meth:`url` and :meth:`triton_url` for a
+    prefix, :meth:`put`, :meth:`read`, :meth:`exists`, :meth:`remove` and :meth:`names` on the objects below it,
+    :meth:`snapshot` of them all, :meth:`fs` and :meth:`target` as publish opens them, and :meth:`folder`.
+    """
 
     kind: str
     endpoint: str
@@ -61,9 +69,7 @@ class ObjectStore:
 
     def triton_url(self, prefix: str) -> str:
         """What ``gen-repo publish`` says to give ``tritonserver --model-repository``: the URL in the form given."""
-        if self.kind == "s3":
-            return f"s3://{self.endpoint}/{BUCKET}/{prefix}"
-        return f"gs://{BUCKET}/{prefix}"
+        return self.url(prefix)
 
     def dead_url(self, prefix: str) -> str:
         """A URL whose endpoint refuses connections (gen-repo's environment for GCS: :meth:`dead_env`)."""
@@ -78,7 +84,7 @@ class ObjectStore:
         return {**self.env, **gcs_env(f"http://127.0.0.1:{free_port()}")}
 
     def fs(self) -> Any:
-        """An fsspec filesystem on the store (listing caches off), to look at and damage objects."""
+        """An fsspec filesystem on the store (listing caches off): what publish opens, to give it or wrap it."""
         if self.kind == "s3":
             import s3fs
 
@@ -88,9 +94,30 @@ class ObjectStore:
 
         return GCSFileSystem(endpoint_url=f"http://{self.endpoint}", token="anon", skip_instance_cache=True)
 
+    def target(self, prefix: str) -> StorageURL:
+        """The parsed destination publish works on (for its publishers' lock)."""
+        return parse_destination(self.url(prefix))
+
     def key(self, prefix: str, rel: str = "") -> str:
         """The fsspec path of ``rel`` in the repository at ``prefix``."""
         return "/".join(p for p in (BUCKET, prefix, rel) if p)
+
+    def put(self, prefix: str, rel: str, data: bytes) -> None:
+        """Write the object ``rel`` (``key/``: a folder marker) as another writer of the bucket would."""
+        self.fs().pipe_file(self.key(prefix, rel), data)
+
+    def read(self, prefix: str, rel: str) -> bytes:
+        return bytes(self.fs().cat_file(self.key(prefix, rel)))
+
+    def exists(self, prefix: str, rel: str) -> bool:
+        return bool(self.fs().exists(self.key(prefix, rel)))
+
+    def remove(self, prefix: str, rel: str) -> None:
+        self.fs().rm_file(self.key(prefix, rel))
+
+    def names(self, prefix: str, rel: str) -> list[str]:
+        """The names directly below the folder ``rel``, sorted."""
+        return sorted(p.rstrip("/").rsplit("/", 1)[1] for p in self.fs().ls(self.key(prefix, rel)))
 
     def snapshot(self, prefix: str) -> dict[str, bytes]:
         """Every object under ``prefix`` with its bytes."""
@@ -98,11 +125,17 @@ class ObjectStore:
         fs.invalidate_cache()
         return {p: fs.cat_file(p) for p in fs.find(self.key(prefix))}
 
+    def folder(self, prefix: str, scratch: Path) -> Path:
+        """A folder holding the repository at ``prefix`` (downloaded into ``scratch``), to read its files."""
+        from generator.repository.remote_copy import download_repository
+
+        return download_repository(self.url(prefix), scratch).folder
+
 
 @dataclass(frozen=True)
 class FolderStore:
-    """A shared folder as a publish destination (``kind`` "local"), with :class:`ObjectStore`'s interface for the
-    tests that run on every store: URLs are folder paths, keys file paths, folder markers (``key/``) folders."""
+    """A shared folder as a publish destination (``kind`` "local"), with :class:`ObjectStore`'s interface: URLs are
+    folder paths, keys file paths, folder markers (``key/``) folders; ``root`` is a real path (no symlink on it)."""
 
     root: Path
     kind: str = "local"
@@ -113,33 +146,60 @@ class FolderStore:
         (self.root / prefix).mkdir(parents=True, exist_ok=True)
         return str(self.root / prefix)
 
+    def triton_url(self, prefix: str) -> str:
+        return str(self.root / prefix)
+
+    def fs(self) -> LocalStore:
+        """What publish opens on a folder."""
+        return LocalStore(str(self.root))
+
+    def target(self, prefix: str) -> StorageURL:
+        return parse_destination(self.url(prefix))
+
     def key(self, prefix: str, rel: str = "") -> str:
         """The path of ``rel`` in the destination ``prefix``."""
         return "/".join(p for p in (str(self.root), prefix, rel) if p)
 
-    def fs(self) -> _FolderWriter:
-        """Writes files (and a ``key/`` marker as a folder) as a test sets a destination up."""
-        return _FolderWriter()
+    def put(self, prefix: str, rel: str, data: bytes) -> None:
+        path = Path(self.key(prefix, rel))
+        if rel.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def read(self, prefix: str, rel: str) -> bytes:
+        return Path(self.key(prefix, rel)).read_bytes()
+
+    def exists(self, prefix: str, rel: str) -> bool:
+        return os.path.lexists(self.key(prefix, rel))
+
+    def remove(self, prefix: str, rel: str) -> None:
+        Path(self.key(prefix, rel)).unlink()
+
+    def names(self, prefix: str, rel: str) -> list[str]:
+        return sorted(p.name for p in Path(self.key(prefix, rel)).iterdir())
 
     def snapshot(self, prefix: str) -> dict[str, bytes]:
-        """Every file under ``prefix`` with its bytes, and every empty folder as ``path/``: b""."""
+        """Every file under ``prefix`` with its bytes, every empty folder as ``path/``: b"", every symlink as
+        ``path@``: its target."""
         out: dict[str, bytes] = {}
         for path in sorted((self.root / prefix).rglob("*")):
-            if path.is_dir() and not path.is_symlink():
+            if path.is_symlink():
+                out[f"{path}@"] = os.readlink(path).encode()
+            elif path.is_dir():
                 if not any(path.iterdir()):
                     out[f"{path}/"] = b""
             else:
                 out[str(path)] = path.read_bytes()
         return out
 
+    def folder(self, prefix: str, scratch: Path) -> Path:
+        return self.root / prefix
 
-class _FolderWriter:
-    def pipe_file(self, path: str, data: bytes) -> None:
-        if path.endswith("/"):
-            Path(path).mkdir(parents=True, exist_ok=True)
-            return
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_bytes(data)
+
+#: A publish destination of the ``publish_store`` fixture.
+Store = ObjectStore | FolderStore
 
 
 def _wait_listening(process: subprocess.Popen[bytes], port: int, what: str) -> None:
@@ -252,9 +312,8 @@ def plant_objects(store: ObjectStore, prefix: str, local: Path, plants: list[tup
     from tests.small_repository import write_repo
 
     lock = write_repo(local, "v1")
-    fs = store.fs()
     for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.pipe_file(store.key(prefix, path.relative_to(local).as_posix()), path.read_bytes())
+        store.put(prefix, path.relative_to(local).as_posix(), path.read_bytes())
     unread: dict[str, str] = {}  # planted key -> what verify must say
     for kind, locked, where in plants:
         folder = locked.rpartition("/")[0]
@@ -270,8 +329,8 @@ def plant_objects(store: ObjectStore, prefix: str, local: Path, plants: list[tup
                 continue
             unread[key] = "unexpected: bytecode whose source"
         else:
-            data = fs.cat_file(store.key(prefix, locked))
-            fs.pipe_file(store.key(prefix, locked), data[:-1] + bytes([data[-1] ^ 0xFF]))
+            data = store.read(prefix, locked)
+            store.put(prefix, locked, data[:-1] + bytes([data[-1] ^ 0xFF]))
             continue
-        fs.pipe_file(store.key(prefix, key), b"\0" * HUGE)
+        store.put(prefix, key, b"\0" * HUGE)
     return unread, {locked for kind, locked, _ in plants if kind == "changed" and locked not in unread}

@@ -37,7 +37,7 @@ from generator.repository.contract_sources import diff_locations
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.publish import ReleaseRefused, publish
 from tests.bucket_states import LOCK_STATES, read_lock_file, sync, with_version_folder
-from tests.object_stores import FolderStore, ObjectStore
+from tests.object_stores import Store
 
 #: Folder names around a version: exact ones, and the ways a name reads as a number without being exactly one.
 NAMES = st.one_of(
@@ -80,7 +80,7 @@ def _foreign(rel: str, listed: set[tuple[str, int]]) -> bool:
     return held is not None and (held[0], version_folder(held[1])) not in listed
 
 
-def _check_published(after: dict[str, bytes], store: ObjectStore | FolderStore, prefix: str, local: Path) -> None:
+def _check_published(after: dict[str, bytes], store: Store, prefix: str, local: Path) -> None:
     """Every local model is served from a version holding every file its lock lists, with the lock's bytes."""
     lock = read_lock_file(local)
     for model in lock["models"]:
@@ -112,7 +112,7 @@ def _check_published(after: dict[str, bytes], store: ObjectStore | FolderStore, 
 @example(kind="renamed", name="1\n", state={"lock_state": "published", "pinned": True, "foreign": [],
                                            "empty_version": False, "allow_breaking": False})
 def test_publish_and_the_gate_hold_their_invariants_on_any_bucket(
-        publish_store: ObjectStore | FolderStore, example_repository: Path, variant_example_repository: Path,
+        publish_store: Store, example_repository: Path, variant_example_repository: Path,
         kind: str, name: str, state: dict[str, Any]) -> None:
     store = publish_store
     if store.kind == "s3":  # moto refuses object keys with a newline
