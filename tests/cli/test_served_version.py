@@ -184,6 +184,7 @@ def test_a_bucket_with_an_unswitched_version_is_read_at_the_served_one(store: Ob
     reads = {r["model"]: r["details"].get("read") for r in json.loads(report.read_text())["results"]
              if r["check"] == "config"}
     assert reads == SERVED
+    assert f"not checked: {store.url('unswitched')}/mlp/2: objects no lock lists" in result.stderr
 
     page = tmp_path / "report.html"
     result = _run("report", url, "-o", str(page))
