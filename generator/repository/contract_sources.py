@@ -206,9 +206,10 @@ def diff_locations(old: str, new: str, say: Callable[[str], None] | None = None)
     ``say`` hears which version of each model each side was read at (``old: model mlp: version 2 (...)``).
     """
     before, after = _both(old, new)
-    for side, location in (("old", before), ("new", after)) if say is not None else ():
-        for line in location.read.values():
-            say(f"{side}: {line}")
+    if say is not None:
+        for side, location in (("old", before), ("new", after)):
+            for line in location.read.values():
+                say(f"{side}: {line}")
     if before.version_folder != after.version_folder:
         kinds = {True: "one model's version folder", False: "a repository"}
         raise GenRepoError([Problem(old, "", f"is {kinds[before.version_folder]}, but {new} is "
