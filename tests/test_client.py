@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from google.protobuf import text_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import triton_to_np_dtype
 
 from generator.cli import main
@@ -81,7 +83,7 @@ def text() -> ModelContract:
 
 @pytest.fixture
 def mixed() -> ModelContract:
-    return ModelContract.from_config_pbtxt(CONFIG)
+    return ModelContract.from_config(text_format.Parse(CONFIG, model_config_pb2.ModelConfig()))
 
 
 def _kinds(problems: list) -> list[RequestProblemKind]:
@@ -128,7 +130,7 @@ def test_contract_from_repository_falls_back_to_config() -> None:
     assert data.dims == (3, 8, 8) and data.min_shape == data.max_shape == (3, 8, 8)  # dims, not the reshape
 
 
-def test_contract_from_config_pbtxt_ranges(mixed: ModelContract) -> None:
+def test_contract_from_config_ranges(mixed: ModelContract) -> None:
     image = mixed.input("image")
     # batch 1..max_batch_size; a -1 dim allows any size >= 0 (what Triton accepts), with no upper bound.
     assert image.min_shape == (1, 3, 0, 0)
@@ -136,11 +138,11 @@ def test_contract_from_config_pbtxt_ranges(mixed: ModelContract) -> None:
     assert mixed.input("mask").optional and not mixed.input("prompt").optional
 
 
-def test_contract_from_config_pbtxt_file(tmp_path: Path) -> None:
+def test_contract_from_a_repository_with_a_config_alone(tmp_path: Path) -> None:
     path = tmp_path / "mixed" / "config.pbtxt"
     path.parent.mkdir()
     path.write_text(CONFIG.replace('name: "mixed"\n', ""))
-    contract = ModelContract.from_config_pbtxt(path)
+    contract = ModelContract.from_repository(tmp_path, "mixed")
     assert contract.name == "mixed" and contract.source == str(path)
 
 

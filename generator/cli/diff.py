@@ -35,16 +35,17 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
     """Compare the model contracts of OLD and NEW as a client sees them.
 
     OLD and NEW are repository folders (or file:// URLs), s3:// or gs:// repositories, or one model's two version
-    folders (old_repo/mlp/1 new_repo/mlp/1). Each model's contract is its served version's gen_repo/contract.json,
-    or for a repository gen-repo did not build its config.pbtxt (the facts a config cannot tell are listed, not
-    compared). Every change is breaking (a request valid before is refused now, or a response changes shape or type) or
-    compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input, 3 storage unreachable.
+    folders (old_repo/mlp/1 new_repo/mlp/1). Each model's contract is its served version's gen_repo/contract.json
+    (stderr says which, unless --json), or for a repository gen-repo did not build its config.pbtxt (the facts a
+    config cannot tell are listed, not compared). Every change is breaking (a request valid before is refused now, or a
+    response changes shape or type) or compatible. Exit status: 0 nothing breaking, 1 breaking changes, 2 bad input,
+    3 storage unreachable.
     """
     from generator.reports.markdown import append_summary
     from generator.reports.summaries import diff_markdown, diff_summary
     from generator.repository.contract_sources import diff_locations
 
-    diff = diff_locations(old, new)
+    diff = diff_locations(old, new, say=None if json_output else lambda line: echo(line, err=True))
     if markdown_file is not None:
         try:
             write_atomically(markdown_file, diff_markdown(diff))

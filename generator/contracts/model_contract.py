@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from google.protobuf import text_format
 
-from generator.bounded import limit, read_text
+from generator.bounded import limit
 from generator.contracts.array_files import ArrayHeader
 from generator.contracts.request_schema import request_schema
 from generator.contracts.served import FolderReader, ServedModel, read_served_model
@@ -160,19 +159,6 @@ class ModelContract:
     def from_config(cls, config: model_config_pb2.ModelConfig, name: str = "", source: str = "") -> ModelContract:
         """Build from a parsed ``ModelConfig`` (ranges from dims, see the module docstring)."""
         return config_to_contract(config, name=name, source=source)
-
-    @classmethod
-    def from_config_pbtxt(cls, path_or_text: str | Path, name: str = "") -> ModelContract:
-        """Build from a ``config.pbtxt`` file or its text. ``name`` defaults to the config's name or its folder."""
-        source = "<text>"
-        text = str(path_or_text)
-        if isinstance(path_or_text, Path) or ("\n" not in text and text.endswith(".pbtxt") and Path(text).is_file()):
-            path = Path(path_or_text)
-            text = read_text(path, "config_bytes")
-            source = str(path)
-            name = name or path.parent.name
-        config = text_format.Parse(text, model_config_pb2.ModelConfig())
-        return config_to_contract(config, name=config.name or name, source=source)
 
     @classmethod
     def from_served(cls, served: ServedModel) -> ModelContract:

@@ -15,11 +15,10 @@ from typing import Any
 
 import jinja2
 import markupsafe
-from google.protobuf import text_format
 
-from generator.bounded import read_text
 from generator.client import ModelContract
-from generator.confinement import confined_path, refuse_symlinks
+from generator.confinement import refuse_symlinks
+from generator.contracts.served import FolderReader, ServedModel, read_served_model
 from generator.errors import GenRepoError, Problem
 from generator.reports.charts import PerfPoint, ShapeRange, TunePoint, perf_chart, shape_range_chart, tune_chart
 from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
@@ -76,7 +75,9 @@ class ModelSection:
 
     name: str
     kind: str  # "model" or "ensemble"
+    #: The version Triton serves, and why (:attr:`generator.contracts.served.ServedModel.chosen_by`).
     version: int | None
+    chosen_by: str
     runtime: str  # platform or backend
     target: str  # from the lock file ("" when not a gen-repo build)
     max_batch_size: int
@@ -196,17 +197,14 @@ def read_repository(folder: Path, location: str | None = None,
 def _model_facts(folder: Path, name: str, lock_entry: Any, decisions: Mapping[str, Sequence[str]] | None,
                  ) -> ModelSection:
     problems: list[str] = []
-    config: model_config_pb2.ModelConfig | None = None
-    try:
-        path = confined_path(folder, name, "config.pbtxt")
-        config = text_format.Parse(read_text(path, "config_bytes"), model_config_pb2.ModelConfig())
-    except (OSError, ValueError, GenRepoError, text_format.ParseError) as error:
-        problems.append(f"config.pbtxt: {error}")
+    served: ServedModel | None = None
     contract: ModelContract | None = None
     try:
-        contract = ModelContract.from_repository(folder, name)
-    except (OSError, ValueError, KeyError, TypeError, GenRepoError, text_format.ParseError) as error:
-        problems.append(f"contract: {error}")
+        served = read_served_model(FolderReader(folder), name)
+        contract = ModelContract.from_served(served)
+    except (OSError, GenRepoError) as error:
+        problems.append(str(error))
+    config = served.config if served is not None else None
     entry = lock_entry if isinstance(lock_entry, dict) else {}
     ensemble = config is not None and config.platform == "ensemble"
     runtime = (config.platform or config.backend) if config is not None else (
@@ -215,7 +213,8 @@ def _model_facts(folder: Path, name: str, lock_entry: Any, decisions: Mapping[st
     return ModelSection(
         name=name,
         kind="ensemble" if ensemble else "model",
-        version=contract.version if contract is not None else None,
+        version=served.version if served is not None else None,
+        chosen_by=served.chosen_by if served is not None else "",
         runtime=runtime,
         target=str(entry.get("target", "")),
         max_batch_size=contract.max_batch_size if contract is not None else (config.max_batch_size if config else 0),

@@ -7,7 +7,7 @@ is raised at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -101,11 +101,13 @@ class Location:
     version_folder: bool
     #: Each model's served settings (from its config; none for a model without one).
     served: dict[str, ServedSettings] = field(default_factory=dict)
+    #: Which version of each model was read, and why (:meth:`~generator.contracts.served.ServedModel.describe`).
+    read: dict[str, str] = field(default_factory=dict)
 
 
 def _load_all(reader: Reader, label: str, models: list[str], version: int | None, version_folder: bool) -> Location:
     problems: list[Problem] = []
-    contracts, served = {}, {}
+    contracts, served, read = {}, {}, {}
     for model in models:
         try:
             model_served = read_served_model(reader, model, version)
@@ -113,11 +115,12 @@ def _load_all(reader: Reader, label: str, models: list[str], version: int | None
         except GenRepoError as error:
             problems += error.problems
             continue
+        read[model] = model_served.describe()
         if model_served.config is not None:
             served[model] = served_settings(model_served.config)
     if problems:
         raise GenRepoError(problems, summary=f"cannot read the contracts of {label}")
-    return Location(label, contracts, version_folder, served)
+    return Location(label, contracts, version_folder, served, read)
 
 
 def _split_version(path: str) -> tuple[str, str, int] | None:
@@ -189,12 +192,17 @@ def _both(old: str, new: str) -> Iterator[Location]:
     yield from loaded
 
 
-def diff_locations(old: str, new: str) -> ContractDiff:
+def diff_locations(old: str, new: str, say: Callable[[str], None] | None = None) -> ContractDiff:
     """Compare the contracts at ``old`` and ``new`` (both repositories, or both one model's version folders).
 
     Two version folders compare one model whatever their folder names say (a model renamed between them included).
+    ``say`` hears which version of each model each side was read at (``old: model mlp: version 2 (...)``).
     """
     before, after = _both(old, new)
+    if say is not None:
+        for side, location in (("old", before), ("new", after)):
+            for line in location.read.values():
+                say(f"{side}: {line}")
     if before.version_folder != after.version_folder:
         kinds = {True: "one model's version folder", False: "a repository"}
         raise GenRepoError([Problem(old, "", f"is {kinds[before.version_folder]}, but {new} is "

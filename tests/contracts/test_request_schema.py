@@ -22,8 +22,10 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
+from google.protobuf import text_format
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from tritonclient.grpc import model_config_pb2
 
 from generator.client import ModelContract, RequestProblemKind, json_request
 from generator.contracts.request_schema import REQUEST_SCHEMA_FILE, render_request_schema, request_schema
@@ -339,7 +341,7 @@ input [
 ]
 output [ { name: "score", data_type: TYPE_FP32, dims: [ 1 ] } ]
 """
-    contract = ModelContract.from_config_pbtxt(config)
+    contract = ModelContract.from_config(text_format.Parse(config, model_config_pb2.ModelConfig()))
     validator = jsonschema.Draft202012Validator(request_schema(contract.to_dict()))
     wide = {"image": np.zeros((4, 3, 5000), np.float16), "prompt": np.array([[b"hi"]] * 4, dtype=object)}
     assert contract.validate(wide) == [] and validator.is_valid(json_request(wide))
