@@ -79,7 +79,8 @@ def command(
     run = PerfRun(url=url, launch=launch, repo=repo, models=models, protocol=protocol, duration_s=duration,
                   concurrency=levels, shape=shape, max_requests=max_requests, timeout_s=timeout, engine=engine,
                   perf_analyzer=perf_analyzer_path)
-    report = run_perf(run, on_engine=None if quiet else lambda line: echo(f"engine: {line}", err=True))
+    report = run_perf(run, on_engine=None if quiet else lambda line: echo(f"engine: {line}", err=True),
+                      on_read=lambda line: echo(line, err=True))
     if not quiet:
         echo(f"{'model':<20} {'shape':<5} {'batch':>5} {'conc':>5} {'requests':>8} {'errors':>6} "
              f"{'infer/s':>10} {'noise':>6} {'p50 ms':>9} {'p99 ms':>9}  engine")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from generator.errors import GenRepoError, Problem
 from generator.serving.loadgen import Measurement, Windows, check_loopback, measure_model
 from generator.serving.perf_analyzer import find_perf_analyzer, run_perf_analyzer
-from generator.serving.perf_models import models_from_repository
+from generator.serving.perf_models import served_models
 from generator.triton.connection import Connection, check_reachable, is_transport_error, unreachable_error
 
 if TYPE_CHECKING:
@@ -71,8 +71,12 @@ class PerfReport:
         return json.dumps({"results": self.results, "engine_note": self.engine_note}, indent=2, sort_keys=True)
 
 
-def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None) -> PerfReport:
-    """Measure every model of ``run`` at every concurrency; ``on_engine`` hears which engine runs, before it does.
+def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None,
+             on_read: Callable[[str], None] | None = None) -> PerfReport:
+    """Measure every model of ``run`` at every concurrency.
+
+    ``on_engine`` hears which engine runs, before it does; ``on_read`` which version of each model of ``run.repo``
+    is measured (the one Triton serves).
 
     Raises :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within
     ``run.timeout_s``, GenRepoError for a remote URL, an unusable perf_analyzer or a server without ready models.
@@ -92,7 +96,7 @@ def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None) -> Pe
     report = PerfReport(engine, status.reason)
     with _perf_server(run) as target:
         check_reachable(target, run.protocol, run.timeout_s)
-        for contract in _perf_contracts(target, run):
+        for contract in _perf_contracts(target, run, on_read):
             if use_pa:
                 assert status.path is not None and run.repo is not None
                 report.results.extend(_perf_analyzer_rows(status.path, run.repo, contract.name, target, run))
@@ -115,13 +119,16 @@ def _perf_server(run: PerfRun) -> Iterator[str]:
         yield server.grpc_url if run.protocol == "grpc" else server.http_url
 
 
-def _perf_contracts(url: str, run: PerfRun) -> list[ModelContract]:
-    """ModelContracts for the models to load: from the repository's contract.json files, else from the server."""
+def _perf_contracts(url: str, run: PerfRun, on_read: Callable[[str], None] | None) -> list[ModelContract]:
+    """ModelContracts for the models to load: the served versions' contract.json files, else from the server."""
     from generator.client import ModelContract
 
     if run.repo is not None:
-        names = [m.name for m in models_from_repository(run.repo, run.models)]
-        return [ModelContract.from_repository(run.repo, name) for name in names]
+        served = served_models(run.repo, run.models)
+        for model in served:
+            if on_read is not None:
+                on_read(model.describe())
+        return [ModelContract.from_served(model) for model in served]
     names = list(run.models)
     if not names:
         with Connection(url, run.protocol, run.timeout_s) as connection:

@@ -17,6 +17,7 @@ from generator.errors import GenRepoError, Problem
 from generator.triton.proto import model_config_pb2
 
 if TYPE_CHECKING:
+    from generator.contracts.served import ServedModel
     from generator.planning.plan import RepositoryPlan
     from generator.planning.values import ValueDomain
 
@@ -31,6 +32,7 @@ __all__ = [
     "concurrency_values",
     "models_from_plan",
     "models_from_repository",
+    "served_models",
     "powers_of_two",
     "variants",
 ]
@@ -144,8 +146,8 @@ def _model_from_contract(
     )
 
 
-def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> list[PerfModel]:
-    """Every model of a gen-repo repository (or those named), at the version Triton serves.
+def served_models(repo_dir: Path | str, names: Sequence[str] = ()) -> list[ServedModel]:
+    """Every model of a gen-repo repository folder (or those named), read once at the version Triton serves.
 
     Read by :func:`generator.contracts.served.read_served_model`. A model without a contract is a problem: only the
     contract knows the profile's ranges (a config's ``-1`` dims do not bound anything).
@@ -160,24 +162,40 @@ def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> l
     folders = [m for m in reader.models() if (root / m / "config.pbtxt").is_file()]
     problems = [Problem(str(root), "", f"no model {n!r} (models: {', '.join(folders)})")
                 for n in sorted(set(names) - set(folders))]
-    models: list[PerfModel] = []
+    served: list[ServedModel] = []
     for name in folders:
         if names and name not in names:
             continue
         try:
-            served = read_served_model(reader, name)
-            if served.contract_doc is None:
-                problems.append(Problem(str(root / name), "", f"{served.describe()} has no gen_repo/contract.json: "
-                                        "only gen-repo's contract knows the profile's shape ranges (rebuild the "
-                                        "repository with gen-repo)"))
-                continue
+            model = read_served_model(reader, name)
+        except GenRepoError as error:
+            problems.extend(error.problems)
+            continue
+        if model.contract_doc is None:
+            problems.append(Problem(str(root / name), "", f"{model.describe()} has no gen_repo/contract.json: "
+                                    "only gen-repo's contract knows the profile's shape ranges (rebuild the "
+                                    "repository with gen-repo)"))
+            continue
+        served.append(model)
+    if problems:
+        raise GenRepoError(problems)
+    if not served:
+        raise GenRepoError([Problem(str(root), "", "no models (no <model>/config.pbtxt folders)")])
+    return served
+
+
+def models_from_repository(repo_dir: Path | str, names: Sequence[str] = ()) -> list[PerfModel]:
+    """:func:`served_models` as what the load configuration needs."""
+    models: list[PerfModel] = []
+    problems: list[Problem] = []
+    for served in served_models(repo_dir, names):
+        assert served.contract_doc is not None
+        try:
             models.append(_model_from_contract(served.contract_doc, served.config, served.contract_where))
         except GenRepoError as error:
             problems.extend(error.problems)
     if problems:
         raise GenRepoError(problems)
-    if not models:
-        raise GenRepoError([Problem(str(root), "", "no models (no <model>/config.pbtxt folders)")])
     return models
 
 

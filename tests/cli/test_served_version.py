@@ -146,8 +146,8 @@ def test_smoke_and_perf_on_a_server_read_the_served_version(staged_folder: Path,
              if r["check"] == "config"}
     assert reads == SERVED
 
-    # perf does not say which version it read (yet): a request built from an unserved contract names inputs the
-    # server does not have, so every request answered proves the served contract; mlp's batch is its opt batch.
+    # perf says which version it read; and a request built from an unserved contract names inputs the server does
+    # not have, so every request answered proves the served contract; mlp's batch is its opt batch.
     result = _run("perf", "--url", server.grpc_url, "--repo", str(staged_folder), "--engine", "loop", "--duration",
                   "0.3", "--concurrency", "1", "--json", "-")
     assert result.exit_code == 0, result.output
@@ -155,6 +155,7 @@ def test_smoke_and_perf_on_a_server_read_the_served_version(staged_folder: Path,
     assert sorted(rows) == ["mlp", "text"]
     assert all(row["requests"] > 0 and row["errors"] == 0 for row in rows.values()), rows
     assert rows["mlp"]["batch_size"] == 32
+    assert [line for line in result.stderr.splitlines() if line.startswith("model ")] == list(SERVED.values())
 
 
 @pytest.mark.slow
