@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from generator.lint.environment import Environment, RateLimitResource
+from generator.lint.findings import Finding
+from generator.lint.run import lint
 
 #: A python-backend model that answers every request with zeros for each configured output (warmup included), through
 #: the response sender when the model is decoupled.
@@ -753,3 +755,8 @@ CASES: tuple[Case, ...] = (
 )
 
 CASE_IDS = {case.id: case for case in CASES}
+
+
+def lint_repository(path: str | Path) -> list[Finding]:
+    """Lint one repository alone: its findings, sorted by file, line, column, rule."""
+    return lint([path]).findings

@@ -30,12 +30,12 @@ from generator.cli import main
 from generator.client import ModelContract
 from generator.confinement import CONFIG_PATH_FIELDS, config_path_escapes, relative_path_problem
 from generator.errors import GenRepoError
-from generator.lint import lint_repository
 from generator.manifest.loading import load_manifest
 from generator.planning.plan import plan_repository
 from generator.repository.lock import LOCK_FILE_NAME, OUTPUT_MARKER, build_lock
 from generator.repository.staging import RepositoryWriter
 from generator.triton.proto import model_config_pb2
+from tests.lint_cases import lint_repository
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "examples" / "specs"

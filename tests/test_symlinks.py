@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 
 from generator.confinement import walk_tree
 from generator.errors import GenRepoError
-from generator.lint import lint_repository
 from generator.repository.contract_sources import load_location
 from generator.repository.publish import publish
 from generator.repository.verify import verify_repository
 from generator.serving.perf_models import models_from_repository
 from generator.serving.smoke_results import SmokeOptions
 from generator.serving.smoke_session import smoke_session
+from tests.lint_cases import lint_repository
 from tests.object_stores import ObjectStore
 
 #: Link names a generator may add: plain, hidden, version-like, Triton's own folder names, non-ASCII.

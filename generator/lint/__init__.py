@@ -8,7 +8,7 @@ from __future__ import annotations
 from generator.lint.environment import Environment, environment_from_server, parse_backends
 from generator.lint.findings import Finding
 from generator.lint.rules import RULE_TABLE, RULES
-from generator.lint.run import LintReport, lint, lint_repository
+from generator.lint.run import LintReport, lint
 
 __all__ = [
     "RULES",
@@ -18,6 +18,5 @@ __all__ = [
     "LintReport",
     "environment_from_server",
     "lint",
-    "lint_repository",
     "parse_backends",
 ]

@@ -33,7 +33,7 @@ from generator.lint.model_config import check_model_config
 from generator.lint.rate_limiter import check_rate_limiter
 from generator.lint.tensorrt import check_plan_profiles, check_profile_sets
 
-__all__ = ["LintReport", "lint", "lint_repository"]
+__all__ = ["LintReport", "lint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +115,3 @@ def lint(paths: Sequence[str | FsPath], *, external_models: Iterable[str] = (),
             findings += folder.cf.findings
     return LintReport(sorted(findings, key=Finding.sort_key), environment.skipped())
 
-
-def lint_repository(path: str | FsPath) -> list[Finding]:
-    """Lint one Triton model repository; findings sorted by file, line, column, rule."""
-    return lint([path]).findings

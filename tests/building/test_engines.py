@@ -16,9 +16,9 @@ import yaml
 
 from generator.building.pipeline import build_repository
 from generator.contracts.reference_data import read_reference
-from generator.lint import lint_repository
 from generator.planning.config import parse_config
 from generator.planning.options import BuildOptions
+from tests.lint_cases import lint_repository
 from tests.planning.test_profiles import TWO
 from tests.requirements import require, require_module
 

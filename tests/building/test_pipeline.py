@@ -20,7 +20,6 @@ import yaml
 from generator.building.pipeline import BuildFailed, BuildOptions, build_repository, factory_fingerprint, plan_build
 from generator.contracts.reference_data import read_reference
 from generator.errors import GenRepoError
-from generator.lint import lint_repository
 from generator.planning.targets import preflight, tensorrt_available
 from generator.repository.cache import BuildCache
 from generator.repository.lock import read_lock
@@ -34,6 +33,7 @@ from tests.build_helpers import (
     tree_digest,
     write_manifest,
 )
+from tests.lint_cases import lint_repository
 from tests.requirements import missing
 
 MODULE = "zoo_build_models"

@@ -13,11 +13,22 @@ import pytest
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.lint import RULES, Environment, Finding, lint, lint_repository, rules
+from generator.lint import RULES, Environment, Finding, lint, rules
 from generator.lint.layout import parse_config_text
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import RULE_TABLE, Rule
-from tests.lint_cases import CASE_IDS, CASES, Case, Model, ensemble, position, repo_of, step, write_side
+from tests.lint_cases import (
+    CASE_IDS,
+    CASES,
+    Case,
+    Model,
+    ensemble,
+    lint_repository,
+    position,
+    repo_of,
+    step,
+    write_side,
+)
 
 CORPUS = Path(__file__).parents[1] / "lint_corpus"
 GOOD = CORPUS / "good"

@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from generator.building.pipeline import build_repository
-from generator.lint import lint_repository
 from generator.planning.options import BuildOptions
 from generator.serving.smoke_results import SmokeOptions
 from generator.serving.smoke_session import smoke_session
 from tests.building.test_engines import PROFILE_CASES, ZOO
+from tests.lint_cases import lint_repository
 from tests.planning.test_profiles import TWO
 from tests.requirements import require
 

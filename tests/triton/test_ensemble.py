@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from generator.cli import main
 from generator.errors import GenRepoError
-from generator.lint import lint_repository
 from generator.planning.model_files import config_files
 from generator.triton.ensemble import (
     Step,
@@ -31,6 +30,7 @@ from generator.triton.ensemble import (
     step_order,
     wiring_problems,
 )
+from tests.lint_cases import lint_repository
 from tests.manifest_helpers import REPO, graph, plan_for, problems_of, tensor, write_manifest
 
 CORPUS = Path(__file__).parents[1] / "ensemble_corpus"
