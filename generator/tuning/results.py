@@ -56,10 +56,12 @@ class TuneReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The tune report (models that were skipped or never measured are left out; ``notes`` say why)."""
-        return {"kind": "tune", "repository": self.repository, "engine": self.engine, "hardware": self.hardware,
-                "load": [round(v, 2) for v in self.load], "load_after": [round(v, 2) for v in self.load_after],
-                "tolerance": self.tolerance,
-                "models": [m.to_dict() for m in self.models if m.search is not None]}
+        out = {"kind": "tune", "repository": self.repository, "engine": self.engine, "hardware": self.hardware,
+               "load": [round(v, 2) for v in self.load], "tolerance": self.tolerance,
+               "models": [m.to_dict() for m in self.models if m.search is not None]}
+        if self.load_after:
+            out["load_after"] = [round(v, 2) for v in self.load_after]
+        return out
 
 
 def load_average() -> list[float]:
