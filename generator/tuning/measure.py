@@ -21,7 +21,7 @@ from generator.errors import GenRepoError, Problem, one_line
 from generator.serving.loadgen import LoadGenerator, Windows, client_processes, measure
 from generator.triton.connection import Connection
 from generator.triton.proto import model_config_pb2
-from generator.tuning.space import Setting, candidate_config
+from generator.tuning.space import Setting, candidate_config, loaded_preferred
 
 __all__ = ["Candidate", "LevelResult", "Measurer", "applied_setting"]
 
@@ -189,8 +189,7 @@ def applied_setting(config: model_config_pb2.ModelConfig) -> Setting:
     groups = list(config.instance_group)
     kind = model_config_pb2.ModelInstanceGroup.Kind.Name(groups[0].kind) if groups else "KIND_AUTO"
     return Setting(sum(int(g.count) for g in groups) or 1, kind,
-                   int(config.dynamic_batching.max_queue_delay_microseconds),
-                   tuple(int(v) for v in config.dynamic_batching.preferred_batch_size))
+                   int(config.dynamic_batching.max_queue_delay_microseconds), loaded_preferred(config))
 
 
 def _as_asked(applied: Setting, setting: Setting) -> bool:

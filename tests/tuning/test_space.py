@@ -36,6 +36,7 @@ def model_facts(draw: st.DrawFn) -> TuneFacts:
     batching = mbs > 0 and draw(st.booleans())
     profile_max = draw(st.integers(1, mbs)) if mbs > 0 else 0
     preferred = tuple(sorted(draw(st.sets(st.integers(1, mbs), max_size=3)))) if batching else ()
+    preferred = () if preferred == (mbs,) else preferred  # as the server loads it (loaded_preferred)
     return TuneFacts(name="m", max_batch_size=mbs, profile_max_batch=profile_max, kind=draw(st.sampled_from(KINDS)),
                       instance_count=draw(st.integers(1, 6)), dynamic_batching=batching,
                       max_queue_delay_us=draw(st.sampled_from([0, 100, 250, 500, 10_000])) if batching else 0,
