@@ -62,7 +62,7 @@ def _one(repo: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
     from generator.serving.loadgen import Windows
     from generator.tuning.run import TuneRun, tune_repository
 
-    windows = Windows(window_s=args.window, agree=args.agree, max_windows=args.max_windows)
+    windows = Windows(window_s=args.window, agree=args.agree, max_windows=args.max_windows, settle_s=args.settle)
     common = {"models": (model,), "windows": windows, "concurrency": tuple(args.concurrency)}
     tune = tune_repository(TuneRun(repo, budget_s=args.budget, **common)).models[0].search
     grid = tune_repository(TuneRun(repo, budget_s=float("inf"), strategy="grid", **common)).models[0].search
@@ -79,6 +79,8 @@ def _one(repo: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
         "tune_best": tune.best.setting,
         "grid_best": grid.best.setting,
         "noise": max(tune.best.noise, grid.best.noise),
+        "unsettled": sum(not c.settled for c in tune.candidates if c.error is None),
+        "kept": tune.kept,
     }
 
 
@@ -95,12 +97,13 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=1.0)
     parser.add_argument("--agree", type=int, default=3)
     parser.add_argument("--max-windows", type=int, default=8)
+    parser.add_argument("--settle", type=float, default=15.0, help="seconds a measurement may lengthen its windows")
     parser.add_argument("--concurrency", type=int, nargs="*", default=[])
     parser.add_argument("--quick", action="store_true", help="one model, one repeat, 0.5 s windows, 2 agreeing")
     args = parser.parse_args()
     if args.quick:
         args.models = args.models or ["resnet"]
-        args.repeats, args.window, args.agree, args.max_windows = 1, 0.5, 2, 4
+        args.repeats, args.window, args.agree, args.max_windows, args.settle = 1, 0.5, 2, 4, 4.0
         args.budget = min(args.budget, 40.0)
     models = args.models or list(DEFAULT_MODELS)
     load_before = os.getloadavg()
@@ -118,7 +121,9 @@ def main() -> None:
                 print(f"{model} #{k + 1}: tune/grid throughput {run['throughput']:.3f} (p99 {run['p99']:.2f}x), time "
                       f"{run['time']:.3f} ({run['tune_s']:.0f} s / {run['grid_s']:.0f} s, {run['tune_candidates']} "
                       f"/ {run['grid_candidates']} candidates), defaults/grid {run['defaults']:.3f}, noise "
-                      f"{run['noise']:.1%}; tune best {run['tune_best']}, grid best {run['grid_best']}", flush=True)
+                      f"{run['noise']:.1%}, {run['unsettled']} unsettled of tune's candidates"
+                      f"{' (generated setting kept)' if run['kept'] else ''}; tune best {run['tune_best']}, grid "
+                      f"best {run['grid_best']}", flush=True)
             rows[model] = runs
     from generator.tuning.results import describe_hardware
 

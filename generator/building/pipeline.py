@@ -252,8 +252,9 @@ def build_repository(
         ensemble_results, ensembles = _build_ensembles(plan, options, cache, keys, results, versions, progress, built)
         results += ensemble_results
     results = _with_refused(plan, results, progress)
-    # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too.
-    assumed = {m.name: tuple(d for d in m.decisions if d.startswith("assumed: ")) for m in plan.models}
+    # What the plan had to assume (batch multipliers AITune's JSON does not carry) belongs in the build report too, and
+    # what a tuned: block's figures belong to (or that its settings were never measured).
+    assumed = {m.name: tuple(d for d in m.decisions if d.startswith(("assumed: ", "tuned ("))) for m in plan.models}
     results = [replace(r, notes=(*assumed.get(r.name, ()), *r.notes)) for r in results]
     failed = [r for r in results if r.status == "failed"]
     if failed and not options.keep_going:

@@ -14,10 +14,22 @@ from generator.cli._output import console, echo
 from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
 
 
+def _figure(candidate: Any) -> str:
+    """A candidate's throughput with its noise, marked unsettled where its windows never agreed."""
+    if candidate.error:
+        return "-"
+    return f"{candidate.score:.1f} +-{candidate.noise:.0%}" + ("" if candidate.settled else " unsettled")
+
+
+def _load(report: Any) -> str:
+    after = f", after {' '.join(f'{v:.2f}' for v in report.load_after)}" if report.load_after else ""
+    return f"load {' '.join(f'{v:.2f}' for v in report.load)} before{after}"
+
+
 def _table(report: Any) -> None:
     from rich.table import Table
 
-    table = Table(title=f"gen-repo tune ({report.engine}; {report.hardware})")
+    table = Table(title=f"gen-repo tune ({report.engine}; {report.hardware}; {_load(report)})")
     for column in ("model", "concurrency", "baseline /s", "best /s", "gain", "best setting", "p99 ms", "tried",
                    "stopped"):
         table.add_column(column)
@@ -27,10 +39,9 @@ def _table(report: Any) -> None:
             continue
         base, best = tune.search.baseline, tune.search.best
         s = best.setting
-        gain = f"{best.score / base.score:.2f}x" if base.score > 0 and best.error is None else "-"
-        table.add_row(tune.model, ", ".join(map(str, tune.concurrency)),
-                      "-" if base.error else f"{base.score:.1f} +-{base.noise:.0%}",
-                      "-" if best.error else f"{best.score:.1f} +-{best.noise:.0%}", gain,
+        gain = "kept" if tune.search.kept else \
+            f"{best.score / base.score:.2f}x" if base.score > 0 and best.error is None else "-"
+        table.add_row(tune.model, ", ".join(map(str, tune.concurrency)), _figure(base), _figure(best), gain,
                       f"{s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
                       f"{list(s.preferred_batch_size) or 'none'}",
                       "-" if best.error else f"{best.p99_ms:.1f}", str(len(tune.search.candidates)),
@@ -50,12 +61,17 @@ def _section(report: Any, written: str | None) -> Any:
         base, best, s = tune.search.baseline, tune.search.best, tune.search.best.setting
         failed = best.error is not None
         detail = best.error or (
-            f"{base.score:.1f}/s -> {best.score:.1f}/s +-{best.noise:.0%} (p99 {best.p99_ms:.1f} ms): "
+            f"{base.score:.1f}/s -> {_figure(best)} (p99 {best.p99_ms:.1f} ms): "
             f"{s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
             f"{list(s.preferred_batch_size) or 'none'}; {len(tune.search.candidates)} candidates")
-        rows.append(SummaryRow(tune.model, "failed" if failed else "tuned", detail, failed))
+        if not failed and tune.search.kept:
+            from generator.tuning.run import KEPT
+
+            detail = f"{KEPT} ({_figure(base)}; {len(tune.search.candidates)} candidates)"
+        rows.append(SummaryRow(tune.model, "failed" if failed else "kept" if tune.search.kept else "tuned", detail,
+                               failed))
     tuned = sum(1 for r in rows if r.status == "tuned")
-    note = (f"engine {report.engine}; {report.hardware}; load {', '.join(f'{v:.2f}' for v in report.load)}; "
+    note = (f"engine {report.engine}; {report.hardware}; {_load(report)}; "
             + (f"written into {written}" if written else "nothing written"))
     return SummarySection("gen-repo tune", {"tuned": tuned, "failed": sum(r.failed for r in rows)}, rows,
                           ok=not any(r.failed for r in rows), note=note, columns=("model", "status", "result"))
@@ -83,7 +99,7 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
               help="The built repository (default: the manifest's `output`); TARGET is then its manifest.")
 @click.option("--model", "models", multiple=True, help="Only this model (repeatable; default: all).")
 @click.option("--budget", type=float, default=120.0, show_default=True,
-              help="Seconds of search per model, after its baseline is measured.")
+              help="Seconds of search per model, its baseline included (no candidate starts after it).")
 @click.option("--p99-ms", "p99_ms", type=float, default=None,
               help="Latency budget: a candidate whose p99 is above it never becomes the best.")
 @click.option("--concurrency", "concurrency", type=int, multiple=True,
@@ -92,6 +108,9 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
 @click.option("--window", type=float, default=1.0, show_default=True, help="Seconds per measurement window.")
 @click.option("--tolerance", type=float, default=0.05, show_default=True,
               help="Relative spread within which the last 3 windows must agree (and the least gain acted on).")
+@click.option("--settle", type=float, default=None,
+              help="Seconds one measurement may take lengthening its windows until they agree (default: 15); a "
+                   "figure still above the tolerance then is unsettled.")
 @click.option("--engine", type=click.Choice(["auto", "perf_analyzer", "loop"]), default="auto", show_default=True,
               help="perf_analyzer where its binary runs (auto), or the built-in load loop in separate processes.")
 @click.option("--perf-analyzer", "perf_analyzer_path", default=None, help="Path of a perf_analyzer binary.")
@@ -104,30 +123,34 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
 @summary_md_option
 @report_errors
 def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: float, p99_ms: float | None,
-            concurrency: tuple[int, ...], window: float, tolerance: float, engine: str,
+            concurrency: tuple[int, ...], window: float, tolerance: float, settle: float | None, engine: str,
             perf_analyzer_path: str | None, tritonserver: str | None, write: bool, report_file: Path | None,
             json_output: bool, summary_md: Path | None = None) -> None:
     """Search each model's instance count, queue delay and preferred batch sizes on this machine.
 
     TARGET is the manifest (its built repository is its `output`, or --repo) or a repository folder (then nothing is
     written). One tritonserver in explicit model-control mode loads each candidate with a config override; the
-    search starts at the generated config, climbs to the best neighbour while it gains more than the measured noise,
-    and stops there or at --budget. Never changed: max_batch_size, inputs, outputs, anything a client sees, or a
-    batch beyond the engine's profile. With a manifest, the best settings are written into it as `tuned:` blocks
-    (atomically; the next build reproduces them). Exit 1 when no candidate of a model could be measured.
+    search starts at the generated config, climbs to the best neighbour while it gains beyond both figures' noise
+    (windows lengthened until they agree, up to --settle s; a figure still noisier is unsettled), and stops there or
+    at --budget. Never changed: max_batch_size, inputs, outputs, anything a client sees, or a batch beyond the
+    engine's profile. With a manifest, each best that beat the generated setting beyond the noise is written into it
+    as a `tuned:` block (atomically; the next build reproduces it); otherwise nothing is written for that model.
+    Exit 1 when no candidate of a model could be measured.
     """
     from generator.serving.loadgen import Windows
     from generator.tuning.manifest_block import tuned_block, write_tuned
-    from generator.tuning.run import TuneRun, models_to_write, tune_repository
+    from generator.tuning.run import DEFAULT_SETTLE_S, TuneRun, models_to_write, tune_repository
 
-    if budget < 0 or window <= 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (
+    settle = DEFAULT_SETTLE_S if settle is None else settle
+    if budget < 0 or window <= 0 or settle < 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (
             p99_ms is not None and p99_ms <= 0):
-        echo("error: --budget >= 0, --window > 0, 0 < --tolerance < 1, --concurrency >= 1, --p99-ms > 0",
-                   err=True)
+        echo("error: --budget >= 0, --window > 0, --settle >= 0, 0 < --tolerance < 1, --concurrency >= 1, "
+             "--p99-ms > 0", err=True)
         raise SystemExit(EXIT_USAGE)
     manifest, repository = _resolve(target, repo)
     run = TuneRun(repository, tuple(models), budget, p99_ms, tuple(concurrency),
-                  Windows(window_s=window, tolerance=tolerance), engine, perf_analyzer_path, tritonserver)
+                  Windows(window_s=window, tolerance=tolerance, settle_s=settle), engine, perf_analyzer_path,
+                  tritonserver)
     report = tune_repository(run, progress=(lambda line: None) if json_output else
                              (lambda line: echo(line, err=True)))
     written = None
@@ -155,6 +178,7 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
         _table(report)
         for note in report.notes:
             echo(f"note: {note}", err=True)
+
         echo(f"tuned settings written into {written}" if written else "nothing written", err=True)
     failed = [m.model for m in report.models if m.search is not None and not m.measured]
     if failed:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +18,7 @@ from generator.triton.config_rules import (
     group_refusals,
 )
 
-__all__ = ["name_problems", "option_problems", "tuned_problems"]
+__all__ = ["name_problems", "option_problems", "tuned_problems", "tuned_settings_digest"]
 
 
 def option_problems(
@@ -88,6 +90,17 @@ def tuned_problems(file: str, index: int, tuned: Mapping[str, Any]) -> list[Prob
             problems += option_number_problems(name, tuned[name], file, ("models", index, "tuned", name))
     return problems + _group_problems(file, tuned.get("instance_group") or [],
                                       ("models", index, "tuned", "instance_group"))
+
+
+def tuned_settings_digest(tuned: Mapping[str, Any]) -> str:
+    """What a ``tuned:`` block's ``measured: {settings_digest}`` records: the settings its figures belong to.
+
+    ``sha256:`` and 16 hex digits of the block's ``instance_group`` and ``dynamic_batching`` as canonical JSON; a
+    block edited by hand no longer matches, so its figures are not shown for settings never measured.
+    """
+    settings = {key: tuned[key] for key in ("instance_group", "dynamic_batching") if key in tuned}
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def name_problems(file: str, models: list[tuple[int, str]]) -> list[Problem]:

@@ -18,6 +18,7 @@ from google.protobuf import text_format
 from generator.dtypes import by_triton
 from generator.errors import Problem
 from generator.gpu import compute_capability_key
+from generator.manifest.options import tuned_settings_digest
 from generator.naming import WARMUP_FOLDER, model_name_problems
 from generator.planning.fragments import fragment_kind, fragment_refusals
 from generator.resources import resource_dir
@@ -390,18 +391,27 @@ def _tuned_note(r: ConfigRequest, build: ConfigBuild) -> None:
     for key, value in sorted((_tuned(r, "dynamic_batching") or {}).items()):
         settings.append(f"{key} {value}")
     measured: Mapping[str, Any] = r.tuned["measured"]
+    where = r.tuned_pointer() if r.tuned_pointer else r.model_pointer
+    at = f" at concurrency {list(measured['concurrency'])}" if "concurrency" in measured else ""
+    version = f", gen-repo {measured['gen_repo']}" if "gen_repo" in measured else ""
+    said = (f"tuned ({where}): {'; '.join(settings) or 'nothing'}, over the model's own options; ")
+    digest = measured.get("settings_digest")
+    if digest != tuned_settings_digest(r.tuned):  # edited by hand, or a block that does not say what it measured
+        why = ("these settings were edited after they were measured (measured/settings_digest is of other settings)"
+               if digest else "the block does not record which settings its figures belong to (measured/"
+               "settings_digest: written by an older gen-repo)")
+        build.notes.append(f"{said}not measured: {why}; the figures of {measured['at']} are not shown; run gen-repo "
+                           "tune again to measure them")
+        return
     figures = []
     if "throughput" in measured:
         noise = f" (noise {measured['noise']:.0%})" if "noise" in measured else ""
         figures.append(f"{measured['throughput']:g} inferences/s{noise}")
     if measured.get("p99_ms") is not None:
         figures.append(f"p99 {measured['p99_ms']:g} ms")
-    at = f" at concurrency {list(measured['concurrency'])}" if "concurrency" in measured else ""
-    version = f", gen-repo {measured['gen_repo']}" if "gen_repo" in measured else ""
     build.notes.append(
-        f"tuned ({r.tuned_pointer() if r.tuned_pointer else r.model_pointer}): {'; '.join(settings) or 'nothing'}, "
-        f"over the model's own options; measured {measured['at']} on {measured['hardware']} with the "
-        f"{measured['engine']} engine{at}" + (f": {', '.join(figures)}" if figures else "") + version
+        f"{said}measured {measured['at']} on {measured['hardware']} with the {measured['engine']} engine{at}"
+        + (f": {', '.join(figures)}" if figures else "") + version
     )
 
 

@@ -1,10 +1,10 @@
 """The one load generator of ``perf``, ``tune`` and ``smoke --perf``, and the one way its figures are read.
 
-``concurrency`` clients, each with its own connection, send the same prepared request back to back. They run in
-``min(concurrency, MAX_PROCESSES)`` worker processes (the CPU count, clamped to 2..8; spawned, never forked: gRPC's
-threads do not survive a fork), a few threads each, so one interpreter's GIL does not cap the rate measured.
-:func:`measure` reads them in windows: a window's throughput is :func:`completion_rate`, the noise the windows'
-:func:`spread`, latencies the nearest-rank :func:`percentile`. Loopback servers only.
+``concurrency`` clients, each with its own connection, send the same prepared request back to back, in
+:func:`client_processes` worker processes (spawned, never forked: gRPC's threads do not survive a fork): the cores the
+server's instances do not need, so the load does not take the cores it measures. :func:`measure` reads them in
+windows, lengthened until they agree (or a cap): a window's throughput is :func:`completion_rate`, the noise the
+windows' :func:`spread`, latencies the nearest-rank :func:`percentile`. Loopback servers only.
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ import numpy as np
 from generator.errors import GenRepoError, Problem, one_line
 
 __all__ = ["MAX_PROCESSES", "TOLERANCE", "Completions", "LoadGenerator", "Measurement", "Windows", "check_loopback",
-           "completion_rate", "measure", "measure_model", "percentile", "spread"]
+           "client_processes", "completion_rate", "measure", "measure_model", "percentile", "spread"]
 
-#: Worker processes at most (more than the cores only adds scheduling; at least 2 so one slow process cannot stall
-#: the whole load).
-MAX_PROCESSES = max(2, min(8, os.cpu_count() or 2))
+#: Worker processes at most (beyond 8 a process's threads keep up with any CPU server measured here).
+MAX_PROCESSES = 8
 #: Seconds a worker may take to answer a command (a start, a pause waits for the requests in flight).
 _ANSWER_S = 120.0
 #: The relative spread within which a measurement's windows must agree (and the least gain tune acts on): repeats
@@ -40,13 +39,23 @@ TOLERANCE = 0.05
 
 @dataclass(frozen=True, slots=True)
 class Windows:
-    """How one measurement is taken: warmup, window length, how many must agree, at most how many, tolerance."""
+    """How one measurement is taken: warmup, window length, how many must agree, at most how many, tolerance.
+
+    ``settle_s`` > 0: windows that do not agree are taken again twice as long, until they agree or the measurement
+    has taken ``settle_s`` seconds (0: one round of windows, as perf takes them).
+    """
 
     window_s: float = 1.0
     warmup_s: float = 0.5
     agree: int = 3
     max_windows: int = 8
     tolerance: float = TOLERANCE
+    settle_s: float = 0.0
+
+    @property
+    def least_s(self) -> float:
+        """The shortest measurement that can settle: the warmup and ``agree`` windows."""
+        return self.warmup_s + self.agree * self.window_s
 
 
 @dataclass(slots=True)
@@ -63,6 +72,21 @@ class Measurement:
     windows: int = 0
     errors: int = 0
     first_error: str | None = None
+    #: Whether the windows kept agree within the tolerance (False: the figure is *unsettled*, its noise above it).
+    settled: bool = False
+    window_s: float = 0.0
+
+
+def client_processes(concurrency: int, server_cores: int, cores: int | None = None) -> int:
+    """Worker processes for ``concurrency`` clients beside a server whose instances need ``server_cores`` cores.
+
+    The cores this process may use (its affinity) less the server's, at least 1 (one process's threads still drive
+    the load, more than the cores left only take CPU from the server measured), at most :data:`MAX_PROCESSES` and
+    never more than the clients: on 2 cores beside a 2-instance server, 1.
+    """
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(concurrency, MAX_PROCESSES, cores - max(server_cores, 0)))
 
 
 def check_loopback(url: str) -> None:
@@ -203,13 +227,13 @@ class LoadGenerator:
 
     def __init__(self, url: str, model: str, inputs: Mapping[str, np.ndarray[Any, Any]],
                  datatypes: Mapping[str, str], *, concurrency: int, protocol: str = "grpc",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, server_cores: int = 1) -> None:
         check_loopback(url)
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.concurrency = concurrency
         self._timeout_s = timeout_s
-        processes = min(MAX_PROCESSES, concurrency)
+        processes = client_processes(concurrency, server_cores)
         shares = [concurrency // processes + (1 if k < concurrency % processes else 0) for k in range(processes)]
         self._shares = shares
         context = multiprocessing.get_context("spawn")
@@ -315,53 +339,79 @@ def spread(values: Sequence[float]) -> float:
 def measure(load: LoadGenerator, windows: Windows, *, batch: int = 1, max_requests: int | None = None) -> Measurement:
     """Measure ``load`` in windows after a warmup, until the last ``agree`` agree within the tolerance.
 
-    Windows stop early when they agree, or once ``max_requests`` were sent; otherwise ``max_windows`` run and every
-    one counts. Throughput (``batch`` items per request) is the mean of the kept windows' rates, the noise their
-    spread; latencies are over the kept windows' requests.
+    A round of windows stops early when they agree, or once ``max_requests`` were sent; otherwise ``max_windows``
+    run and every one counts. With ``settle_s``, a round that did not agree is followed by one of windows twice as
+    long while the measurement's time allows (a longer window averages more batches). Throughput (``batch`` items
+    per request) is the mean of the last round's kept windows, the noise their spread; latencies are over their
+    requests.
     """
     w = windows
     load.start()
     time.sleep(w.warmup_s)
     load.start(max_requests)  # what the warmup completed is dropped; the budget counts from here
-    rates: list[float] = []
-    spans: list[tuple[Completions, float]] = []
     result = Measurement()
-    began = time.monotonic()
-    sent = 0
-    while len(rates) < w.max_windows:
-        time.sleep(w.window_s)
-        done = load.take()
-        now = time.monotonic()
-        rates.append(completion_rate(done, now - began) * batch)
-        spans.append((done, now - began))
-        began = now
-        sent += len(done.ends) + done.errors
-        result.errors += done.errors
-        result.first_error = result.first_error or done.first_error
-        if len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance:
+    ends_at = time.monotonic() - w.warmup_s + w.settle_s
+    length, sent = w.window_s, 0
+    while True:
+        left = None if max_requests is None else max_requests - sent
+        rates, spans, agreed = _round(load, w, length, batch, ends_at, left, result)
+        sent += sum(len(done.ends) + done.errors for done, _ in spans)
+        spent = max_requests is not None and sent >= max_requests
+        if agreed or spent or w.settle_s <= 0 or time.monotonic() + w.agree * 2 * length > ends_at:
             break
-        if max_requests is not None and sent >= max_requests:
-            break
+        length *= 2
     load.pause()
-    # Agreeing windows: the last ``agree``; otherwise every window, and their (larger) spread is the noise.
-    agreed = len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance
+    # Agreeing windows: the last ``agree``; otherwise every window of the round, and their larger spread is the noise.
     keep = w.agree if agreed else len(rates)
     kept = rates[-keep:]
     latencies = [v for done, _ in spans[-keep:] for v in done.latencies_ms]
     result.throughput = sum(kept) / len(kept)
     result.noise = spread(kept) if result.throughput > 0 else 0.0
+    result.settled = agreed
+    result.window_s = length
     result.p50_ms, result.p99_ms = percentile(latencies, 50), percentile(latencies, 99)
     result.mean_ms = sum(latencies) / len(latencies) if latencies else None
     result.requests = len(latencies)
     result.seconds = sum(seconds for _, seconds in spans[-keep:])
-    result.windows = len(rates)
     return result
+
+
+def _round(load: LoadGenerator, w: Windows, length: float, batch: int, ends_at: float, left: int | None,
+           result: Measurement) -> tuple[list[float], list[tuple[Completions, float]], bool]:
+    """One round of windows of ``length`` s: (rates, spans, whether the last ``agree`` agree); counts into ``result``.
+
+    It ends early once ``left`` requests were sent, or when a measurement that settles runs out of time.
+    """
+    rates: list[float] = []
+    spans: list[tuple[Completions, float]] = []
+    sent = 0
+    began = time.monotonic()
+    if result.windows:
+        load.take()  # a later round starts now
+    while len(rates) < w.max_windows:
+        time.sleep(length)
+        done = load.take()
+        now = time.monotonic()
+        rates.append(completion_rate(done, now - began) * batch)
+        spans.append((done, now - began))
+        began = now
+        result.windows += 1
+        result.errors += done.errors
+        result.first_error = result.first_error or done.first_error
+        sent += len(done.ends) + done.errors
+        if len(rates) >= w.agree and spread(rates[-w.agree:]) <= w.tolerance:
+            return rates, spans, True
+        if left is not None and sent >= left:
+            break
+        if w.settle_s > 0 and now + length > ends_at and len(rates) >= w.agree:
+            break
+    return rates, spans, False
 
 
 def measure_model(url: str, model: str, inputs: Mapping[str, np.ndarray[Any, Any]], datatypes: Mapping[str, str], *,
                   concurrency: int, windows: Windows, batch: int = 1, protocol: str = "grpc", timeout_s: float = 30.0,
-                  max_requests: int | None = None) -> Measurement:
+                  max_requests: int | None = None, server_cores: int = 1) -> Measurement:
     """:func:`measure` with a generator of its own, ended afterwards."""
     with LoadGenerator(url, model, inputs, datatypes, concurrency=concurrency, protocol=protocol,
-                       timeout_s=timeout_s) as load:
+                       timeout_s=timeout_s, server_cores=server_cores) as load:
         return measure(load, windows, batch=batch, max_requests=max_requests)

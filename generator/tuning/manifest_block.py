@@ -20,6 +20,7 @@ from generator import __version__
 from generator.atomic_write import write_atomically
 from generator.bounded import read_text
 from generator.errors import GenRepoError, Problem
+from generator.manifest.options import tuned_settings_digest
 from generator.tuning.measure import Candidate
 
 __all__ = ["tuned_block", "write_tuned"]
@@ -41,17 +42,18 @@ def _flow(value: Any) -> str:
 
 def tuned_block(best: Candidate, *, hardware: str, engine: str, concurrency: list[int],
                 at: datetime.datetime | None = None) -> dict[str, Any]:
-    """The ``tuned:`` value for a model: its best setting and what measured it."""
+    """The ``tuned:`` value for a model: its best setting and what measured it (tied to it by its digest)."""
     s = best.setting
     moment = (at or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
+    settings: dict[str, Any] = {
         "instance_group": [{"kind": s.kind, "count": s.instance_count}],
         "dynamic_batching": {"max_queue_delay_microseconds": s.max_queue_delay_us,
                              "preferred_batch_size": list(s.preferred_batch_size)},
-        "measured": {"at": moment, "hardware": hardware, "engine": engine, "concurrency": list(concurrency),
-                     "throughput": round(best.score, 1), "noise": round(best.noise, 3),
-                     "p99_ms": round(best.p99_ms, 1), "gen_repo": __version__},
     }
+    return {**settings, "measured": {
+        "at": moment, "hardware": hardware, "engine": engine, "concurrency": list(concurrency),
+        "throughput": round(best.score, 1), "noise": round(best.noise, 3), "p99_ms": round(best.p99_ms, 1),
+        "settings_digest": tuned_settings_digest(settings), "gen_repo": __version__}}
 
 
 def _model_nodes(root: yaml.Node | None, manifest: Path) -> dict[str, yaml.MappingNode]:

@@ -1,7 +1,7 @@
 """A tune run's plain data: per model the search's candidates, and the run's machine; the ``--json`` form.
 
 The JSON form is the tune report ``gen-repo report`` charts (``schemas/report_tune.schema.json``):
-``{"kind": "tune", "repository", "engine", "hardware", "load", "tolerance", "models": [...]}``.
+``{"kind": "tune", "repository", "engine", "hardware", "load", "load_after", "tolerance", "models": [...]}``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ class ModelTune:
         return {"model": self.model, "concurrency": list(self.concurrency), "p99_budget_ms": self.p99_budget_ms,
                 "baseline": self.search.baseline.to_dict(), "best": self.search.best.to_dict(),
                 "candidates": [c.to_dict() for c in self.search.candidates], "stopped": self.search.stopped,
-                "seconds": round(self.search.seconds, 2)}
+                "seconds": round(self.search.seconds, 2), "kept": self.search.kept,
+                "unsettled": sum(not c.settled for c in self.search.candidates if c.error is None)}
 
 
 @dataclass(slots=True)
@@ -50,12 +51,17 @@ class TuneReport:
     tolerance: float
     models: list[ModelTune] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The load averages when the run ended (``load``: when it started): what the machine did beside the measurements.
+    load_after: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The tune report (models that were skipped or never measured are left out; ``notes`` say why)."""
-        return {"kind": "tune", "repository": self.repository, "engine": self.engine, "hardware": self.hardware,
-                "load": [round(v, 2) for v in self.load], "tolerance": self.tolerance,
-                "models": [m.to_dict() for m in self.models if m.search is not None]}
+        out = {"kind": "tune", "repository": self.repository, "engine": self.engine, "hardware": self.hardware,
+               "load": [round(v, 2) for v in self.load], "tolerance": self.tolerance,
+               "models": [m.to_dict() for m in self.models if m.search is not None]}
+        if self.load_after:
+            out["load_after"] = [round(v, 2) for v in self.load_after]
+        return out
 
 
 def load_average() -> list[float]:

@@ -17,10 +17,15 @@ from generator.tuning.results import ModelTune, TuneReport, describe_hardware, l
 from generator.tuning.search import exhaustive, hill_climb
 from generator.tuning.space import Setting, TuneFacts, default_concurrency, facts_from_repository
 
-__all__ = ["DEFAULT_BUDGET_S", "TuneRun", "tune_repository"]
+__all__ = ["DEFAULT_BUDGET_S", "DEFAULT_SETTLE_S", "KEPT", "TuneRun", "models_to_write", "tune_repository"]
 
-#: Seconds of search per model by default: about 15-25 candidates of ~4 s each on a small CPU model.
+#: Seconds of search per model by default (its baseline included): about 15-25 candidates of ~4 s each on a small
+#: CPU model whose figures settle at once, fewer where windows must be lengthened.
 DEFAULT_BUDGET_S = 120.0
+#: Seconds one measurement (a candidate at one concurrency) may take lengthening its windows until they agree.
+DEFAULT_SETTLE_S = 15.0
+#: What tune says of a model whose best is not distinguishable from its generated setting (nothing is written).
+KEPT = "no setting beat the generated one beyond the noise: kept"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +41,7 @@ class TuneRun:
     budget_s: float = DEFAULT_BUDGET_S
     p99_ms: float | None = None
     concurrency: tuple[int, ...] = ()
-    windows: Windows = field(default_factory=Windows)
+    windows: Windows = field(default_factory=lambda: Windows(settle_s=DEFAULT_SETTLE_S))
     engine: str = "auto"
     perf_analyzer: str | None = None
     tritonserver: str | None = None
@@ -83,6 +88,10 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
     report = TuneReport(str(run.repo), engine, describe_hardware(), load_average(), run.windows.tolerance)
     if engine == "loop":
         report.notes.append(f"measured with the built-in load loop: {why}")
+    for facts, _ in entries:
+        if facts.tunable and (short := _too_short(run, list(run.concurrency) or default_concurrency(facts))):
+            progress(f"{facts.name}: {short}")
+            report.notes.append(f"{facts.name}: {short}")
     with launch(run.repo, tritonserver=run.tritonserver, model_control="explicit") as server:
         for facts, served in entries:
             config = served.config
@@ -106,11 +115,32 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                     progress(_line(name, candidate))
                     return candidate
 
-                tune.search = exhaustive(facts, measure, budget_s=run.budget_s) if run.strategy == "grid" else \
-                    hill_climb(facts, measure, budget_s=run.budget_s, tolerance=run.windows.tolerance)
+                tolerance = run.windows.tolerance
+                tune.search = exhaustive(facts, measure, budget_s=run.budget_s, tolerance=tolerance) \
+                    if run.strategy == "grid" else hill_climb(facts, measure, budget_s=run.budget_s,
+                                                              tolerance=tolerance)
             if not tune.measured:
                 report.notes.append(f"{facts.name}: no candidate could be measured")
+            elif tune.search.kept:
+                report.notes.append(f"{facts.name}: {KEPT}")
+            unsettled = sum(not c.settled for c in tune.search.candidates if c.error is None)
+            if unsettled:
+                report.notes.append(
+                    f"{facts.name}: {unsettled} of {len(tune.search.candidates)} figures unsettled (their windows "
+                    f"did not agree within {tolerance:.0%} in {run.windows.settle_s:g} s): the machine is too noisy "
+                    "to tell them apart; tune on a quieter machine, or give --settle more seconds")
+    report.load_after = load_average()
     return report
+
+
+def _too_short(run: TuneRun, levels: list[int]) -> str:
+    """What to say up front when ``--budget`` cannot hold even the baseline's settled measurement ('' when it can)."""
+    least = len(levels) * run.windows.least_s
+    if run.budget_s >= least:
+        return ""
+    return (f"--budget {run.budget_s:g} s is too short for even the baseline to settle (at least {least:g} s: a "
+            f"{run.windows.warmup_s:g} s warmup and {run.windows.agree} windows of {run.windows.window_s:g} s per "
+            "concurrency): only the baseline is measured, and nothing is written")
 
 
 def _line(model: str, candidate: Candidate) -> str:
@@ -119,9 +149,10 @@ def _line(model: str, candidate: Candidate) -> str:
             f"{list(s.preferred_batch_size) or 'none'}")
     if candidate.error:
         return f"{what}: {candidate.error}"
-    return f"{what}: {candidate.score:.1f}/s +-{candidate.noise:.1%}, p99 {candidate.p99_ms:.1f} ms"
+    flag = "" if candidate.settled else " (unsettled)"
+    return f"{what}: {candidate.score:.1f}/s +-{candidate.noise:.1%}{flag}, p99 {candidate.p99_ms:.1f} ms"
 
 
 def models_to_write(report: TuneReport) -> Sequence[ModelTune]:
-    """The models whose best is measured (what ``--write`` keeps)."""
-    return [m for m in report.models if m.measured]
+    """The models whose best is measured and beat the generated setting beyond the noise (what ``--write`` keeps)."""
+    return [m for m in report.models if m.measured and m.search is not None and not m.search.kept]

@@ -1,7 +1,8 @@
 """The search: from the generated config, steepest ascent over neighbours, bounded in time, stopped by the noise.
 
-A step moves only on a gain larger than the noise, so the search stops there ("converged") or when the time budget
-is spent ("budget"); candidates over the p99 budget never become the best (docs/tune.md).
+A step moves only on a gain beyond both figures' noise, so the search stops there ("converged") or when the time
+budget is spent ("budget"); the best is the generated setting unless another beat it beyond the noise, and
+candidates over the p99 budget never become the best (docs/tune.md).
 """
 
 from __future__ import annotations
@@ -26,15 +27,29 @@ class SearchResult:
     stopped: str = ""
     seconds: float = 0.0
 
+    @property
+    def kept(self) -> bool:
+        """Whether no setting beat the generated one beyond the noise (the best is the baseline: nothing to write)."""
+        return self.best is self.baseline
+
+    def choose(self, tolerance: float) -> None:
+        """The best: the highest candidate that beats the baseline beyond both figures' noise, else the baseline."""
+        winners = [c for c in self.candidates if c is not self.baseline and beats(c, self.baseline, tolerance)]
+        self.best = max(winners, key=lambda c: c.score, default=self.baseline)
+
 
 def beats(challenger: Candidate, best: Candidate, tolerance: float) -> bool:
-    """Whether ``challenger`` is better than ``best`` by more than the noise (or ``best`` failed or is over budget)."""
+    """Whether ``challenger`` is better than ``best`` beyond both figures' noise (or ``best`` failed or is over budget).
+
+    A figure's noise is its windows' spread, (max - min) / mean (at least the tolerance): its windows lay within
+    half of it either side of the mean. The challenger's lowest must be above the best's highest.
+    """
     if challenger.error is not None or not challenger.within_budget:
         return False
     if best.error is not None or not best.within_budget:
         return True
-    noise = max(challenger.noise, best.noise, tolerance)
-    return challenger.score > best.score * (1.0 + noise)
+    low = challenger.score * (1.0 - max(challenger.noise, tolerance) / 2)
+    return low > best.score * (1.0 + max(best.noise, tolerance) / 2)
 
 
 def _better(candidate: Candidate, than: Candidate | None) -> bool:
@@ -46,11 +61,10 @@ def _better(candidate: Candidate, than: Candidate | None) -> bool:
 
 def hill_climb(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, budget_s: float, tolerance: float,
                clock: Callable[[], float] = time.monotonic) -> SearchResult:
-    """Search ``facts``' space with ``measure``; at most ``budget_s`` seconds once the baseline is measured.
+    """Search ``facts``' space with ``measure``; no candidate starts after ``budget_s`` seconds (the baseline's too).
 
-    The climb goes on from the best neighbour only when it beats the current setting by more than the noise
-    (:func:`beats`); the best reported is the highest measurement of all (a gain inside the noise is kept, never
-    climbed from).
+    The climb goes on from the best neighbour only when it beats the current setting beyond the noise
+    (:func:`beats`); the best is chosen by :meth:`SearchResult.choose`.
     """
     began = clock()
     deadline = began + budget_s
@@ -72,21 +86,20 @@ def hill_climb(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, bud
             result.candidates.append(candidate)
             if _better(candidate, step_best):
                 step_best = candidate
-            if _better(candidate, result.best):
-                result.best = candidate
         if result.stopped:
             break
         if step_best is None or not beats(step_best, current, tolerance):
             noise = max(current.noise, step_best.noise if step_best else 0.0, tolerance)
-            result.stopped = f"converged: no neighbour beats the best by more than the noise ({noise:.1%})"
+            result.stopped = f"converged: no neighbour beats the best beyond the noise ({noise:.1%})"
             break
         current = step_best
+    result.choose(tolerance)
     result.seconds = clock() - began
     return result
 
 
 def exhaustive(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, budget_s: float = float("inf"),
-               clock: Callable[[], float] = time.monotonic) -> SearchResult:
+               tolerance: float = 0.0, clock: Callable[[], float] = time.monotonic) -> SearchResult:
     """Every setting of the grid (:func:`generator.tuning.space.grid`), baseline first, bounded by ``budget_s``.
 
     What the climb is judged against (``bench/bench_tune.py``).
@@ -99,10 +112,8 @@ def exhaustive(facts: TuneFacts, measure: Callable[[Setting], Candidate], *, bud
         if clock() >= began + budget_s:
             result.stopped = f"budget: {budget_s:g} s spent"
             break
-        candidate = measure(setting)
-        result.candidates.append(candidate)
-        if _better(candidate, result.best):
-            result.best = candidate
+        result.candidates.append(measure(setting))
+    result.choose(tolerance)
     result.stopped = result.stopped or f"grid: all {len(settings)} settings measured"
     result.seconds = clock() - began
     return result

@@ -25,6 +25,7 @@ __all__ = [
     "default_concurrency",
     "facts_from_repository",
     "grid",
+    "loaded_preferred",
     "neighbours",
     "setting_problems",
 ]
@@ -82,11 +83,12 @@ def _preferred_options(facts: TuneFacts) -> list[tuple[int, ...]]:
     """The preferred sizes tried: none (whatever the queue holds), and the generated ones.
 
     The generated sizes are cut to what the profile accepts; where the generated config has none, the profile's max
-    batch stands in.
+    batch stands in (unless it is max_batch_size, which the server loads as none).
     """
     generated = tuple(s for s in facts.preferred_batch_size if 1 <= s <= facts.profile_max_batch)
     other = generated or ((facts.profile_max_batch,) if facts.profile_max_batch > 0 else ())
-    return [()] if not other else [(), other]
+    # Triton fills an empty list with max_batch_size: [max_batch_size] is "none" once loaded, not another option.
+    return [()] if not other or other == (facts.max_batch_size,) else [(), other]
 
 
 def _delays(facts: TuneFacts) -> list[int]:
@@ -197,7 +199,7 @@ def _facts(name: str, config: model_config_pb2.ModelConfig, contract: dict[str, 
     return TuneFacts(
         name=name, max_batch_size=mbs, profile_max_batch=profile_max, kind=kind, instance_count=count,
         dynamic_batching=dyn, max_queue_delay_us=int(config.dynamic_batching.max_queue_delay_microseconds),
-        preferred_batch_size=tuple(int(s) for s in config.dynamic_batching.preferred_batch_size),
+        preferred_batch_size=loaded_preferred(config),
         tunable=not why, why_not=why,
     )
 
@@ -231,3 +233,12 @@ def facts_from_repository(repo: Path | str, names: Sequence[str] = ()) -> list[t
     if not out:
         raise GenRepoError([Problem(str(root), "", "no models (no <model>/config.pbtxt folders)")])
     return out
+
+
+def loaded_preferred(config: model_config_pb2.ModelConfig) -> tuple[int, ...]:
+    """A config's preferred batch sizes as the server loads them: ``[max_batch_size]`` alone is none.
+
+    Triton fills an empty list with max_batch_size, so the two are one setting, named by the shorter.
+    """
+    sizes = tuple(int(s) for s in config.dynamic_batching.preferred_batch_size)
+    return () if sizes == (int(config.max_batch_size),) else sizes

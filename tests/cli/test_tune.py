@@ -48,16 +48,37 @@ def test_an_unknown_model_exits_2_before_any_server_starts(example_repository: P
     assert "no model 'nope'" in result.output
 
 
+#: The generated mlp's queue delay, lengthened: with 2 clients the batcher waits it out for a preferred batch of 4
+#: that never fills, so the baseline serves at most 2 items per delay (20/s), and the next delay down far more.
+CRIPPLED_DELAY_US = 100_000
+
+
+def _crippled(example_repository: Path, tmp_path: Path) -> Path:
+    from generator.planning.config import parse_config, render_config
+
+    repo = tmp_path / "repository"
+    shutil.copytree(example_repository, repo)
+    path = repo / "mlp" / "config.pbtxt"
+    config = parse_config(path.read_text())
+    config.dynamic_batching.max_queue_delay_microseconds = CRIPPLED_DELAY_US
+    del config.dynamic_batching.preferred_batch_size[:]
+    config.dynamic_batching.preferred_batch_size.append(4)
+    path.chmod(0o644)
+    path.write_text(render_config(config))
+    return repo
+
+
 @pytest.mark.triton
 @pytest.mark.slow
-def test_tune_writes_the_best_into_the_manifest(example_repository: Path, tmp_path: Path) -> None:
+def test_tune_writes_a_gain_beyond_the_noise_that_the_build_serves(example_repository: Path, tmp_path: Path,
+                                                                   triton_server_factory) -> None:
     manifest = _project(tmp_path)
     before = manifest.read_text()
     summary = tmp_path / "summary.md"
     result = subprocess.run(
-        [GEN_REPO, "tune", str(manifest), "--repo", str(example_repository), "--model", "mlp", "--budget", "3",
-         "--window", "0.5", "--concurrency", "4", "--json", "--summary-md", str(summary), "--report",
-         str(tmp_path / "tune.json")],
+        [GEN_REPO, "tune", str(manifest), "--repo", str(_crippled(example_repository, tmp_path)), "--model", "mlp",
+         "--budget", "20", "--window", "0.5", "--settle", "4", "--concurrency", "2", "--json", "--summary-md",
+         str(summary), "--report", str(tmp_path / "tune.json")],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -66,33 +87,59 @@ def test_tune_writes_the_best_into_the_manifest(example_repository: Path, tmp_pa
     schema = json.loads((resource_dir("schemas") / "report_tune.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(report)
     (model,) = report["models"]
-    assert model["model"] == "mlp" and model["concurrency"] == [4] and model["best"]["score"] > 0
-    assert report["engine"] == "loop"
+    assert model["model"] == "mlp" and model["concurrency"] == [2] and report["engine"] == "loop"
+    # Arithmetic: the baseline serves at most 2 items per queue delay (10% margin for the clock); the best beat it
+    # beyond both figures' noise, with a shorter delay.
+    assert model["baseline"]["score"] <= 1.1 * 2 / (CRIPPLED_DELAY_US / 1e6), model["baseline"]
+    best = model["best"]
+    assert not model["kept"] and best["max_queue_delay_microseconds"] < CRIPPLED_DELAY_US
+    lows = best["score"] * (1 - max(r["throughput_noise"] for r in best["results"]) / 2)
+    assert lows > model["baseline"]["score"] * (1 + max(r["throughput_noise"] for r in model["baseline"]["results"]))
+    # Every candidate measured was loaded as asked: the settings the server reported are the candidate's own.
+    for candidate in model["candidates"]:
+        if "error" not in candidate:
+            assert candidate["applied"] == {k: candidate[k] for k in candidate["applied"]}, candidate
     tuned = {m.name: m.tuned for m in load_manifest(manifest).models}
     assert tuned["text"] is None
-    best = model["best"]
     assert tuned["mlp"]["instance_group"] == [{"kind": best["kind"], "count": best["instance_count"]}]
     assert tuned["mlp"]["dynamic_batching"] == {
         "max_queue_delay_microseconds": best["max_queue_delay_microseconds"],
         "preferred_batch_size": best["preferred_batch_size"]}
-    assert tuned["mlp"]["measured"]["engine"] == "loop" and tuned["mlp"]["measured"]["concurrency"] == [4]
+    assert tuned["mlp"]["measured"]["engine"] == "loop" and tuned["mlp"]["measured"]["concurrency"] == [2]
     assert manifest.read_text().startswith(before.split("  - name: text")[0])  # the user's text before it is kept
     assert "gen-repo tune" in summary.read_text() and "mlp" in summary.read_text()
 
-    # The next build reproduces the configuration tune measured, byte for byte, and so does the one after it.
+    # The build serves what the server applied when tune measured it: the built repository loaded in Triton, its
+    # model_config read back, twice (the second build reproduces the first byte for byte).
     from generator.building.pipeline import BuildOptions, build_repository
-    from generator.planning.config import parse_config, render_config
-    from generator.tuning.space import Setting, candidate_config
+    from generator.triton.connection import Connection
+    from generator.tuning.measure import applied_setting
 
-    measured = render_config(candidate_config(
-        parse_config((example_repository / "mlp" / "config.pbtxt").read_text()),
-        Setting(best["instance_count"], best["kind"], best["max_queue_delay_microseconds"],
-                tuple(best["preferred_batch_size"]))))
+    texts = []
     for output in ("first", "second"):
         built = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=tmp_path / "cache"),
                                  output_dir=tmp_path / output)
         assert built.ok, built.to_dict()
-        assert (tmp_path / output / "mlp" / "config.pbtxt").read_text() == measured
+        texts.append((tmp_path / output / "mlp" / "config.pbtxt").read_text())
+    assert texts[0] == texts[1]
+    server = triton_server_factory(tmp_path / "first")
+    with Connection(server.grpc_url, "grpc", 30.0) as connection:
+        assert applied_setting(connection.config("mlp")).to_dict() == best["applied"]
+
+    # Edited by hand (one instance more): plan and build no longer show the measurement, they say "not measured".
+    count = best["instance_count"]
+    text = manifest.read_text()
+    assert text.count(f"count: {count}}}]") == 1
+    manifest.write_text(text.replace(f"count: {count}}}]", f"count: {count + 1}}}]"))
+    figure = f"{tuned['mlp']['measured']['throughput']:g} inferences/s"
+    planned = CliRunner().invoke(main, ["plan", str(manifest), "--target", "python"])
+    assert planned.exit_code == 0, planned.output
+    assert "not measured: these settings were edited after they were measured" in planned.output
+    assert figure not in planned.output
+    built = build_repository(manifest, BuildOptions(allow_code=True, target="python", cache_dir=tmp_path / "cache"),
+                             output_dir=tmp_path / "edited")
+    assert built.ok and figure not in json.dumps(built.to_dict())
+    assert "not measured" in json.dumps(built.to_dict())
 
 
 @pytest.mark.triton

@@ -15,6 +15,7 @@ from tritonclient.grpc import model_config_pb2
 
 from generator.errors import GenRepoError
 from generator.manifest.loading import load_manifest
+from generator.manifest.options import tuned_settings_digest
 from generator.planning.config import (
     DEFAULT_CPU_INSTANCE_COUNT,
     DEFAULT_QUEUE_DELAY_US,
@@ -462,8 +463,25 @@ def test_an_ensemble_scheduling_fragment_on_a_model_is_refused_with_its_reason(t
 # ---- tuned: (gen-repo tune's block) over the model's own options ---------------------------------------------------
 def _tuned(**settings: object) -> dict:
     measured = {"at": "2026-12-06T08:00:00Z", "hardware": "2 CPUs (Intel Xeon), no GPU", "engine": "loop",
-                "concurrency": [8, 32], "throughput": 412.0, "noise": 0.04, "p99_ms": 12.3, "gen_repo": "0.2.0"}
+                "concurrency": [8, 32], "throughput": 412.0, "noise": 0.04, "p99_ms": 12.3, "gen_repo": "0.2.0",
+                "settings_digest": tuned_settings_digest(settings)}
     return {**settings, "measured": measured}
+
+
+def test_figures_of_settings_never_measured_are_not_shown(tmp_path):
+    tuned = _tuned(instance_group=[{"kind": "KIND_CPU", "count": 2}],
+                   dynamic_batching={"max_queue_delay_microseconds": 100, "preferred_batch_size": []})
+    edited = {**tuned, "instance_group": [{"kind": "KIND_CPU", "count": 3}]}  # by hand, after tune measured 2
+    model = one_model(tmp_path, batch_graph(high=8), target="python", tuned=edited)
+    assert [g.count for g in model.config.instance_group] == [3]  # the edit is served, but never credited
+    (note,) = [d for d in model.decisions if d.startswith("tuned (")]
+    assert "not measured: these settings were edited after they were measured" in note
+    assert "412" not in note and "p99" not in note
+    # A block written before the digest was recorded (still readable) shows no figure either.
+    old = {**tuned, "measured": {k: v for k, v in tuned["measured"].items() if k != "settings_digest"}}
+    (note,) = [d for d in one_model(tmp_path, batch_graph(high=8), target="python", tuned=old).decisions
+               if d.startswith("tuned (")]
+    assert "not measured: the block does not record which settings" in note and "412" not in note
 
 
 def test_tuned_settings_replace_the_models_own_and_plan_says_where_they_came_from(tmp_path):

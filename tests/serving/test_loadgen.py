@@ -15,6 +15,7 @@ from generator.serving.loadgen import (
     MAX_PROCESSES,
     Completions,
     LoadGenerator,
+    client_processes,
     completion_rate,
     percentile,
     spread,
@@ -32,8 +33,8 @@ def test_workers_start_answer_and_end(triton_server_factory, tmp_path):
     (tmp_path / "empty").mkdir()
     server = triton_server_factory(tmp_path / "empty")
     with LoadGenerator(server.grpc_url, "missing", {"x": np.zeros((1, 2), np.float32)}, {"x": "FP32"},
-                       concurrency=MAX_PROCESSES + 1) as load:
-        assert len(multiprocessing.active_children()) == MAX_PROCESSES
+                       concurrency=MAX_PROCESSES + 1, server_cores=1) as load:
+        assert len(multiprocessing.active_children()) == client_processes(MAX_PROCESSES + 1, 1)
         load.start()
         time.sleep(0.5)
         done = load.pause()
@@ -42,6 +43,13 @@ def test_workers_start_answer_and_end(triton_server_factory, tmp_path):
         time.sleep(0.5)
         assert load.pause().errors == 5
     assert not multiprocessing.active_children()
+
+
+def test_client_processes_leave_the_servers_cores_to_it():
+    # The cores less the server's instances, at least 1, at most MAX_PROCESSES and the clients.
+    assert client_processes(64, 2, cores=2) == 1 and client_processes(64, 4, cores=2) == 1
+    assert client_processes(64, 1, cores=2) == 1 and client_processes(64, 2, cores=16) == 8
+    assert client_processes(3, 1, cores=16) == 3 and client_processes(64, 4, cores=8) == 4
 
 
 def _batches(clients: int, period: float, start: float, stop: float) -> Completions:

@@ -8,6 +8,11 @@ serving full batches back to back: ``MAX_BATCH / (FIXED_MS + PER_ITEM_MS * MAX_B
 that bound is reached exactly when (a) batches are full and (b) a second instance overlaps its host part with the
 other's device part (one instance leaves the device idle ``HOST_MS`` of every cycle). The generated config starts
 away from it: one instance, preferred batch size 4 (Triton forms batches of 4 with it when the queue delay is 0).
+
+The noisy oracle (:func:`write_noisy_oracle_repository`) has no such optimum: its device costs per item alone, so
+every setting with two or more instances serves the same ``1 / NOISY_PER_ITEM_MS`` items per ms, and each
+execution's device time is scaled by a factor drawn uniformly from ``1 +- NOISY_AMPLITUDE``: any gain measured over
+its generated setting (two instances) is noise.
 """
 
 from __future__ import annotations
@@ -21,6 +26,14 @@ HOST_MS = 16.0
 MAX_BATCH = 16
 PREFERRED = (4,)
 NAME = "oracle"
+NOISY_PER_ITEM_MS = 4.0
+NOISY_HOST_MS = 2.0
+NOISY_AMPLITUDE = 0.9
+
+
+def noisy_throughput() -> float:
+    """Items per second of the noisy oracle with two or more instances, whatever its batches: the device's rate."""
+    return 1000.0 / NOISY_PER_ITEM_MS
 
 
 def bound_throughput() -> float:
@@ -54,6 +67,7 @@ def expected_throughput(instance_count: int, preferred_batch_size: tuple[int, ..
 MODEL_PY = textwrap.dedent('''
     import fcntl
     import json
+    import random
     import time
 
     import numpy as np
@@ -86,13 +100,15 @@ MODEL_PY = textwrap.dedent('''
             arrays = [pb_utils.get_input_tensor_by_name(r, "X").as_numpy() for r in requests]
             items = sum(a.shape[0] for a in arrays)
             time.sleep(self.costs["host"] / 1000.0)
-            end = self._reserve((self.costs["fixed"] + self.costs["per_item"] * items) / 1000.0)
+            factor = 1.0 + self.costs["noise"] * (2.0 * random.random() - 1.0)  # the known random amount
+            end = self._reserve(factor * (self.costs["fixed"] + self.costs["per_item"] * items) / 1000.0)
             time.sleep(max(0.0, end - time.monotonic()))
             return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", (a * 2).astype(np.float32))]) for a in arrays]
 ''')
 
 
-def write_oracle_repository(root: Path) -> Path:
+def write_oracle_repository(root: Path, *, host_ms: float = HOST_MS, fixed_ms: float = FIXED_MS,
+                            per_item_ms: float = PER_ITEM_MS, noise: float = 0.0, instances: int = 1) -> Path:
     """The repository with the oracle model (config.pbtxt as gen-repo would generate it untuned); its folder."""
     repo = root / "oracle_repository"
     version = repo / NAME / "1"
@@ -100,17 +116,24 @@ def write_oracle_repository(root: Path) -> Path:
     (version / "model.py").write_text(MODEL_PY)
     device = root / "device.timeline"
     device.write_text("")
-    costs = f'{{\\"host\\": {HOST_MS}, \\"fixed\\": {FIXED_MS}, \\"per_item\\": {PER_ITEM_MS}}}'
+    costs = (f'{{\\"host\\": {host_ms}, \\"fixed\\": {fixed_ms}, \\"per_item\\": {per_item_ms}, '
+             f'\\"noise\\": {noise}}}')
     (repo / NAME / "config.pbtxt").write_text(textwrap.dedent(f'''
         name: "{NAME}"
         backend: "python"
         max_batch_size: {MAX_BATCH}
         input {{ name: "X" data_type: TYPE_FP32 dims: [ 1 ] }}
         output {{ name: "Y" data_type: TYPE_FP32 dims: [ 1 ] }}
-        instance_group {{ kind: KIND_CPU count: 1 }}
+        instance_group {{ kind: KIND_CPU count: {instances} }}
         dynamic_batching {{ preferred_batch_size: [ {", ".join(map(str, PREFERRED))} ]
                             max_queue_delay_microseconds: 100 }}
         parameters {{ key: "device" value {{ string_value: "{device}" }} }}
         parameters {{ key: "costs_ms" value {{ string_value: "{costs}" }} }}
     ''').lstrip())
     return repo
+
+
+def write_noisy_oracle_repository(root: Path) -> Path:
+    """The noisy oracle: two instances, a device costing ``NOISY_PER_ITEM_MS`` per item times a random factor."""
+    return write_oracle_repository(root, host_ms=NOISY_HOST_MS, fixed_ms=0.0, per_item_ms=NOISY_PER_ITEM_MS,
+                                   noise=NOISY_AMPLITUDE, instances=2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -46,7 +47,11 @@ def test_the_block_lands_in_the_entry_and_the_manifest_loads_it_back(tmp_path):
         "dynamic_batching": {"max_queue_delay_microseconds": 500, "preferred_batch_size": []},
         "measured": {"at": "2026-12-06T08:00:00Z", "hardware": "2 CPUs (Intel: x), no GPU", "engine": "loop",
                      "concurrency": [8], "throughput": 412.0, "noise": 0.041, "p99_ms": 12.3,
-                     "gen_repo": loaded["text"].tuned["measured"]["gen_repo"]},
+                     "gen_repo": loaded["text"].tuned["measured"]["gen_repo"],
+                     # The schema's definition: sha256 of the settings as canonical JSON, 16 hex digits.
+                     "settings_digest": "sha256:" + hashlib.sha256(
+                         b'{"dynamic_batching":{"max_queue_delay_microseconds":500,"preferred_batch_size":[]},'
+                         b'"instance_group":[{"count":2,"kind":"KIND_CPU"}]}').hexdigest()[:16]},
     }
 
 

@@ -13,5 +13,8 @@ def test_a_candidate_reports_its_worst_level_and_its_error():
     doc = candidate.to_dict()
     assert doc["instance_count"] == 2 and doc["preferred_batch_size"] == [] and "error" not in doc
     assert doc["results"][1] == {"concurrency": 32, "throughput": 300.0, "throughput_noise": 0.04, "p50_ms": 2.0,
-                                 "p99_ms": 9.0, "windows": 5}
+                                 "p99_ms": 9.0, "windows": 5, "settled": True, "window_s": 0.0}
+    assert doc["settled"] and doc["applied"] is None
+    candidate.results[0].settled = False  # one level unsettled: the candidate's figure is unsettled
+    assert not candidate.settled and candidate.to_dict()["settled"] is False
     assert Candidate(Setting(1, "KIND_CPU", 0, ()), error="load failed: x").to_dict()["error"] == "load failed: x"

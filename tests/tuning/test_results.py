@@ -27,6 +27,13 @@ def test_the_report_keeps_the_schema_and_leaves_skipped_models_out():
     assert [m["model"] for m in document["models"]] == ["text"]
     assert document["models"][0]["best"]["max_queue_delay_microseconds"] == 500
     assert document["models"][0]["candidates"][2]["error"] == "load failed: out of memory"
+    assert document["models"][0]["kept"] is False and document["models"][0]["unsettled"] == 0
+    report.load_after = load_average()
+    base.results[0].settled = False  # an unsettled baseline is counted, and the load after the run is reported
+    document = report.to_dict()
+    jsonschema.Draft202012Validator(schema).validate(document)
+    assert document["models"][0]["unsettled"] == 1 and len(document["load_after"]) == 3
+    assert document["models"][0]["baseline"]["settled"] is False
     assert tuned.measured and not ModelTune("x", [1], None, SearchResult(failed, failed, [failed])).measured
 
 

@@ -39,15 +39,33 @@ def test_it_climbs_to_the_top_of_a_unimodal_surface_in_fewer_candidates_than_the
     assert result.baseline.setting == FACTS.baseline and result.candidates[0] is result.baseline
 
 
-def test_gains_inside_the_noise_are_not_climbed_from():
-    # Every neighbour is 3% better than the baseline, the noise is 5%: the search stops after one step, and the
-    # best reported is still the highest measurement.
+def test_gains_inside_the_noise_are_not_climbed_from_and_the_generated_setting_is_kept():
+    # Every neighbour is 3% better than the baseline, the noise is 5% (windows within 2.5% either side): the ranges
+    # overlap, so the search stops after one step and keeps the generated setting.
     def flat(s: Setting) -> float:
         return 100.0 if s == FACTS.baseline else 103.0
 
     result = hill_climb(FACTS, _measure(flat, noise=0.05), budget_s=1e9, tolerance=0.01)
-    assert result.stopped.startswith("converged: no neighbour beats the best by more than the noise (5.0%)")
-    assert len(result.candidates) == 1 + 4 and result.best.score == 103.0
+    assert result.stopped.startswith("converged: no neighbour beats the best beyond the noise (5.0%)")
+    assert len(result.candidates) == 1 + 4 and result.best is result.baseline and result.kept
+    # With --budget 0 only the baseline is measured: kept, never a block pinning it.
+    ticks = itertools.count()
+    nothing = hill_climb(FACTS, _measure(flat), budget_s=0, tolerance=0.01, clock=lambda: float(next(ticks)))
+    assert nothing.candidates == [nothing.baseline] and nothing.kept
+
+
+def test_a_move_needs_a_gain_beyond_both_figures_noise():
+    def candidate(score: float, noise: float) -> Candidate:
+        return Candidate(FACTS.baseline, [LevelResult(8, score, noise)], score)
+
+    # Ranges: 100 +-10% is 95..105; 112 +-10% is 106.4..117.6 (apart); 108 +-10% is 102.6..113.4 (overlapping).
+    assert beats(candidate(112.0, 0.10), candidate(100.0, 0.10), 0.05)
+    assert not beats(candidate(108.0, 0.10), candidate(100.0, 0.10), 0.05)
+    # The challenger's own noise counts as much as the best's: a 93% spread hides a 40% gain.
+    assert not beats(candidate(140.0, 0.93), candidate(100.0, 0.02), 0.05)
+    # The tolerance is the least noise assumed: 4% is inside a 5% tolerance however quiet both figures were.
+    assert not beats(candidate(104.0, 0.0), candidate(100.0, 0.0), 0.05)
+    assert beats(candidate(106.0, 0.0), candidate(100.0, 0.0), 0.05)
 
 
 def test_the_budget_bounds_the_search():

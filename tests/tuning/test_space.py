@@ -21,6 +21,7 @@ from generator.tuning.space import (
     default_concurrency,
     facts_from_repository,
     grid,
+    loaded_preferred,
     neighbours,
     setting_problems,
 )
@@ -36,6 +37,7 @@ def model_facts(draw: st.DrawFn) -> TuneFacts:
     batching = mbs > 0 and draw(st.booleans())
     profile_max = draw(st.integers(1, mbs)) if mbs > 0 else 0
     preferred = tuple(sorted(draw(st.sets(st.integers(1, mbs), max_size=3)))) if batching else ()
+    preferred = () if preferred == (mbs,) else preferred  # as the server loads it (loaded_preferred)
     return TuneFacts(name="m", max_batch_size=mbs, profile_max_batch=profile_max, kind=draw(st.sampled_from(KINDS)),
                       instance_count=draw(st.integers(1, 6)), dynamic_batching=batching,
                       max_queue_delay_us=draw(st.sampled_from([0, 100, 250, 500, 10_000])) if batching else 0,
@@ -143,3 +145,15 @@ def test_unknown_models_are_every_problem_at_once(tmp_path):
     assert [p.message.split(" (")[0] for p in caught.value.problems] == ["no model 'b'", "no model 'c'"]
     with pytest.raises(GenRepoError, match="does not exist"):
         facts_from_repository(tmp_path / "nowhere")
+
+
+def test_max_batch_size_alone_is_no_preferred_size_once_loaded():
+    # Triton fills an empty preferred list with max_batch_size (read back from a loaded model: tests/cli/test_tune.py),
+    # so the "preferred [4] and none, max batch 4" are one setting: never proposed as two.
+    config = model_config_pb2.ModelConfig(max_batch_size=4)
+    config.dynamic_batching.preferred_batch_size.append(4)
+    assert loaded_preferred(config) == ()
+    config.dynamic_batching.preferred_batch_size.append(2)
+    assert loaded_preferred(config) == (4, 2)
+    facts = TuneFacts("m", 4, 4, "KIND_CPU", 1, True, 100, ())
+    assert {s.preferred_batch_size for s in grid(facts)} == {()}
