@@ -159,8 +159,8 @@ def parse_json(data: bytes | str, file: str) -> Any:
     """The JSON value of ``data`` (the bytes or text of ``file``); GenRepoError with located problems otherwise.
 
     Refused: text that is not UTF-8 or not JSON (line and column), nesting deeper than the ``nesting`` limit,
-    duplicate keys (each one listed), numbers past :mod:`generator.number_limits` (each one at its pointer). ``file`` names the document in every problem (a path, or
-    the object's URL for a bucket).
+    duplicate keys (each one listed), numbers past :mod:`generator.number_limits` (each one at its pointer).
+    ``file`` names the document in every problem (a path, or the object's URL for a bucket).
     """
     if isinstance(data, bytes):
         raw = data

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-__all__ = ["FLOAT_LIMIT", "INT64_MAX", "INT_MAX", "INT_MIN", "MAX_INT_CHARS", "element_count", "float_problem", "integer_problem",
-           "shape_text"]
+__all__ = ["FLOAT_LIMIT", "INT64_MAX", "INT_MAX", "INT_MIN", "MAX_INT_CHARS", "element_count", "float_problem",
+           "integer_problem", "shape_text"]
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1

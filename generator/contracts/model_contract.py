@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from google.protobuf import text_format
 
 from generator.bounded import limit, read_text
 from generator.contracts.array_files import ArrayHeader
@@ -32,7 +31,7 @@ from generator.number_limits import shape_text as count_shape_text
 from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
 from generator.planning.values import ValueDomain, draw
 from generator.triton.connection import Connection, is_transport_error, unreachable_error
-from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2, parse_model_config
 
 if TYPE_CHECKING:
     from generator.contracts.diff import ModelComparison
@@ -107,8 +106,10 @@ class ContractShapeError(ValueError):
 
 
 def contract_shape(tensor: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
-    """``tensor[key]`` as a shape; ContractShapeError where gen-repo cannot count it (dims arithmetic stays within
-    int64: :func:`generator.number_limits.element_count`)."""
+    """``tensor[key]`` as a shape; ContractShapeError where gen-repo cannot count it.
+
+    Dims arithmetic stays within int64 (:func:`generator.number_limits.element_count`).
+    """
     value = tensor[key]
     if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
         raise ContractShapeError(f"{where}/{key}", f"not a shape: {key} must be a list of integers")
@@ -194,7 +195,7 @@ class ModelContract:
             text = read_text(path, "config_bytes")
             source = str(path)
             name = name or path.parent.name
-        config = text_format.Parse(text, model_config_pb2.ModelConfig())
+        config = parse_model_config(text, source)
         return config_to_contract(config, name=config.name or name, source=source)
 
     @classmethod

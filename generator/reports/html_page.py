@@ -15,7 +15,6 @@ from typing import Any
 
 import jinja2
 import markupsafe
-from google.protobuf import text_format
 
 from generator.bounded import read_text
 from generator.client import ModelContract
@@ -29,7 +28,7 @@ from generator.resources import resource_dir
 from generator.serving.smoke import repository_models
 from generator.specs.documents import load_document
 from generator.specs.json_schema import schema_problems
-from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2, parse_model_config
 
 __all__ = [
     "LockStatus",
@@ -199,13 +198,13 @@ def _model_facts(folder: Path, name: str, lock_entry: Any, decisions: Mapping[st
     config: model_config_pb2.ModelConfig | None = None
     try:
         path = confined_path(folder, name, "config.pbtxt")
-        config = text_format.Parse(read_text(path, "config_bytes"), model_config_pb2.ModelConfig())
-    except (OSError, ValueError, GenRepoError, text_format.ParseError) as error:
+        config = parse_model_config(read_text(path, "config_bytes"), str(path))
+    except (OSError, ValueError, GenRepoError) as error:
         problems.append(f"config.pbtxt: {error}")
     contract: ModelContract | None = None
     try:
         contract = ModelContract.from_repository(folder, name)
-    except (OSError, ValueError, KeyError, TypeError, GenRepoError, text_format.ParseError) as error:
+    except (OSError, ValueError, KeyError, TypeError, GenRepoError) as error:
         problems.append(f"contract: {error}")
     entry = lock_entry if isinstance(lock_entry, dict) else {}
     ensemble = config is not None and config.platform == "ensemble"

@@ -153,11 +153,11 @@ def _number_problem(loader: Any, node: Any) -> str | None:
 
 
 def _node_problems(loader: Any, root: Any, name: str) -> list[Problem]:
-    """Every mapping key that appears twice in its mapping (merge keys excepted) and every number past the limits,
-    located (pointer, line, column).
+    """Every key twice in one mapping (merge keys excepted) and every number past the limits, located.
 
-    A key is its resolved tag and text, so ``1`` and ``"1"`` differ as they do once constructed. Each node is
-    entered once (aliases are not walked again), nesting beyond the limit is left to :func:`_depth`.
+    Each problem has its pointer, line and column. A key is its resolved tag and text, so ``1`` and ``"1"`` differ
+    as they do once constructed. Each node is entered once (aliases are not walked again), nesting beyond the limit
+    is left to :func:`_depth`.
     """
     import yaml
 
