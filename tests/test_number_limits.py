@@ -100,7 +100,10 @@ def _report_input(option: str) -> Callable[[Path, Path, str], tuple[Any, Path, l
     return make
 
 
-def _in_repo(rel: str, command: Callable[[Path], list[str]]) -> Callable[[Path, Path, str], tuple[Any, Path, list[str]]]:
+Maker = Callable[[Path, Path, str], tuple[Any, Path, list[str]]]
+
+
+def _in_repo(rel: str, command: Callable[[Path], list[str]]) -> Maker:
     def make(tmp: Path, repo: Path, fmt: str) -> tuple[Any, Path, list[str]]:
         path = repo / rel
         return json.loads(path.read_text()), path, command(repo)
@@ -218,7 +221,8 @@ def test_a_very_high_rank_spec_is_refused_located_by_validate_and_plan(tmp_path:
 
 
 def test_a_very_high_rank_array_header_is_refused_located(repository_copy: Path, tmp_path: Path) -> None:
-    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s,), }" % ", ".join(["1073741824"] * 700)
+    dims = ", ".join(["1073741824"] * 700)
+    header = f"{{'descr': '<f4', 'fortran_order': False, 'shape': ({dims},), }}"
     header += " " * ((64 - (len(header) + 11) % 64) % 64) + "\n"
     path = tmp_path / "request.npz"
     with zipfile.ZipFile(path, "w") as archive:

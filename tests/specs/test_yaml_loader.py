@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import generator.specs.documents as documents
 from generator.errors import GenRepoError, json_pointer
-from generator.specs.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
 from generator.number_limits import INT_MAX, INT_MIN
+from generator.specs.documents import MAX_DOCUMENT_VALUES, MAX_NESTING, MAX_YAML_ALIASES, load_document, yaml_loader
 from tests.requirements import require
 from tests.strategies import alias_bomb, json_paths, json_text
 
