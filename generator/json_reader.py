@@ -1,31 +1,27 @@
 """The one JSON reader: every JSON document gen-repo reads is parsed here, with the same refusals.
 
-Too deep nesting, duplicate keys and NaN/Infinity are refused as located problems (exit 2), never a
-``RecursionError`` (docs/security.md). The located walk runs only on a refused document; valid ones take
-``json.loads``.
+Too deep nesting, duplicate keys and numbers past :mod:`generator.number_limits` (NaN and Infinity included) are
+refused as located problems (exit 2), never a ``RecursionError`` or an int-to-string ``ValueError``
+(docs/security.md). The located walks run only on a refused document.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from generator.bounded import limit, read_bytes
 from generator.errors import GenRepoError, Problem, json_pointer
+from generator.number_limits import float_problem, integer_problem
 
 __all__ = ["may_nest_deeper", "parse_json", "read_json"]
 
 
 class _DuplicateKeyError(ValueError):
     """An object with a key twice: located afterwards by :func:`_structure_problems`."""
-
-
-class _NonFiniteError(ValueError):
-    """NaN, Infinity, or a number that overflows to infinity (``1e999``)."""
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -35,15 +31,54 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NonFiniteError(text)
-    return value
+class _Refused:
+    """A number past the limits, kept in the parsed value where it stood, so that its pointer can be found."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
 
 
-def _reject_constant(text: str) -> Any:
-    raise _NonFiniteError(text)
+def _number_hooks() -> tuple[list[_Refused], dict[str, Any]]:
+    """The ``json.loads`` hooks of one parse, and the list of what they refused (empty: every number is within)."""
+    refused: list[_Refused] = []
+
+    def number(problem: str | None, value: Any) -> Any:
+        if problem is None:
+            return value
+        refused.append(_Refused(problem))
+        return refused[-1]
+
+    def parse_int(text: str) -> Any:
+        if len(text) < 20:  # at most 19 characters: within the limits, whatever they say
+            return int(text)
+        problem = integer_problem(text)
+        return number(problem, int(text) if problem is None else None)
+
+    def parse_float(text: str) -> Any:
+        value = float(text)
+        return number(float_problem(text, value), value)
+
+    def parse_constant(text: str) -> Any:  # NaN, Infinity, -Infinity: not JSON at all
+        return number(f"{text} is not valid JSON; {float_problem(text, float(text))}", None)
+
+    return refused, {"parse_int": parse_int, "parse_float": parse_float, "parse_constant": parse_constant}
+
+
+def _refused_numbers(value: Any, file: str) -> list[Problem]:
+    """Every refused number of ``value``, at its pointer, in document order (an iterative walk)."""
+    problems: list[Problem] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, _Refused):
+            problems.append(Problem(file, json_pointer(where), item.message))
+        elif isinstance(item, dict):
+            stack.extend((v, (*where, k)) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(item))))
+    return problems
 
 
 #: Every byte but a quote or a bracket (deleted by ``bytes.translate``), and each byte's step in bracket depth.
@@ -124,8 +159,8 @@ def parse_json(data: bytes | str, file: str) -> Any:
     """The JSON value of ``data`` (the bytes or text of ``file``); GenRepoError with located problems otherwise.
 
     Refused: text that is not UTF-8 or not JSON (line and column), nesting deeper than the ``nesting`` limit,
-    duplicate keys (each one listed), NaN and Infinity. ``file`` names the document in every problem (a path, or
-    the object's URL for a bucket).
+    duplicate keys (each one listed), numbers past :mod:`generator.number_limits` (each one at its pointer).
+    ``file`` names the document in every problem (a path, or the object's URL for a bucket).
     """
     if isinstance(data, bytes):
         raw = data
@@ -141,20 +176,20 @@ def parse_json(data: bytes | str, file: str) -> Any:
         problems = [p for p in _structure_problems(text, file, levels) if "nests deeper" in p.message]
         if problems:
             raise GenRepoError(problems)
+    refused, hooks = _number_hooks()
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant,
-                          parse_float=_finite_float)
+        document = json.loads(text, object_pairs_hook=_unique_pairs, **hooks)
     except json.JSONDecodeError as error:
         message = f"invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
         raise GenRepoError([Problem(file, "", message)]) from None
     except _DuplicateKeyError:
         raise GenRepoError(_structure_problems(text, file, levels)
                            or [Problem(file, "", "a key appears more than once in one object")]) from None
-    except _NonFiniteError:
-        raise GenRepoError([Problem(file, "", "document contains NaN or Infinity, which are not valid JSON")]) \
-            from None
     except RecursionError:  # only when the text is not JSON and fooled the bracket count: say what it is
         raise GenRepoError([Problem(file, "", f"document nests deeper than {levels} levels")]) from None
+    if refused:
+        raise GenRepoError(_refused_numbers(document, file))
+    return document
 
 
 def read_json(path: Path | str, limit_name: str = "document_bytes") -> Any:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from generator.bounded import LIMITS
 from generator.errors import json_pointer
+from generator.number_limits import FLOAT_LIMIT, INT_MAX, INT_MIN
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "data" / "aitune"
@@ -263,8 +264,9 @@ def alias_bomb(levels: int = 12, fan_out: int = 9) -> str:
 # ---------------------------------------------- JSON structure: duplicate keys and deep nesting planted (issue 37)
 _MAX_NESTING = LIMITS["nesting"].default
 JSON_KEYS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=4)
+#: Numbers within gen-repo's limits (generator/number_limits.py): the documents a reader accepts.
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | JSON_KEYS,
+    st.none() | st.booleans() | st.integers(INT_MIN, INT_MAX) | st.floats(-FLOAT_LIMIT, FLOAT_LIMIT) | JSON_KEYS,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(JSON_KEYS, inner, max_size=3),
     max_leaves=25,
 )

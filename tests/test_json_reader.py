@@ -26,6 +26,8 @@ from tests.strategies import JSON_VALUES, json_text, planted_json
 
 MAX_NESTING = LIMITS["nesting"].default
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+#: AITune's recorded tune report (the shared fixtures): the real document ``init`` reads.
+AITUNE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "aitune"
 
 @settings(max_examples=300, deadline=None)
 @given(st.data(), JSON_VALUES)
@@ -111,7 +113,7 @@ _KINDS = {
     "spec": (lambda repo, tmp: EXAMPLES / "specs" / "mlp.graphspec.json", lambda repo, f: ["validate", str(f)], 2),
     "manifest": (lambda repo, tmp: _manifest(tmp), lambda repo, f: ["plan", "--allow-outside", str(f)], 2),
     "lock": (lambda repo, tmp: repo / "gen-repo.lock.json", lambda repo, f: ["verify", str(repo)], 1),
-    "tune report (init)": (lambda repo, tmp: EXAMPLES / "specs" / "text.graphspec.json",
+    "tune report (init)": (lambda repo, tmp: AITUNE / "tune_report.json",
                            lambda repo, f: ["init", str(f), "-o", str(f.parent / "gen-repo.yaml")], 2),
     "report input (--diff)": (_diff_report, lambda repo, f: ["report", str(repo), "--diff", str(f), "-o",
                                                               str(f.parent / "page.html")], 2),
@@ -132,7 +134,7 @@ def test_every_kind_of_json_file_with_a_planted_fault_is_refused_located(
     find, command, status = _KINDS[kind]
     scratch = tmp_path_factory.mktemp("kind")
     original = find(repository_copy, scratch)
-    target = scratch / original.name if original.is_relative_to(EXAMPLES) else original
+    target = original if original.is_relative_to(repository_copy) else scratch / original.name
     saved = original.read_bytes()
     text, pointer, words = data.draw(planted_json(json.loads(saved)))
     try:
@@ -180,3 +182,58 @@ def test_every_json_gen_repo_reads_goes_through_the_reader() -> None:
                     and node.value.id == "json"):
                 bypasses.append(f"{module.relative_to(package)}:{node.lineno}: json.{node.attr}")
     assert not bypasses, bypasses
+
+
+def test_every_config_pbtxt_gen_repo_reads_goes_through_the_config_reader() -> None:
+    """One config reader (generator/triton/proto.parse_model_config): text_format.Parse or Merge anywhere else in
+    generator/ would read a config.pbtxt without its located refusals (as check-request, report and publish once
+    did, each with its own ``except``)."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "generator"
+    bypasses = []
+    for module in sorted(package.rglob("*.py")):
+        if module.relative_to(package) == Path("triton/proto.py"):
+            continue
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("Parse", "Merge", "MergeLines", "ParseLines") and (
+                    isinstance(node.value, ast.Name) and node.value.id == "text_format"):
+                bypasses.append(f"{module.relative_to(package)}:{node.lineno}: text_format.{node.attr}")
+            if isinstance(node, ast.ImportFrom) and node.module == "google.protobuf.text_format" and any(
+                    a.name in ("Parse", "Merge", "MergeLines", "ParseLines") for a in node.names):
+                bypasses.append(f"{module.relative_to(package)}:{node.lineno}: from text_format import")
+    assert not bypasses, bypasses
+
+
+#: Broken model files: (the file, its text, the pointer of the refusal, a phrase of it).
+_BROKEN = {
+    "config does not parse": ("mlp/config.pbtxt", 'name: "mlp" garbage {{{', "/", "not a valid config.pbtxt (line 1"),
+    "config integer past its field": ("mlp/config.pbtxt", 'name: "mlp"\nmax_batch_size: 1' + "0" * 5000 + "\n", "/",
+                                      "not a valid config.pbtxt (line 2"),
+    "config not UTF-8": ("mlp/config.pbtxt", b'name: "\xff"', "/", "not UTF-8"),
+    "contract dims a number": ("mlp/1/gen_repo/contract.json", None, "/inputs/0/dims", "must be a list of integers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BROKEN))
+@pytest.mark.parametrize("command", ["check-request", "contract", "perf-config", "diff"])
+def test_a_broken_config_or_contract_is_refused_located_by_every_reader(
+        repository_copy: Path, tmp_path: Path, case: str, command: str) -> None:
+    rel, text, pointer, phrase = _BROKEN[case]
+    repo = tmp_path / "repo"
+    shutil.copytree(repository_copy, repo)
+    path = repo / rel
+    if text is None:
+        contract = json.loads(path.read_text())
+        contract["inputs"][0]["dims"] = 16
+        text = json.dumps(contract)
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    npz = repository_copy / "mlp" / "1" / "gen_repo" / "reference.npz"
+    args = {"check-request": ["check-request", "--repo", str(repo), "mlp", str(npz)],
+            "contract": ["contract", str(repo), "mlp"],
+            "perf-config": ["perf-config", "--repo", str(repo), "-o", str(tmp_path / "pc")],
+            "diff": ["diff", str(repository_copy), str(repo)]}
+    result = _invoke(*args[command])
+    assert result.exit_code == 2, result.output
+    shown = visible(f"{path}: {pointer}")
+    assert any(shown in line and phrase in line for line in result.output.splitlines()), result.output

@@ -6,7 +6,6 @@ anything is allocated; nothing is unpickled and deflate bombs are refused (docs/
 
 from __future__ import annotations
 
-import math
 import os
 import zipfile
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ import numpy as np
 from generator.bounded import limit, open_regular, size_problem
 from generator.dtypes import SAFETENSORS_TO_NUMPY
 from generator.errors import GenRepoError, Problem, json_pointer
+from generator.number_limits import INT64_MAX, element_count, shape_text
 
 __all__ = ["ArrayFile", "ArrayHeader", "INFLATE_CHECK_BYTES", "array_file_kind", "open_array_file", "read_arrays"]
 
@@ -39,8 +39,9 @@ class ArrayHeader:
 
     @property
     def size(self) -> int:
-        """Number of elements (a Python int: no overflow, however large the declared shape)."""
-        return math.prod(self.shape)
+        """Number of elements; past int64 (a hostile header), one more than int64 holds, never computed whole."""
+        count = element_count(self.shape)
+        return INT64_MAX + 1 if count is None else count
 
     @property
     def nbytes(self) -> int:
@@ -48,8 +49,14 @@ class ArrayHeader:
         return self.size * self.dtype.itemsize
 
     def describe(self) -> str:
-        """``shape [2, 3] float32`` for messages."""
-        return f"shape {list(self.shape)} {self.dtype}"
+        """``shape [2, 3] float32`` for messages (a very high rank abbreviated)."""
+        return f"shape {shape_text(self.shape)} {self.dtype}"
+
+    def counted(self) -> str:
+        """``6 elements (24 bytes)`` for messages; ``more than int64 elements`` past the limit."""
+        if self.size > INT64_MAX:
+            return f"more than {INT64_MAX} elements"
+        return f"{self.size} elements ({self.nbytes} bytes)"
 
 
 def array_file_kind(path: os.PathLike[str] | str) -> str:
@@ -173,8 +180,8 @@ def _header_problem(header: ArrayHeader) -> str | None:
         return f"array {header.name!r} holds Python objects (dtype {header.dtype}), which need pickles; never read"
     elements = limit("array_elements")
     if header.size > elements:
-        return (f"array {header.name!r} declares {header.describe()}: {header.size} elements "
-                f"({header.nbytes} bytes); at most {elements} elements are accepted (limit array_elements; "
+        return (f"array {header.name!r} declares {header.describe()}: {header.counted()}; at most {elements} "
+                f"elements are accepted (limit array_elements; "
                 "GEN_REPO_MAX_ARRAY_ELEMENTS changes it)")
     return None
 

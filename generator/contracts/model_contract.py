@@ -26,6 +26,8 @@ from generator.contracts.tensor_contract import Shape, TensorContract, range_tex
 from generator.dtypes import config_data_type
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import read_json
+from generator.number_limits import INT64_MAX, element_count
+from generator.number_limits import shape_text as count_shape_text
 from generator.planning.contract import CONTRACT_FORMAT, contract_model_problem
 from generator.planning.values import ValueDomain, draw
 from generator.triton.connection import Connection, is_transport_error, unreachable_error
@@ -35,11 +37,13 @@ if TYPE_CHECKING:
     from generator.contracts.diff import ModelComparison
 
 __all__ = [
+    "ContractShapeError",
     "ModelContract",
     "RequestProblem",
     "RequestProblemKind",
     "RequestValidationError",
     "config_to_contract",
+    "contract_shape",
     "to_infer_inputs",
 ]
 
@@ -93,6 +97,27 @@ class RequestValidationError(ValueError):
         super().__init__(f"request for model '{model}' is invalid ({len(self.problems)} problem(s)):\n{lines}")
 
 
+class ContractShapeError(ValueError):
+    """A contract's shape that is not a list of integers, or whose elements outgrow int64: at ``pointer``."""
+
+    def __init__(self, pointer: str, message: str) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+
+
+def contract_shape(tensor: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]:
+    """``tensor[key]`` as a shape; ContractShapeError where gen-repo cannot count it.
+
+    Dims arithmetic stays within int64 (:func:`generator.number_limits.element_count`).
+    """
+    value = tensor[key]
+    if not isinstance(value, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in value):
+        raise ContractShapeError(f"{where}/{key}", f"not a shape: {key} must be a list of integers")
+    if element_count(d for d in value if d > 0) is None:
+        raise ContractShapeError(f"{where}/{key}", f"shape {count_shape_text(value)} holds more elements than "
+                                                   f"int64 counts ({INT64_MAX})")
+    return tuple(value)
+
 
 @dataclass(frozen=True, slots=True)
 class ModelContract:
@@ -131,15 +156,15 @@ class ModelContract:
             raise ValueError(f"{source or 'contract'}: format is {fmt!r}, expected {CONTRACT_FORMAT!r}")
         optional = {i.name for i in config.input if i.optional} if config is not None else set()
 
-        def tensor(t: Mapping[str, Any]) -> TensorContract:
+        def tensor(t: Mapping[str, Any], where: str) -> TensorContract:
             opt = t.get("opt_shape")
             return TensorContract(
                 name=str(t["name"]),
                 data_type=config_data_type(str(t["data_type"])),
-                dims=tuple(int(d) for d in t["dims"]),
-                min_shape=tuple(int(d) for d in t["min_shape"]),
-                max_shape=tuple(None if int(d) < 0 else int(d) for d in t["max_shape"]),
-                opt_shape=tuple(int(d) for d in opt) if opt is not None else None,
+                dims=contract_shape(t, "dims", where),
+                min_shape=contract_shape(t, "min_shape", where),
+                max_shape=tuple(None if d < 0 else d for d in contract_shape(t, "max_shape", where)),
+                opt_shape=contract_shape(t, "opt_shape", where) if opt is not None else None,
                 optional=bool(t.get("optional", False)) or t["name"] in optional,
                 values=ValueDomain.from_json(t) if "value_range" in t or "values" in t else None,
             )
@@ -147,8 +172,8 @@ class ModelContract:
         return cls(
             name=str(doc["model"]),
             max_batch_size=int(doc.get("max_batch_size", 0)),
-            inputs=tuple(tensor(t) for t in doc.get("inputs", [])),
-            outputs=tuple(tensor(t) for t in doc.get("outputs", [])),
+            inputs=tuple(tensor(t, f"/inputs/{i}") for i, t in enumerate(doc.get("inputs", []))),
+            outputs=tuple(tensor(t, f"/outputs/{i}") for i, t in enumerate(doc.get("outputs", []))),
             version=int(doc["version"]) if doc.get("version") is not None else None,
             platform=str(doc.get("platform", "")),
             backend=str(doc.get("backend", "")),
@@ -176,6 +201,8 @@ class ModelContract:
         except KeyError as error:
             raise GenRepoError([Problem(where, f"/{error.args[0]}", "missing: a gen-repo contract needs it")]) \
                 from error
+        except ContractShapeError as error:
+            raise GenRepoError([Problem(where, error.pointer, str(error))]) from error
         except (ValueError, TypeError, AttributeError) as error:
             raise GenRepoError([Problem(where, "", f"not a gen-repo contract: {error}")]) from error
         return dataclasses.replace(contract, name=served.name, version=served.version)

@@ -13,8 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from google.protobuf import text_format
-
 from generator.bounded import read_bytes
 from generator.confinement import confined_path
 from generator.errors import GenRepoError, Problem
@@ -22,7 +20,7 @@ from generator.json_reader import parse_json
 from generator.naming import version_folder
 from generator.planning.compare import CompareSettings
 from generator.planning.contract import contract_model_problem
-from generator.triton.proto import model_config_pb2
+from generator.triton.proto import model_config_pb2, parse_model_config
 from generator.triton.version_policy import policy_name, served_version
 
 __all__ = ["CONTRACT_PATH", "FolderReader", "Reader", "ServedModel", "read_served_model"]
@@ -104,15 +102,6 @@ class ServedModel:
         return f"model {self.name}: version {self.version} ({self.chosen_by})"
 
 
-def _parse_config(data: bytes, where: str) -> model_config_pb2.ModelConfig:
-    config = model_config_pb2.ModelConfig()
-    try:
-        text_format.Parse(data.decode("utf-8"), config)
-    except (UnicodeDecodeError, text_format.ParseError) as error:
-        raise GenRepoError([Problem(where, "", f"not a valid config.pbtxt: {error}")]) from error
-    return config
-
-
 def _json_object(data: bytes, where: str, what: str) -> dict[str, Any]:
     doc = parse_json(data, where)
     if not isinstance(doc, dict):
@@ -130,7 +119,7 @@ def read_served_model(reader: Reader, model: str, version: int | None = None, *,
     config_rel = f"{model}/config.pbtxt"
     try:
         config_bytes = reader.read(config_rel, "config_bytes")
-        config = _parse_config(config_bytes, reader.where(config_rel)) if config_bytes is not None else None
+        config = parse_model_config(config_bytes, reader.where(config_rel)) if config_bytes is not None else None
         if version is not None:
             chosen = "asked for"
         else:

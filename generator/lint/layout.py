@@ -7,14 +7,11 @@ lock at the root, ``gen_repo/`` in version folders) are not flagged: Triton igno
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path as FsPath
 from typing import Any
-
-from google.protobuf import text_format
 
 from generator.bounded import UnreadableFileError, read_bytes
 from generator.confinement import config_path_escapes, relative_path_problem, walk_tree
@@ -27,6 +24,7 @@ from generator.lint.folders import ModelFolder, Repository
 from generator.lint.locator import PbtxtLocator
 from generator.lint.rules import ERROR
 from generator.naming import WARMUP_FOLDER, triton_version, version_folder_problem
+from generator.triton.proto import ConfigTextError, parse_model_config
 from generator.triton.proto import model_config_pb2 as mc
 from generator.triton.version_policy import versions_to_load
 
@@ -95,11 +93,10 @@ def discover(paths: Sequence[str | FsPath]) -> tuple[list[ModelFolder], list[Fin
 def parse_config_text(text: str, rel: str) -> tuple[mc.ModelConfig | None, list[Finding]]:
     """Parse pbtxt as ModelConfig; a syntax error becomes a ``config-parse`` finding with line and column."""
     try:
-        return text_format.Parse(text, mc.ModelConfig()), []
-    except text_format.ParseError as error:
-        message = re.sub(r"^\d+:\d+ : ", "", str(error))
-        line, column = error.GetLine(), error.GetColumn()
-        finding = Finding(ERROR, rel, line or 1, column or 1, "config-parse", f"not a valid ModelConfig: {message}")
+        return parse_model_config(text, rel), []
+    except ConfigTextError as error:
+        finding = Finding(ERROR, rel, error.line, error.column, "config-parse",
+                          f"not a valid ModelConfig: {error.reason}")
         return None, [finding]
 
 

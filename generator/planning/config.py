@@ -30,7 +30,7 @@ from generator.triton.config_rules import (
     instance_groups_of,
     preferred_refusals,
 )
-from generator.triton.proto import model_config_pb2
+from generator.triton.proto import ConfigTextError, model_config_pb2, parse_model_config
 
 if TYPE_CHECKING:
     from generator.planning.profiles import OptimizationProfile
@@ -148,7 +148,7 @@ class ConfigBuild:
 @functools.cache
 def _template(target: str) -> model_config_pb2.ModelConfig:
     text = (resource_dir("templates") / "config" / _TEMPLATES[target]).read_text(encoding="utf-8")
-    return text_format.Parse(text, ModelConfig())
+    return parse_model_config(text, _TEMPLATES[target])
 
 
 def base_config(target: str) -> model_config_pb2.ModelConfig:
@@ -158,9 +158,9 @@ def base_config(target: str) -> model_config_pb2.ModelConfig:
     return config
 
 
-def parse_config(text: str) -> model_config_pb2.ModelConfig:
-    """Parse pbtxt text into a ModelConfig (raises ``text_format.ParseError``)."""
-    return text_format.Parse(text, ModelConfig())
+def parse_config(text: str, where: str = "pbtxt") -> model_config_pb2.ModelConfig:
+    """Parse pbtxt text into a ModelConfig (raises :class:`~generator.triton.proto.ConfigTextError`)."""
+    return parse_model_config(text, where)
 
 
 def render_config(model_config: model_config_pb2.ModelConfig) -> str:
@@ -539,8 +539,9 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
     where = r.option_pointer("pbtxt")
     try:
         fragment = parse_config(text)
-    except text_format.ParseError as error:
-        build.problems.append(Problem(r.file, where, f"pbtxt fragment does not parse as a ModelConfig: {error}"))
+    except ConfigTextError as error:
+        build.problems.append(Problem(r.file, where, f"pbtxt fragment does not parse as a ModelConfig: "
+                                                     f"{error.line}:{error.column} : {error.reason}"))
         return
     refused = [Problem(r.file, where, message)
                for message in fragment_refusals(fragment, fragment_kind(r.target, r.max_batch_size))]

@@ -7,7 +7,6 @@ plan`` can say which case applied and why (docs/repository-layout.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from generator.dtypes import (
 from generator.errors import Problem
 from generator.manifest.entries import ManifestModel
 from generator.naming import SemanticPath, format_tensor_name
+from generator.number_limits import INT64_MAX, element_count, shape_text
 from generator.planning.values import ValueDomain
 from generator.specs.graphspec import GraphSpec
 from generator.specs.schema import LoadedGraph
@@ -45,8 +45,6 @@ __all__ = [
 DTYPE_TO_TRITON = TORCH_TO_TRITON
 #: TensorRT and Triton carry dims as int32.
 INT32_MAX = 2**31 - 1
-#: Byte sizes (Triton's byte_size, TensorRT's volume) are int64.
-INT64_MAX = 2**63 - 1
 
 @dataclass(frozen=True, slots=True)
 class TensorPlan:
@@ -542,15 +540,15 @@ def _tensor_plan(
     for label, shape in (("min", low), ("opt", opt), ("max", high)):
         if shape and (min(shape) < 1 or max(shape) > INT32_MAX):
             problems.append(
-                Problem(spec_file, pointer, f"tensor {name!r} {label} shape {shape} does not fit int32 dims (1.."
-                        f"{INT32_MAX})")
+                Problem(spec_file, pointer, f"tensor {name!r} {label} shape {shape_text(shape)} does not fit int32 "
+                        f"dims (1..{INT32_MAX})")
             )
             return None
-    # Triton and TensorRT size a tensor in bytes as int64: a shape whose product overflows it cannot be served.
-    byte_size = math.prod(high) * (entry.byte_size or 8)
-    if byte_size > INT64_MAX:
+    # Triton and TensorRT size a tensor in bytes as int64: a shape whose product overflows it cannot be served. The
+    # product stops at the limit, so a very high rank never makes a huge number.
+    if element_count(high, INT64_MAX // (entry.byte_size or 8)) is None:
         problems.append(
-            Problem(spec_file, pointer, f"tensor {name!r} max shape {high} holds {byte_size} bytes, more than an "
+            Problem(spec_file, pointer, f"tensor {name!r} max shape {shape_text(high)} holds more bytes than an "
                     f"int64 byte size can count ({INT64_MAX}); its dims multiply to too many elements")
         )
         return None

@@ -122,9 +122,7 @@ def fingerprint_objects(fs: Any, target: StorageURL, keys: list[str]) -> dict[st
 
 def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
     """Step 2: fingerprint the served state, then list the bucket and read its lock file and the models' configs."""
-    from google.protobuf import text_format
-
-    from generator.triton.proto import model_config_pb2
+    from generator.triton.proto import parse_model_config
 
     fingerprints = fingerprint_objects(fs, target, [LOCK_FILE_NAME, *(f"{m}/config.pbtxt" for m in models)])
     objects = repository_objects(list_objects(fs, target))
@@ -142,10 +140,10 @@ def read_bucket(fs: Any, target: StorageURL, models: list[str]) -> BucketState:
     bucket = BucketState(objects, VersionIndex.of(objects), fingerprints, lock, locked, problems)
     for model in models:
         key = f"{model}/config.pbtxt"
-        with contextlib.suppress(FileNotFoundError, GenRepoError, UnicodeDecodeError, text_format.ParseError):
+        with contextlib.suppress(FileNotFoundError, GenRepoError):
             if key in objects:
                 data = read_object(fs, target, key, objects[key], "config_bytes")
-                bucket.configs[model] = text_format.Parse(data.decode("utf-8"), model_config_pb2.ModelConfig())
+                bucket.configs[model] = parse_model_config(data, target.object_url(key))
     return bucket
 
 

@@ -367,11 +367,9 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
 
 def _release_diff(served: Reader, local: Reader, model: str, served_config: Any, built: LocalModel) -> ContractDiff:
     """``gen-repo diff``'s answer for ``model``: the served version against the local one, served settings included."""
-    from google.protobuf import text_format
+    from generator.triton.proto import parse_model_config
 
-    from generator.triton.proto import model_config_pb2
-
-    local_config = text_format.Parse(built.config_text, model_config_pb2.ModelConfig())
+    local_config = parse_model_config(built.config_text, local.where(f"{model}/config.pbtxt"))
     return diff_repositories({model: load_model_contract(served, model)},
                              {model: load_model_contract(local, model, built.version)},
                              old_label=served.where(model), new_label=local.where(model),

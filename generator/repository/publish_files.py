@@ -67,10 +67,9 @@ def published_config(config_text: str, version: int, local_version: int | None =
     """
     from google.protobuf import text_format
 
-    from generator.triton.proto import model_config_pb2
+    from generator.triton.proto import parse_model_config
 
-    config = model_config_pb2.ModelConfig()
-    text_format.Parse(config_text, config)
+    config = parse_model_config(config_text, "config.pbtxt")
     config.version_policy.Clear()
     config.version_policy.specific.versions.append(version)
     prefix = f"{local_version}/"

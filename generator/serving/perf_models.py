@@ -103,24 +103,37 @@ def _model_from_contract(
     """A PerfModel from a ``gen-repo-contract/1`` document and (optionally) the model's ModelConfig."""
     if doc.get("format") != "gen-repo-contract/1":
         raise GenRepoError([Problem(source, "/format", f"expected 'gen-repo-contract/1', got {doc.get('format')!r}")])
+    from generator.bounded import limit
+    from generator.contracts.model_contract import ContractShapeError, contract_shape
+    from generator.number_limits import element_count
     from generator.planning.values import ValueDomain
 
     inputs = []
+    elements = limit("array_elements")
     for k, t in enumerate(doc.get("inputs", [])):
+        where = f"/inputs/{k}"
         try:
+            max_shape = contract_shape(t, "max_shape", where)
             inputs.append(
                 PerfTensor(
                     name=str(t["name"]),
                     data_type=str(t["data_type"]),
-                    dims=tuple(int(d) for d in t["dims"]),
-                    min_shape=tuple(int(d) for d in t["min_shape"]),
-                    opt_shape=tuple(int(d) for d in t.get("opt_shape", t["max_shape"])),
-                    max_shape=tuple(int(d) for d in t["max_shape"]),
+                    dims=contract_shape(t, "dims", where),
+                    min_shape=contract_shape(t, "min_shape", where),
+                    opt_shape=contract_shape(t, "opt_shape", where) if "opt_shape" in t else max_shape,
+                    max_shape=max_shape,
                     values=ValueDomain.from_json(t) if "value_range" in t or "values" in t else None,
                 )
             )
+        except ContractShapeError as error:
+            raise GenRepoError([Problem(source, error.pointer, str(error))]) from None
         except (KeyError, TypeError, ValueError) as error:
-            raise GenRepoError([Problem(source, f"/inputs/{k}", f"malformed tensor entry: {error}")]) from None
+            raise GenRepoError([Problem(source, where, f"malformed tensor entry: {error}")]) from None
+        # perf_analyzer's input data holds every element of the largest request: bounded before it is drawn.
+        if element_count(max_shape, elements) is None:
+            raise GenRepoError([Problem(source, f"{where}/max_shape", f"a request of this shape holds more than "
+                                        f"{elements} elements (limit array_elements; GEN_REPO_MAX_ARRAY_ELEMENTS "
+                                        "changes it)")])
     max_batch_size = int(doc.get("max_batch_size", 0))
     opt_batch = inputs[0].opt_shape[0] if inputs and max_batch_size > 0 else 1
     count, kind, dyn, delay = 1, "KIND_AUTO", False, 0

@@ -16,6 +16,7 @@ from typing import Any
 from generator.bounded import LIMITS, limit, read_bytes
 from generator.errors import GenRepoError, Problem, json_pointer
 from generator.json_reader import parse_json
+from generator.number_limits import MAX_INT_CHARS, float_problem, integer_problem
 
 # PyYAML is imported where used: it only reads .yaml files.
 
@@ -123,23 +124,51 @@ def _load_yaml(text: str, name: str) -> Any:
             return None
         if isinstance(loader, yaml.CSafeLoader) and "*" in text:  # no '*' in the text: no alias, nothing to count
             _count_aliases(node)
-        duplicates = _duplicate_keys(node, name)
-        if duplicates:
-            raise GenRepoError(duplicates)
+        problems = _node_problems(loader, node, name)
+        if problems:
+            raise GenRepoError(problems)
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
-def _duplicate_keys(root: Any, name: str) -> list[Problem]:
-    """Every mapping key that appears twice in its mapping, located (pointer, line, column); merge keys excepted.
+def _number_problem(loader: Any, node: Any) -> str | None:
+    """Why a scalar node's number is past :mod:`generator.number_limits` (None: within, or not a number).
 
-    A key is its resolved tag and text, so ``1`` and ``"1"`` differ as they do once constructed. Each node is
-    entered once (aliases are not walked again), nesting beyond the limit is left to :func:`_depth`.
+    Checked on the node, before construction: PyYAML converts an integer of any length (int-to-string
+    ``ValueError`` past 4,300 digits; binary and sexagesimal notations have no such limit) and overflows floats to
+    infinity. An integer too long to be within the limits in any notation is refused unconverted.
+    """
+    tag = node.tag.rsplit(":", 1)[-1]
+    if tag == "int":
+        short = len(node.value.replace("_", "")) <= MAX_INT_CHARS
+        return integer_problem(node.value, loader.construct_yaml_int(node) if short else None)
+    if tag == "float":
+        try:
+            value = loader.construct_yaml_float(node)
+        except OverflowError:  # a sexagesimal float whose base outgrows a float
+            value = math.inf
+        return float_problem(node.value, value)
+    return None
+
+
+def _node_problems(loader: Any, root: Any, name: str) -> list[Problem]:
+    """Every key twice in one mapping (merge keys excepted) and every number past the limits, located.
+
+    Each problem has its pointer, line and column. A key is its resolved tag and text, so ``1`` and ``"1"`` differ
+    as they do once constructed. Each node is entered once (aliases are not walked again), nesting beyond the limit
+    is left to :func:`_depth`.
     """
     import yaml
 
     problems: list[tuple[int, Problem]] = []
+
+    def number(node: Any, where: tuple[Any, ...]) -> None:
+        if isinstance(node, yaml.ScalarNode) and (message := _number_problem(loader, node)) is not None:
+            mark = node.start_mark
+            problems.append((mark.index, Problem(name, json_pointer(where), f"{message} (line {mark.line + 1} "
+                                                                              f"column {mark.column + 1})")))
+
     seen = {id(root)}
     stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
     max_nesting = limit("nesting")
@@ -151,6 +180,7 @@ def _duplicate_keys(root: Any, name: str) -> list[Problem]:
             keys: set[tuple[str, str]] = set()
             children = []
             for key, value in node.value:
+                number(key, (*where, key.value if isinstance(key, yaml.ScalarNode) else "?"))
                 if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
                     if (key.tag, key.value) in keys:
                         mark = key.start_mark
@@ -162,6 +192,7 @@ def _duplicate_keys(root: Any, name: str) -> list[Problem]:
         elif isinstance(node, yaml.SequenceNode):
             children = [(item, (*where, index)) for index, item in enumerate(node.value)]
         else:
+            number(node, where)
             continue
         for child, path in reversed(children):
             if id(child) not in seen:
@@ -224,7 +255,6 @@ def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
         raise GenRepoError([Problem(name, "", f"not UTF-8 text (byte {error.start})")]) from None
     max_nesting = limit("nesting")
     too_deep = Problem(name, "", f"document nests deeper than {max_nesting} levels")
-    non_finite = Problem(name, "", "document contains NaN or Infinity, which are not valid here")
     try:
         data = _load_yaml(text, name)
     except RecursionError:
@@ -249,8 +279,6 @@ def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
         )
     if _depth(data, max_nesting):
         raise GenRepoError([too_deep])
-    if _has_non_finite(data):
-        raise GenRepoError([non_finite])
     return data
 
 
@@ -268,19 +296,6 @@ def _too_many_values(value: Any, limit: int) -> bool:
         item = stack.pop()
         count += 1
         if count > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-def _has_non_finite(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
             return True
         if isinstance(item, dict):
             stack.extend(item.values())

@@ -3,17 +3,21 @@
 ``tritonclient.grpc``'s ``__init__`` imports grpc, numpy and ml_dtypes, which ``plan``, ``config`` and ``lint`` never
 use; the generated module needs only protobuf, so it is loaded from its file under its own name (one module object
 per process, the one a later ``import tritonclient.grpc`` reuses). Type checkers see the real generated module.
+Every config.pbtxt is parsed here too (:func:`parse_model_config`), so each reader refuses the same texts, located.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-__all__ = ["model_config_pb2"]
+from generator.errors import GenRepoError, Problem
+
+__all__ = ["ConfigTextError", "model_config_pb2", "parse_model_config"]
 
 _NAME = "tritonclient.grpc.model_config_pb2"
 
@@ -43,3 +47,31 @@ if TYPE_CHECKING:
     from tritonclient.grpc import model_config_pb2
 else:
     model_config_pb2 = _load()
+
+
+class ConfigTextError(GenRepoError):
+    """A config.pbtxt text that is not a ModelConfig: one located problem; ``line``, ``column``, ``reason`` kept."""
+
+    def __init__(self, where: str, line: int, column: int, reason: str) -> None:
+        self.line, self.column, self.reason = line, column, reason
+        super().__init__([Problem(where, "", f"not a valid config.pbtxt (line {line} column {column}): {reason}")])
+
+
+def parse_model_config(text: str | bytes, where: str) -> model_config_pb2.ModelConfig:
+    """The one config.pbtxt parser: ``text`` (of the file ``where``) as a ModelConfig; ConfigTextError otherwise.
+
+    Protobuf's own limits hold the numbers (an integer past its field's type is a parse error), and a text that is
+    not UTF-8 is refused like one that does not parse.
+    """
+    from google.protobuf import text_format
+
+    try:
+        return text_format.Parse(text.decode("utf-8") if isinstance(text, bytes) else text,
+                                 model_config_pb2.ModelConfig())
+    except UnicodeDecodeError as error:
+        raise ConfigTextError(where, 1, 1, f"not UTF-8 text (byte {error.start})") from None
+    except text_format.ParseError as error:
+        reason = re.sub(r"^\d+:\d+ : ", "", str(error))
+        if len(reason) > 300:  # the parser quotes the whole line: a hostile line may be megabytes long
+            reason = f"{reason[:200]}...{reason[-60:]}"
+        raise ConfigTextError(where, error.GetLine() or 1, error.GetColumn() or 1, reason) from None

@@ -26,14 +26,15 @@ EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "specs" / "mlp
 
 #: (manifest entry keys, the pointer of the problem, a phrase of its message)
 ATTACKS = [
-    ({"dynamic_batching": {"preferred_batch_size": [99999999999999999999]}},
+    ({"dynamic_batching": {"preferred_batch_size": [9999999999999999999]}},
      "/models/0/dynamic_batching/preferred_batch_size/0", "does not fit ModelDynamicBatching.preferred_batch_size, "
                                                          "a protobuf int32"),
     ({"dynamic_batching": {"preferred_batch_size": [4.0]}}, "/models/0/dynamic_batching",
      "4.0 is not of type 'integer'"),
-    ({"dynamic_batching": {"max_queue_delay_microseconds": 99999999999999999999}},
-     "/models/0/dynamic_batching/max_queue_delay_microseconds", "a protobuf uint64 (0..18446744073709551615)"),
-    ({"instance_group": [{"count": 99999999999999999999}]}, "/models/0/instance_group/0/count",
+    ({"dynamic_batching": {"max_queue_delay_microseconds": 99999999999999999999}},  # past every protobuf integer
+     "/models/0/dynamic_batching/max_queue_delay_microseconds", "past the integer limit: gen-repo reads integers "
+                                                               "from -9223372036854775808 to 18446744073709551615"),
+    ({"instance_group": [{"count": 9999999999999999999}]}, "/models/0/instance_group/0/count",
      "does not fit ModelInstanceGroup.count, a protobuf int32"),
     ({"instance_group": [{"kind": "KIND_GPU", "gpus": [0.0]}]}, "/models/0/instance_group/0/gpus/0",
      "0.0 is not of type 'integer'"),
