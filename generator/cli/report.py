@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -40,13 +44,35 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     Exit 2 for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be
     reached.
     """
+    # matplotlib writes its font cache into MPLCONFIGDIR (else ~/.cache or ~/.config) when it is first imported:
+    # a temporary folder for the run, so nothing lands beside the named output.
+    with tempfile.TemporaryDirectory(prefix="gen-repo-mpl-") as cache, _environment(MPLCONFIGDIR=cache):
+        _write_report(repository, output, (smoke_file, perf_file, diff_file, tune_file), manifest, target)
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _write_report(repository: str, output: Path, files: tuple[str | None, str | None, str | None, str | None],
+                  manifest: str | None, target: str | None) -> None:
     try:
         from generator.reports.html_page import build_report, load_inputs, plan_decisions
     except ImportError as error:  # the `report` extra (Jinja2, matplotlib) is not installed
         raise GenRepoError([Problem("gen-repo report", "", f"needs {error.name}: pip install 'gen-repo[report]'")]
                            ) from None
 
-    inputs = load_inputs(smoke_file, perf_file, diff_file, tune_file)
+    inputs = load_inputs(*files)
     decisions = plan_decisions(manifest, target) if manifest is not None else None
     # Control characters are not valid in HTML anyway: the page, on stdout or in its file, shows them as escapes.
     page = visible(build_report(repository, inputs, decisions))
