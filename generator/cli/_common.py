@@ -26,7 +26,7 @@ class OutputFile(click.Path):
     """
 
     def __init__(self, *, append: bool = False, dash: bool = False, path_type: type = Path) -> None:
-        super().__init__(dir_okay=False, allow_dash=dash, path_type=path_type)
+        super().__init__(allow_dash=dash, path_type=path_type)  # the one rule (sink_problem) checks the kind
         self.append = append
 
 
