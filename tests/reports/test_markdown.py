@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import html
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -25,7 +24,7 @@ from generator.reports.markdown import (
 #: A real CommonMark renderer with GFM tables (markdown-it-py, rich's own): what a job summary shows.
 _RENDER = MarkdownIt("commonmark").enable("table").render
 #: Repository text an attacker controls: Markdown and HTML syntax, a URL, and ordinary name characters.
-_HOSTILE = st.lists(st.sampled_from(list("[]()!<>`*_|&;#~\\/:.=\"' ") + ["http://evil.example/x.png", "img", "a", "é"]),
+_HOSTILE = st.lists(st.sampled_from([*"[]()!<>`*_|&;#~\\/:.=\"' ", "http://evil.example/x.png", "img", "a", "é"]),
                     max_size=40).map("".join)
 
 
