@@ -1,7 +1,8 @@
 """Files gen-repo writes beside its output: created exclusively, written whole, renamed into place.
 
 A reader sees the old file or the new one, never half of one, and nothing is written through a link someone planted
-(docs/security.md, "Files written beside an output"). Folders gen-repo made fresh are written directly.
+(docs/security.md, "Files written beside an output"). Folders gen-repo made fresh are written directly. Here too the
+one rule for an output a user names (:func:`sink_problem`): a regular file or a new name, checked before the work.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["fsync_dir", "replacing", "write_atomically"]
+from generator.errors import EXIT_FAILED, GenRepoError, Problem
+
+__all__ = ["SinkError", "append_text", "fsync_dir", "replacing", "sink_failed", "sink_problem", "write_atomically"]
 
 #: Attempts at a fresh temporary name before giving up (each collides only with a file someone planted or a
 #: concurrent writer's; 48 random bits make an accidental collision negligible).
@@ -20,6 +24,85 @@ _ATTEMPTS = 100
 #: The part of the final name kept in the temporary one (NAME_MAX is 255 bytes on common file systems).
 _NAME_KEPT = 100
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: Append, create if missing, never through a symlink, never waiting on a FIFO's reader (checked again after open).
+_APPEND = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+           | getattr(os, "O_NONBLOCK", 0))
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_NOT_REGULAR = "gen-repo writes only to a regular file or a new name"
+_LINKED = "it is a symlink (gen-repo appends only to the file itself, never through a link)"
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def sink_problem(path: Path | str, *, append: bool = False) -> str | None:
+    """Why ``path`` cannot take an output a user named (None when it can); nothing opened, so nothing blocks.
+
+    It must be a regular file or a new name in a writable folder. A symlink there is replaced, never followed, by a
+    whole-file output (:func:`write_atomically`) and refused for an ``append`` (a shared log cannot be replaced).
+    """
+    target = Path(path)
+    try:
+        mode: int | None = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        return error.strerror or str(error)
+    if mode is not None and stat.S_ISLNK(mode):
+        if append:
+            return _LINKED
+    elif mode is not None and not stat.S_ISREG(mode):
+        return f"it is {_kind(mode)}; {_NOT_REGULAR}"
+    elif mode is not None and append:
+        return None if os.access(target, os.W_OK) else "the file is not writable"
+    folder = target.parent
+    if not folder.is_dir():
+        return f"no folder {folder} to write it in"
+    if not os.access(folder, os.W_OK | os.X_OK):  # EROFS too: access(2) reports a read-only file system
+        return f"the folder {folder} is not writable"
+    return None
+
+
+class SinkError(GenRepoError):
+    """An output the user named cannot be written: refused before the work (exit 2), or failed after it."""
+
+
+def sink_failed(path: Path | str, option: str, error: OSError | str, written: Sequence[str] = ()) -> SinkError:
+    """The error for output ``path`` (of ``option``) that failed, saying what the command had ``written`` before it.
+
+    Exit 2 promises nothing was written, so it is exit 1 once anything was.
+    """
+    reason = error if isinstance(error, str) else error.strerror or str(error)
+    what = f"written before it: {', '.join(written)}" if written else "nothing was written"
+    failed = SinkError([Problem(os.fspath(path), "", f"{option}: cannot write this file: {reason}; {what}")])
+    if written:
+        failed.exit_code = EXIT_FAILED
+    return failed
+
+
+def append_text(path: Path | str, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing, never truncated, never through a symlink or into a FIFO).
+
+    OSError when it cannot: ``ELOOP`` for a link, ``EINVAL`` for what is not a regular file (a FIFO swapped in after
+    :func:`sink_problem` ran), the file system's own error (``ENOSPC``) for a failed write.
+    """
+    try:
+        fd = os.open(path, _APPEND, 0o666)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, _LINKED, str(path)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"it is {_kind(mode)}; {_NOT_REGULAR}", str(path))
+        view = memoryview(text.encode("utf-8"))
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: Path | str | int) -> None:

@@ -111,12 +111,11 @@ _DIRECT_WRITES = {
     ("generator/repository/cache.py", "open"): 3,  # "x" modes: entries staged in the cache's own .tmp- folders
     ("generator/serving/server.py", "write_text"): 1,  # .complete in a mkdtemp staging folder
     ("generator/serving/server.py", "open"): 1,  # appends to the log file mkstemp created
-    ("generator/reports/markdown.py", "os.open"): 1,  # --summary-md: appended with O_NOFOLLOW (a shared log)
     ("generator/serving/perf_analyzer.py", "write_text"): 1,  # perf_analyzer's input data in a TemporaryDirectory
     ("generator/contracts/request_schema.py", "write_text"): 1,  # contract + request schema in the build's work folder
     # fs.open(..., "wb"): an object in the bucket (fsspec), not a file
     ("generator/repository/publish_files.py", "open"): 1,
-    ("generator/atomic_write.py", "os.open"): 1,  # the helper itself
+    ("generator/atomic_write.py", "os.open"): 2,  # the helper itself; append_text (--summary-md, O_NOFOLLOW)
     # a bucket's locked objects and its lock, copied into a fresh folder gen-repo made ("x" mode: never through a
     # file already there)
     ("generator/repository/remote_copy.py", "open"): 1,

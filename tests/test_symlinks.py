@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from generator.confinement import walk_tree
 from generator.errors import GenRepoError
+from generator.reports.html_page import build_report
 from generator.repository.contract_sources import load_location
 from generator.repository.publish import publish
 from generator.repository.verify import verify_repository
@@ -113,6 +114,7 @@ def test_a_symlink_planted_anywhere_is_seen_by_every_reader(data: st.DataObject,
         "smoke": lambda: smoke_session(str(repo), url="127.0.0.1:1", protocol="grpc", models=(),
                                        options=SmokeOptions()),
         "perf-config": lambda: models_from_repository(repo),
+        "report": lambda: build_report(str(repo)),
     }
     for name, read in readers.items():
         with pytest.raises(GenRepoError) as error:

@@ -84,7 +84,8 @@ def _append_summary(summary_md: Path | None, report: BuildReport) -> None:
         from generator.reports.markdown import append_summary
         from generator.reports.summaries import build_summary
 
-        append_summary(summary_md, build_summary(report))
+        written = [f"the repository {report.output_dir}"] if report.committed else []
+        append_summary(summary_md, build_summary(report), written)
 
 
 @click.command("build")

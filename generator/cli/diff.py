@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from generator.atomic_write import write_atomically
-from generator.cli._common import report_errors, summary_md_option
+from generator.cli._common import OutputFile, report_errors, summary_md_option, write_output
 from generator.cli._output import console, echo
-from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
+from generator.errors import EXIT_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
     from generator.contracts.diff import ContractDiff
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
 @click.argument("new")
 @click.option("--json", "json_output", is_flag=True,
               help="Print the diff as JSON on stdout (schema gen-repo-diff/1, docs/diff.md).")
-@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--markdown", "markdown_file", type=OutputFile(),
               help="Also write the diff as a Markdown document to this file.")
 @summary_md_option
 @report_errors
@@ -47,13 +46,10 @@ def command(old: str, new: str, json_output: bool, markdown_file: Path | None, s
 
     diff = diff_locations(old, new, say=None if json_output else lambda line: echo(line, err=True))
     if markdown_file is not None:
-        try:
-            write_atomically(markdown_file, diff_markdown(diff))
-        except OSError as error:
-            raise GenRepoError([Problem(str(markdown_file), "", f"cannot write: {error.strerror or error}")]) \
-                from error
+        write_output(markdown_file, diff_markdown(diff), "--markdown")
     if summary_md is not None:
-        append_summary(summary_md, diff_summary(diff, [("diff (Markdown)", markdown_file)] if markdown_file else []))
+        append_summary(summary_md, diff_summary(diff, [("diff (Markdown)", markdown_file)] if markdown_file else []),
+                       [str(markdown_file)] if markdown_file else [])
     if json_output:
         echo(diff.render_json(), nl=False)
     else:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import OutputFile, report_errors
 from generator.cli._output import echo
 
 
 @click.command("init")
 @click.argument("specs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=str))
-@click.option("-o", "--output", default="gen-repo.yaml", show_default=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", default="gen-repo.yaml", show_default=True, type=OutputFile(path_type=str),
               help="The manifest to write; never overwritten. Spec paths are written relative to its folder.")
 @click.option("--allow-outside", is_flag=True,
               help="Refer to specs outside the manifest's folder with '..' paths (plan and build then need it too).")

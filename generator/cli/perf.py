@@ -6,10 +6,9 @@ from typing import Any
 
 import click
 
-from generator.atomic_write import write_atomically
-from generator.cli._common import report_errors
+from generator.cli._common import OutputFile, report_errors, write_output
 from generator.cli._output import echo
-from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
+from generator.errors import EXIT_FAILED, EXIT_USAGE
 
 
 def _row(result: dict[str, Any]) -> str:
@@ -42,7 +41,7 @@ def _row(result: dict[str, Any]) -> str:
               help="perf_analyzer where its binary runs (auto), or the built-in load generator (tune's).")
 @click.option("--perf-analyzer", "perf_analyzer_path", default=None, help="Path of a perf_analyzer binary.")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds any one network call may take.")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=str), default=None,
+@click.option("--json", "json_file", type=OutputFile(dash=True, path_type=str), default=None,
               help="Also write the results as JSON to this file ('-' for stdout instead of the table).")
 @report_errors
 def command(
@@ -91,10 +90,7 @@ def command(
     if json_file == "-":
         echo(report.to_json())
     elif json_file:
-        try:
-            write_atomically(json_file, report.to_json() + "\n")
-        except OSError as error:
-            raise GenRepoError([Problem(json_file, "", f"cannot write: {error.strerror or error}")]) from error
+        write_output(json_file, report.to_json() + "\n", "--json")
     failed = report.failed_models()
     if failed:
         echo(f"no successful request for: {', '.join(failed)}", err=True)

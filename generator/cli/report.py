@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
-from generator.atomic_write import write_atomically
-from generator.cli._common import report_errors
+from generator.cli._common import OutputFile, report_errors, write_output
 from generator.cli._output import echo, visible
 from generator.errors import GenRepoError, Problem
 
 
 @click.command("report")
 @click.argument("repository", type=str)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("-o", "--output", type=OutputFile(dash=True), required=True,
               help="The HTML file to write ('-' for stdout).")
 @click.option("--smoke", "smoke_file", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="`gen-repo smoke --json` output: each check with its time.")
@@ -41,15 +44,35 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     Exit 2 for bad input (every problem of every file at once; nothing written), 3 when the storage cannot be
     reached.
     """
+    # matplotlib writes its font cache into MPLCONFIGDIR (else ~/.cache or ~/.config) when it is first imported:
+    # a temporary folder for the run, so nothing lands beside the named output.
+    with tempfile.TemporaryDirectory(prefix="gen-repo-mpl-") as cache, _environment(MPLCONFIGDIR=cache):
+        _write_report(repository, output, (smoke_file, perf_file, diff_file, tune_file), manifest, target)
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _write_report(repository: str, output: Path, files: tuple[str | None, str | None, str | None, str | None],
+                  manifest: str | None, target: str | None) -> None:
     try:
         from generator.reports.html_page import build_report, load_inputs, plan_decisions
     except ImportError as error:  # the `report` extra (Jinja2, matplotlib) is not installed
         raise GenRepoError([Problem("gen-repo report", "", f"needs {error.name}: pip install 'gen-repo[report]'")]
                            ) from None
 
-    if str(output) != "-" and not output.parent.is_dir():
-        raise GenRepoError([Problem(str(output), "", f"no folder {output.parent} to write the report in")])
-    inputs = load_inputs(smoke_file, perf_file, diff_file, tune_file)
+    inputs = load_inputs(*files)
     decisions = plan_decisions(manifest, target) if manifest is not None else None
     # Control characters are not valid in HTML anyway: the page, on stdout or in its file, shows them as escapes.
     page = visible(build_report(repository, inputs, decisions))
@@ -58,8 +81,5 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
         return
     # Written whole to a new file beside it, then renamed into place: a reader never sees half a page, and nothing
     # planted beside it (a symlink at a temporary name or at the page's own name) is written through.
-    try:
-        write_atomically(output, page)
-    except OSError as error:
-        raise GenRepoError([Problem(str(output), "", f"cannot write: {error.strerror or error}")]) from error
+    write_output(output, page, "--output")
     echo(f"report written to {output}", err=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli._common import report_errors, summary_md_option
+from generator.cli._common import OutputFile, report_errors, summary_md_option, write_output
 from generator.cli._output import console, echo
 from generator.errors import GenRepoError, Problem
 from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
@@ -63,18 +63,18 @@ def _print_table(report: SmokeReport) -> None:
 
 def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path | None,
                    summary_md: Path | None) -> None:
-    from generator.reports.junit import write_json, write_junit_xml
+    from generator.reports.junit import json_report, junit_xml
 
     written: list[tuple[str, Path]] = []
-    if json_file is not None:
-        written.append(("JSON report", write_json(report, json_file)))
-    if junit_file is not None:
-        written.append(("JUnit XML", write_junit_xml(report, junit_file)))
+    for label, option, path, render in (("JSON report", "--json", json_file, json_report),
+                                        ("JUnit XML", "--junit-xml", junit_file, junit_xml)):
+        if path is not None:
+            written.append((label, write_output(path, render(report), option, [str(p) for _, p in written])))
     if summary_md is not None:
         from generator.reports.markdown import append_summary
         from generator.reports.summaries import smoke_summary
 
-        append_summary(summary_md, smoke_summary(report, written))
+        append_summary(summary_md, smoke_summary(report, written), [str(p) for _, p in written])
 
 
 @click.command("smoke")
@@ -97,9 +97,9 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
 @click.option("--atol", type=float, help="Absolute tolerance for every output (default: by data type).")
 @click.option("--perf", is_flag=True, help="Report throughput and p50/p99 latency at the burst's "
               "concurrency (the load generator of perf).")
-@click.option("--json", "json_file", type=click.Path(path_type=Path), metavar="FILE",
+@click.option("--json", "json_file", type=OutputFile(), metavar="FILE",
               help="Write the report as JSON to FILE.")
-@click.option("--junit-xml", "junit_file", type=click.Path(path_type=Path), metavar="FILE",
+@click.option("--junit-xml", "junit_file", type=OutputFile(), metavar="FILE",
               help="Write JUnit XML to FILE.")
 @summary_md_option
 @report_errors

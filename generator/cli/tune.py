@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from generator.cli._common import report_errors, summary_md_option
+from generator.cli._common import OutputFile, report_errors, summary_md_option, write_output
 from generator.cli._output import console, echo
 from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
 
@@ -117,7 +117,7 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
 @click.option("--tritonserver", default=None, help="Path of the tritonserver binary (default: PATH, nvidia-pytriton).")
 @click.option("--write/--no-write", default=True, show_default=True,
               help="Write each model's best as a `tuned:` block into the manifest (TARGET a manifest).")
-@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--report", "report_file", type=OutputFile(), default=None,
               help="Also write the tune report (what `gen-repo report --tune` charts) as JSON to this file.")
 @click.option("--json", "json_output", is_flag=True, help="Print the tune report as JSON on stdout.")
 @summary_md_option
@@ -162,16 +162,12 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
         written = str(manifest)
     document = report.to_dict()
     if report_file is not None:
-        from generator.atomic_write import write_atomically
-
-        try:
-            write_atomically(report_file, json.dumps(document, indent=2, sort_keys=True) + "\n")
-        except OSError as error:
-            raise GenRepoError([Problem(str(report_file), "", f"cannot write: {error.strerror or error}")]) from error
+        write_output(report_file, json.dumps(document, indent=2, sort_keys=True) + "\n", "--report",
+                     [written] if written else [])
     if summary_md is not None:
         from generator.reports.markdown import append_summary
 
-        append_summary(summary_md, _section(report, written))
+        append_summary(summary_md, _section(report, written), [str(f) for f in (written, report_file) if f])
     if json_output:
         echo(json.dumps(document, indent=2, sort_keys=True))
     else:

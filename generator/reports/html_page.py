@@ -50,6 +50,10 @@ INPUT_SCHEMAS = {"smoke": "report_smoke.schema.json", "perf": "report_perf.schem
 #: Inputs drawn in a model's shape-range chart, the first ones in the contract's order. matplotlib's cost grows faster
 #: than the panels it lays out (a model with 400 inputs took minutes); the inputs table lists every input's range.
 CHARTED_INPUTS = 8
+#: Steps an ensemble's picture draws, and perf variants (model, shape, batch) charted on one page: drawing costs grow
+#: faster than their count (10,000 steps or 1,000 variants took minutes); the tables beside them list every one.
+CHARTED_STEPS = 40
+CHARTED_VARIANTS = 8
 #: What the page says where the repository does not record the plan's batching decision.
 DECISIONS_UNKNOWN = ("unknown: the repository does not record the plan's decisions; `gen-repo plan MANIFEST` prints "
                      "them, and `gen-repo report --manifest MANIFEST` shows them here")
@@ -337,8 +341,8 @@ def _perf_groups(perf: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any
         ordered = sorted(rows, key=lambda r: (r["concurrency"], r["engine"]))
         points = [PerfPoint(r["concurrency"], float(r["throughput"]), r["p50_ms"], r["p99_ms"]) for r in ordered]
         title = f"{model}: {shape} shape, batch {batch}"
-        out.setdefault(model, []).append({"title": title, "rows": ordered,
-                                          "chart": perf_chart(title, points, salt=f"perf-{index}")})
+        chart = perf_chart(title, points, salt=f"perf-{index}") if index < CHARTED_VARIANTS else ""
+        out.setdefault(model, []).append({"title": title, "rows": ordered, "chart": chart})
     return out
 
 
@@ -403,8 +407,9 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
     charts = {m.name: markupsafe.Markup(_range_chart(m, i)) for i, m in enumerate(facts.models)}
     counts = {m.name: len(_chart_ranges(m)) for m in facts.models}
     uncharted = {name: count for name, count in counts.items() if count > CHARTED_INPUTS}  # name -> inputs with axes
-    graphs = {m.name: markupsafe.Markup(ensemble_svg(m.name, [t.name for t in m.inputs], [t.name for t in m.outputs],
-                                                     m.steps, salt=f"g{i}"))
+    graphs = {m.name: markupsafe.Markup(ensemble_svg(m.name, [t.name for t in m.inputs[:CHARTED_STEPS]],
+                                                     [t.name for t in m.outputs[:CHARTED_STEPS]],
+                                                     m.steps[:CHARTED_STEPS], salt=f"g{i}"))
               for i, m in enumerate(facts.models) if m.kind == "ensemble"}
     perf = {model: [{**group, "chart": markupsafe.Markup(group["chart"])} for group in groups]
             for model, groups in _perf_groups(given.perf).items()}
@@ -414,7 +419,8 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
     template = environment.get_template("page.html.j2")
     return template.render(
         facts=facts, models=models, ensembles=ensembles, anchors=anchors, charts=charts, graphs=graphs,
-        uncharted=uncharted, charted_inputs=CHARTED_INPUTS,
+        uncharted=uncharted, charted_inputs=CHARTED_INPUTS, charted_steps=CHARTED_STEPS,
+        charted_variants=CHARTED_VARIANTS,
         smoke=given.smoke, smoke_summary=_smoke_summary(given.smoke), smoke_by_model=smoke_by_model,
         smoke_other=sorted(set(smoke_by_model) - known), perf=perf, perf_doc=given.perf,
         perf_other=sorted(set(perf) - known), diff=given.diff, files=given.files, tune=tune, tune_doc=given.tune,

@@ -6,22 +6,20 @@ rows so thousands of findings still fit a job summary.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import quote
 
-from generator.errors import GenRepoError, Problem
+from generator.atomic_write import append_text, sink_failed
 from generator.terminal_text import visible
 
 __all__ = [
     "MAX_ROWS",
-    "SummaryPathError",
     "SummaryRow",
     "SummarySection",
     "append_summary",
-    "check_summary_path",
     "markdown_cell",
     "relative_link",
     "render_section",
@@ -31,6 +29,9 @@ __all__ = [
 MAX_ROWS = 50
 #: Longest text kept in one table cell; CI comments are read, not searched.
 _MAX_CELL = 300
+#: What makes repository text act as Markdown: ``[x](url)`` and ``![](url)`` need ``[``; ``<img>`` and ``<http://>``
+#: need ``<``; ``&`` starts an entity. Escaped, each renders as itself (a bare URL may still be shown as a link).
+_MARKUP = frozenset("\\`*_[]<>|&~")
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,18 @@ class SummarySection:
     ok: bool = True
     note: str = ""
     columns: tuple[str, str, str] = ("subject", "status", "detail")
-    extra: Sequence[str] = field(default_factory=tuple)
 
 
 def markdown_cell(text: str) -> str:
-    """``text`` made safe for one GitHub-flavoured Markdown table cell (pipes, newlines, HTML, length)."""
+    """``text`` shown as text in one GitHub-flavoured Markdown table cell or line (the one path for repository text).
+
+    One line, cut to length, and every character that starts a link, an image, HTML, code, emphasis or a cell
+    backslash-escaped (CommonMark).
+    """
     text = " ".join(str(text).split())
     if len(text) > _MAX_CELL:
         text = text[: _MAX_CELL - 1] + "…"
-    for char, escaped in (("\\", "\\\\"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("`", "\\`")):
-        text = text.replace(char, escaped)
-    return text
+    return "".join("\\" + char if char in _MARKUP else char for char in text)
 
 
 def render_section(section: SummarySection) -> str:
@@ -88,7 +90,6 @@ def render_section(section: SummarySection) -> str:
             lines.append("")
             lines.append(f"… and {len(rows) - MAX_ROWS} more rows (see the files below).")
         lines.append("")
-    lines += list(section.extra)
     if section.links:
         lines.append("Files: " + ", ".join(f"[{markdown_cell(label)}]({_link(path)})" for label, path in section.links))
         lines.append("")
@@ -96,44 +97,8 @@ def render_section(section: SummarySection) -> str:
 
 
 def _link(path: str) -> str:
-    # A Markdown link target cannot hold spaces or parentheses unescaped.
-    return path.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
-
-
-class SummaryPathError(GenRepoError):
-    """The ``--summary-md`` file cannot be appended to (exit 2); no section is written anywhere else."""
-
-
-#: Append, create if missing, never through a symlink: the summary is a shared log (``$GITHUB_STEP_SUMMARY``) that
-#: cannot be replaced whole like gen-repo's other outputs, so a link at its name is refused (docs/security.md).
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _path_error(path: str | os.PathLike[str], error: OSError) -> SummaryPathError:
-    if error.errno == errno.ELOOP:
-        reason = "it is a symlink (gen-repo appends only to the file itself, never through a link)"
-    else:
-        reason = error.strerror or str(error)
-    return SummaryPathError([Problem(os.fspath(path), "", f"--summary-md: cannot append to this file: {reason}")])
-
-
-def _append(path: str | os.PathLike[str], text: str) -> None:
-    """Append ``text`` to ``path`` (created if missing, never truncated, never through a symlink); OSError if not."""
-    with os.fdopen(os.open(path, _APPEND, 0o666), "a", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def check_summary_path(path: str | os.PathLike[str]) -> None:
-    """Raise :class:`SummaryPathError` unless ``path`` can be appended to (a missing file is created, empty).
-
-    Called before a command does its work, so a bad path is an exit-2 error at once, not after an hour-long build.
-    Opening for append is the one test that sees everything (missing folder, a folder, permissions, a read-only
-    file system) and, like every append here, never truncates.
-    """
-    try:
-        _append(path, "")
-    except OSError as error:
-        raise _path_error(path, error) from None
+    # A link target cannot hold spaces, parentheses or angle brackets unescaped; a URL's scheme and slashes stay.
+    return quote(path, safe="/:@._-~%")
 
 
 def relative_link(target: str, folder: Path) -> str:
@@ -150,17 +115,17 @@ def relative_link(target: str, folder: Path) -> str:
         return target
 
 
-def append_summary(path: str | os.PathLike[str], section: SummarySection) -> None:
-    """Append ``section`` to the Markdown file at ``path`` (created if missing, never truncated).
+def append_summary(path: str | os.PathLike[str], section: SummarySection, written: Sequence[str] = ()) -> None:
+    """Append ``section`` to the Markdown file at ``path`` (created if missing, never truncated, never a link's).
 
     Links are made relative to the file's folder where they lie inside it (:func:`relative_link`). A file that
-    cannot be written raises :class:`SummaryPathError` (located, exit 2).
+    cannot be written raises :class:`generator.atomic_write.SinkError` naming what the command had ``written``.
     """
     target = Path(path)
     folder = target.parent
     section = replace(section, links=[(label, relative_link(str(link), folder)) for label, link in section.links])
     try:
         # Repository text in a section (names, messages) is shown, never acted on, where the summary is displayed.
-        _append(target, visible(render_section(section)))
+        append_text(target, visible(render_section(section)))
     except OSError as error:
-        raise _path_error(path, error) from None
+        raise sink_failed(target, "--summary-md", error, written) from None

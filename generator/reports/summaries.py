@@ -141,7 +141,7 @@ def _value_text(value: Any) -> str:
 def diff_markdown(diff: ContractDiff) -> str:
     """The diff as a Markdown document (``--markdown FILE``): counts, the changes table, the unknown facts."""
     verdict = "breaking changes" if diff.breaking else "nothing breaking"
-    lines = [f"# gen-repo diff: {verdict}", "", f"`{markdown_cell(diff.old)}` → `{markdown_cell(diff.new)}`", "",
+    lines = [f"# gen-repo diff: {verdict}", "", f"{markdown_cell(diff.old)} → {markdown_cell(diff.new)}", "",
              f"**{diff.breaking}** breaking · **{diff.compatible}** compatible · models: {len(diff.added)} added, "
              f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged", ""]
     if diff.changes:

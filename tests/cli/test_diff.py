@@ -41,7 +41,7 @@ def test_json_is_the_documented_schema_and_exit_1_for_breaking(example_repositor
         REBUILD_CHANGES
     assert done.stdout == json.dumps(doc, indent=2, sort_keys=True) + "\n"  # keys sorted, indent 2
     markdown = (tmp_path / "diff.md").read_text()
-    assert "| text | breaking | input_removed | input:input_attention_mask |" in markdown
+    assert "| text | breaking | input\\_removed | input:input\\_attention\\_mask |" in markdown  # as text, escaped
     summary = (tmp_path / "s.md").read_text()
     assert summary.startswith("### ❌ gen-repo diff") and "**5** breaking" in summary
     # Breaking rows come first in the summary.
@@ -112,7 +112,7 @@ def test_markdown_replaces_a_planted_symlink_and_a_symlinked_summary_is_refused(
     summary = tmp_path / "summary.md"
     summary.symlink_to(target)
     done = _diff(old, old, "--summary-md", str(summary))
-    assert done.returncode == 2 and f"error: {summary}: /: --summary-md: cannot append to this file: it is a " \
+    assert done.returncode == 2 and f"error: {summary}: /: --summary-md: cannot write this file: it is a " \
                                    "symlink" in done.stderr, done.stderr
     assert target.read_text() == "precious"
 

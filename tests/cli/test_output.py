@@ -163,7 +163,7 @@ def test_planted_escape_sequences_never_reach_the_terminal(command: str, example
         outputs = COMMANDS[command](repo, name, scratch)
         _clean(*outputs)
         # Shown, not dropped: the planted name is there, as its escapes (report's page and validate's repr aside).
-        if command in ("lint", "verify", "diff", "smoke"):
+        if command in ("lint", "verify", "diff", "smoke", "report"):
             assert visible(name) in "".join(outputs), outputs
 
     check()

@@ -2,28 +2,52 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
+from generator.atomic_write import SinkError, sink_problem
 from generator.reports.markdown import (
     MAX_ROWS,
-    SummaryPathError,
     SummaryRow,
     SummarySection,
     append_summary,
-    check_summary_path,
     markdown_cell,
     relative_link,
     render_section,
 )
+
+#: A real CommonMark renderer with GFM tables (markdown-it-py, rich's own): what a job summary shows.
+_RENDER = MarkdownIt("commonmark").enable("table").render
+#: Repository text an attacker controls: Markdown and HTML syntax, a URL, and ordinary name characters.
+_HOSTILE = st.lists(st.sampled_from([*"[]()!<>`*_|&;#~\\/:.=\"' ", "http://evil.example/x.png", "img", "a", "é"]),
+                    max_size=40).map("".join)
 
 
 def test_a_cell_keeps_the_table_intact_whatever_the_text() -> None:
     cell = markdown_cell("a | b\nc <script> `x`")
     assert "\n" not in cell
     assert "|" not in cell.replace("\\|", "")
-    assert "<" not in cell and "`" not in cell.replace("\\`", "")
+    assert "<" not in cell.replace("\\<", "") and "`" not in cell.replace("\\`", "")
+
+
+@given(subject=_HOSTILE, detail=_HOSTILE)
+def test_repository_text_renders_as_itself_in_every_part_of_a_section(subject: str, detail: str) -> None:
+    """Rendered by a real CommonMark renderer, a name or message shows as its own characters (no link, image,
+    HTML, code or emphasis) in the title, the note and a row's cells, and the table keeps its three cells."""
+    section = SummarySection(f"gen-repo diff {subject}", {"breaking": 1}, [SummaryRow(subject, "failed", detail)],
+                             ok=False, note=detail)
+    page = _RENDER(render_section(section))
+    assert not any(tag in page for tag in ("<a ", "<img", "<code", "<em>", "<strong>x", "<script")), page
+    cells = page.split("<tbody>")[1].split("<td>")[1:]
+    assert len(cells) == 3
+    shown = [html.unescape(cell.split("</td>")[0]) for cell in cells]
+    assert shown[0] == " ".join(subject.split()) and shown[2] == " ".join(detail.split())
+    assert html.unescape(page.split("<h3>")[1].split("</h3>")[0]) == " ".join(f"❌ gen-repo diff {subject}".split())
 
 
 def test_failed_rows_come_first_and_keep_their_order() -> None:
@@ -56,16 +80,14 @@ def test_a_symlink_at_the_summary_path_is_refused_and_its_target_unchanged(tmp_p
     target.write_text("precious\n")
     link = tmp_path / "summary.md"
     link.symlink_to(target)
-    for attempt in (lambda: check_summary_path(link),
-                    lambda: append_summary(link, SummarySection("gen-repo verify", {"files": 3}))):
-        with pytest.raises(SummaryPathError) as caught:
-            attempt()
-        [problem] = caught.value.problems
-        assert problem.file == str(link) and "it is a symlink" in problem.message
+    assert "it is a symlink" in (sink_problem(link, append=True) or "")
+    with pytest.raises(SinkError) as caught:
+        append_summary(link, SummarySection("gen-repo verify", {"files": 3}))
+    [problem] = caught.value.problems
+    assert problem.file == str(link) and "it is a symlink" in problem.message
     dangling = tmp_path / "dangling.md"
     dangling.symlink_to(tmp_path / "nowhere.md")
-    with pytest.raises(SummaryPathError):
-        check_summary_path(dangling)
+    assert "it is a symlink" in (sink_problem(dangling, append=True) or "")
     assert target.read_text() == "precious\n" and not (tmp_path / "nowhere.md").exists()
 
 

@@ -70,7 +70,7 @@ def _table(section: str) -> list[list[str]]:
         if token.type == "tr_open":
             rows.append([])
         elif token.type == "inline" and previous.type in ("th_open", "td_open"):
-            rows[-1].append(token.content)
+            rows[-1].append("".join(c.content for c in token.children or () if c.type in ("text", "code_inline")))
     assert rows and all(len(row) == 3 for row in rows), rows
     return rows
 
@@ -170,6 +170,7 @@ def test_smoke_summary_lists_the_model_that_does_not_load_first(example_reposito
     (repo / "text" / "1" / "model.py").write_text("raise ImportError('model.py broken on purpose')\n")
     summary = _summary_file(tmp_path)
     reports = tmp_path / "reports"
+    reports.mkdir()  # an output's folder must exist (checked before the work)
     # mlp must pass every check, the burst's batching included: with 2 requests in flight, batching depends on both
     # arriving within the 100 us queue delay, which a loaded machine missed in all 3 bursts about 1 run in 20; with 8
     # in flight, requests queue behind the one executing and are batched (20 of 20 runs on the first burst).
@@ -195,17 +196,18 @@ def test_a_bad_summary_path_is_the_only_error_and_nothing_runs(example_repositor
     repo = tmp_path / "repo"
     shutil.copytree(example_repository, repo)
     (repo / "mlp" / "1" / "model.onnx").write_bytes(b"tampered")  # verify would exit 1 had it run
-    for bad, reason in ((tmp_path / "no-such-folder" / "summary.md", "No such file or directory"),
-                        (tmp_path, "Is a directory")):
+    missing = tmp_path / "no-such-folder"
+    for bad, reason in ((missing / "summary.md", f"no folder {missing} to write it in"),
+                        (tmp_path, "it is a folder; gen-repo writes only to a regular file or a new name")):
         code, out, _err = _run("verify", repo, "--json", "--summary-md", bad)
         assert code == 2
         assert json.loads(out)["errors"] == [
             {"file": str(bad), "pointer": "/", "severity": "error",
-             "message": f"--summary-md: cannot append to this file: {reason}"}]
+             "message": f"--summary-md: cannot write this file: {reason}"}]
     # Checked before any work: smoke neither tries the server nor writes its report (it would, then fail to append).
     code, _out, err = _run("smoke", "--url", f"127.0.0.1:{free_port()}", "--json", tmp_path / "smoke.json",
                            "--summary-md", tmp_path)
-    assert code == 2 and "--summary-md: cannot append to this file: Is a directory" in err
+    assert code == 2 and "--summary-md: cannot write this file: it is a folder" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
 
 
