@@ -533,7 +533,7 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
         build.problems.append(Problem(r.file, where, f"pbtxt fragment does not parse as a ModelConfig: {error}"))
         return
     refused = [Problem(r.file, where, message)
-               for message in fragment_refusals(fragment, fragment_kind(r.target, r.max_batch_size))]
+               for message in fragment_refusals(fragment, fragment_kind(r.target, r.max_batch_size), r.target)]
     if refused:
         build.problems.extend(refused)
         return

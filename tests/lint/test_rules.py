@@ -47,8 +47,9 @@ def test_severity_follows_triton() -> None:
     config the backend fills in; config-required is its refusal); ensemble-shape-range, config-unreadable
     and the ONNX and TensorRT file rules are errors beyond core (gen-repo's contracts and read limits, the backend
     that loads the model); so are the version folder names Triton reads as another version than gen-repo's tools
-    (verify and publish refuse them; leading zeros, which Triton skips, are a warning), and symlinks in a model folder, which Triton follows wherever they lead (its
-    case loads; the rule names the Triton code that follows the link)."""
+    (verify and publish refuse them; leading zeros, which Triton skips, are a warning), and symlinks in a model
+    folder, which Triton follows wherever they lead (its case loads; the rule names the Triton code that follows
+    the link)."""
     beyond_triton = {"version-folder-name", "symlink"}
     for rule in RULE_TABLE:
         if rule.cases:
