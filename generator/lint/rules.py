@@ -130,16 +130,16 @@ RULE_TABLE: tuple[Rule, ...] = (
     Rule("version-policy-missing", WARNING, "layout",
          "version_policy lists a version whose folder does not exist (Triton logs it and loads the others)",
          cases=("version-policy-partial",)),
-    Rule("version-leading-zero", ERROR, "layout",
-         "beyond Triton: a version folder with leading zeros ('02'); Triton ignores it, a tool reading it as a number "
-         "takes it for version 2, gen-repo's verify and publish refuse it",
+    Rule("version-leading-zero", WARNING, "layout",
+         "a version folder with leading zeros ('02'): Triton ignores it and loads the others, a tool reading it as a "
+         "number takes it for version 2, gen-repo's verify and publish refuse it",
          cases=("version-leading-zero",)),
     Rule("version-folder-name", ERROR, "layout",
          "beyond Triton: a folder that reads as a version but is not exactly its name ('+1', ' 1', '1\\n', non-ASCII "
          "digits, past int64; generator/naming.py version_folder); Triton loads version 1 from '1' or skips it, "
          "gen-repo's verify and publish refuse it",
          cases=("version-folder-name",),
-         tests=("tests/lint/test_run.py::test_folders_that_are_not_exactly_a_version_are_errors",)),
+         tests=("tests/lint/test_run.py::test_folders_that_are_not_exactly_a_version_are_flagged",)),
     Rule("version-non-numeric", WARNING, "layout", "non-numeric folder in a model folder (Triton ignores it)",
          cases=("version-non-numeric",)),
     Rule("version-folder-prefix", ERROR, "layout",

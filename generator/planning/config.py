@@ -544,7 +544,7 @@ def _merge_fragment(r: ConfigRequest, build: ConfigBuild) -> None:
                                                      f"{error.line}:{error.column} : {error.reason}"))
         return
     refused = [Problem(r.file, where, message)
-               for message in fragment_refusals(fragment, fragment_kind(r.target, r.max_batch_size))]
+               for message in fragment_refusals(fragment, fragment_kind(r.target, r.max_batch_size), r.target)]
     if refused:
         build.problems.extend(refused)
         return

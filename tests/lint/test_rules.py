@@ -46,10 +46,11 @@ def test_severity_follows_triton() -> None:
     """Errors are what Triton refuses; warnings what it loads (config-missing: with auto-complete on, from a
     config the backend fills in; config-required is its refusal); ensemble-shape-range, config-unreadable
     and the ONNX and TensorRT file rules are errors beyond core (gen-repo's contracts and read limits, the backend
-    that loads the model); so are the version folder names Triton loads but reads otherwise than gen-repo's tools
-    (verify and publish refuse them), and symlinks in a model folder, which Triton follows wherever they lead (its
-    case loads; the rule names the Triton code that follows the link)."""
-    beyond_triton = {"version-leading-zero", "version-folder-name", "symlink"}
+    that loads the model); so are the version folder names Triton reads as another version than gen-repo's tools
+    (verify and publish refuse them; leading zeros, which Triton skips, are a warning), and symlinks in a model
+    folder, which Triton follows wherever they lead (its case loads; the rule names the Triton code that follows
+    the link)."""
+    beyond_triton = {"version-folder-name", "symlink"}
     for rule in RULE_TABLE:
         if rule.cases:
             assert rule.severity == (ERROR if rule.id in beyond_triton else WARNING), rule.id

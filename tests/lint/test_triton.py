@@ -262,3 +262,28 @@ def test_a_non_batching_step_in_a_batching_ensemble_fails_batched_requests(
     infer("good", 2)
     with pytest.raises(InferenceServerException, match=r"unexpected shape for input 'x'.*Expected \[4\], got \[2,4\]"):
         infer("bad", 2)
+
+
+def test_a_leading_zero_version_folder_is_a_warning_and_triton_serves_the_others(
+        triton_server_factory: Any, tmp_path: Path) -> None:
+    """Issue 44: Triton skips a version folder named '003' (its QA lifecycle test) and serves version 1; lint warns
+    about the folder (gen-repo's verify and publish refuse it) and exits 0."""
+    import shutil
+
+    import tritonclient.grpc as grpcclient
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    model = tmp_path / "mlp_python"
+    shutil.copytree(Path(__file__).parents[1] / "lint_corpus" / "good" / "mlp_python", model)
+    shutil.copytree(model / "1", model / "003")
+    result = CliRunner().invoke(main, ["lint", "--json", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert [(f["rule"], f["severity"], f["file"]) for f in json.loads(result.stdout)["findings"]] == [
+        ("version-leading-zero", "warning", "mlp_python/003")]
+    server = triton_server_factory(tmp_path, disable_auto_complete_config=True)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    assert client.is_model_ready("mlp_python", "1")
+    assert not client.is_model_ready("mlp_python", "3")
+    assert [m.version for m in client.get_model_repository_index().models if m.name == "mlp_python"] == ["1"]

@@ -25,7 +25,7 @@ from generator.planning.config import (
     render_config,
 )
 from generator.planning.contract import contract_from_plan, render_contract
-from generator.planning.fragments import FRAGMENT_FIELDS, fragment_kind
+from generator.planning.fragments import BACKEND_READS, FRAGMENT_FIELDS, fragment_kind
 from generator.planning.model_files import config_files
 from generator.planning.plan import plan_repository
 from tests.manifest_helpers import (
@@ -319,18 +319,17 @@ def test_response_cache_and_parameters(tmp_path):
 
 
 def test_pbtxt_fragment_merged_last(tmp_path):
-    fragment = ('parameters { key: "k" value { string_value: "fragment" } }\n'
+    key = "FORCE_CPU_ONLY_INPUT_TENSORS"
+    fragment = (f'parameters {{ key: "{key}" value {{ string_value: "no" }} }}\n'
                 "instance_group { kind: KIND_CPU count: 3 }\n"
-                "dynamic_batching { max_queue_delay_microseconds: 7 }\n"
-                "model_transaction_policy { decoupled: true }\n")
-    model = one_model(tmp_path, batch_graph(), parameters={"k": "manifest"}, pbtxt=fragment,
+                "dynamic_batching { max_queue_delay_microseconds: 7 }\n")
+    model = one_model(tmp_path, batch_graph(), parameters={key: "yes"}, pbtxt=fragment,
                       instance_group=[{"count": 1}], dynamic_batching={"preferred_batch_size": [8]})
     config = model.config
-    assert config.parameters["k"].string_value == "fragment"  # map entries replace by key
+    assert config.parameters[key].string_value == "no"  # map entries replace by key
     assert [g.count for g in config.instance_group] == [1, 3]  # repeated fields append
     assert config.dynamic_batching.max_queue_delay_microseconds == 7  # scalars replace
     assert list(config.dynamic_batching.preferred_batch_size) == [8]  # ... inside merged messages
-    assert config.model_transaction_policy.decoupled
 
 
 @pytest.mark.parametrize(("fragment", "words"), [
@@ -395,8 +394,9 @@ def test_plan_filenames_for_cc_model_filenames() -> None:
         plan_filenames(["sm_89"])
 
 
-def _fragment_setting(field: Any) -> str:
-    """A pbtxt fragment that sets the ModelConfig ``field`` (any field of the descriptor, a newer Triton's too)."""
+def _fragment_setting(field: Any, key: str = "k") -> str:
+    """A pbtxt fragment that sets the ModelConfig ``field`` (any field of the descriptor, a newer Triton's too; a map
+    field at ``key``)."""
     from google.protobuf.descriptor import FieldDescriptor
 
     config = model_config_pb2.ModelConfig()
@@ -404,9 +404,9 @@ def _fragment_setting(field: Any) -> str:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         entry_value = field.message_type.fields_by_name["value"]
         if entry_value.message_type is not None:
-            value["k"].SetInParent()
+            value[key].SetInParent()
         else:
-            value["k"] = "v"
+            value[key] = "v"
     elif field.is_repeated:
         if field.message_type is not None:
             value.add()
@@ -434,12 +434,14 @@ def test_a_fragment_sets_exactly_the_fields_its_model_kind_allows(tmp_path_facto
                                                                     target: str, batching: bool, field: Any) -> None:
     """Issue 37, fragment scope: for any model kind and any ModelConfig field (read from the descriptor, so a field
     a newer Triton adds is covered), plan refuses the fragment at its pointer, naming the field and the kind, exactly
-    when the one table (FRAGMENT_FIELDS) does not allow the field."""
+    when the one table (FRAGMENT_FIELDS) does not allow the field (parameters at a key the target's backend reads:
+    tests/planning/test_fragments.py takes each key)."""
     kind = fragment_kind(target, 8 if batching else 0)
     words = f"pbtxt fragment may not set {field.name} ({kind}): "
+    fragment = _fragment_setting(field, max(BACKEND_READS[target].parameters))
     try:
         model = one_model(tmp_path_factory.mktemp("fragment"), batch_graph(), target=target,
-                          batching="batch" if batching else "none", pbtxt=_fragment_setting(field))
+                          batching="batch" if batching else "none", pbtxt=fragment)
     except GenRepoError as error:
         refusals = [p for p in error.problems if p.message.startswith("pbtxt fragment may not set")]
         assert all(p.pointer == "/models/0/pbtxt" for p in refusals), refusals

@@ -14,8 +14,12 @@ whitespace and newlines around them, signs, Unicode digits, past int64, very lon
 - a publish that succeeds leaves each model's config pinned to a version holding every file the local lock lists for
   it, with the lock's bytes (never an empty or partial version);
 - no object in a folder that the bucket's lock did not list before (gen-repo did not make it) is removed or changed;
-- ``gen-repo diff`` (bucket -> local) and the gate agree: publish refuses a breaking change exactly when diff finds
-  one (without ``allow_breaking``).
+- ``gen-repo diff`` (bucket -> local) and the gate agree, both ways: without ``allow_breaking`` publish refuses when
+  diff finds a breaking change, and the gate refuses only then, naming diff's models; a bucket diff finds no
+  breaking change in is refused only for a renamed folder that is no version or an object the served version's
+  lock does not list, and published otherwise;
+- every kind of local repository, lock state and generated name is drawn (the explicit examples hold that), and
+  both a publish and a gate refusal happen.
 """
 
 from __future__ import annotations
@@ -52,6 +56,27 @@ NAMES = st.one_of(
     st.text(alphabet="0123456789", min_size=60, max_size=200),
     st.builds(lambda n, tail: f"{n}{tail}", st.integers(1, 99), st.sampled_from(["abc", "e3", ".0", "_old"])),
 )
+#: The kinds of name NAMES draws, in its order.
+NAME_KINDS = ("version", "leading zeros", "whitespace", "sign", "unicode digits", "past int64", "very long", "suffix")
+
+
+def _name_kind(name: str) -> str:
+    """Which branch of NAMES drew ``name``."""
+    if not name.isascii():
+        return "whitespace" if name.strip() != name else "unicode digits"
+    if name.strip() != name:
+        return "whitespace"
+    if name[:1] in "+-":
+        return "sign"
+    if not name.isdigit():
+        return "suffix"
+    if len(name) >= 60:
+        return "very long"
+    if len(name) > 1 and name.startswith("0"):
+        return "leading zeros"
+    return "past int64" if int(name) >= 2**63 - 1 else "version"
+
+
 #: The local repository: as built, its breaking rebuild, or with text's version folder renamed (to a NAMES name).
 LOCALS = st.sampled_from(["example", "variant", "example", "variant", "renamed"])
 STATES = st.fixed_dictionaries({
@@ -99,22 +124,54 @@ def _check_published(after: dict[str, bytes], store: Store, prefix: str, local: 
                 assert (hashlib.sha256(data).hexdigest(), len(data)) == (meta["sha256"], meta["size"]), key
 
 
+def _state(lock_state: str, foreign: list[str], *, pinned: bool = True, empty_version: bool = False,
+           allow_breaking: bool = False) -> dict[str, Any]:
+    return {"lock_state": lock_state, "pinned": pinned, "foreign": foreign, "empty_version": empty_version,
+            "allow_breaking": allow_breaking}
+
+
+#: Explicit examples: a bucket synced without a lock beside foreign folders, published over anyway; a served version
+#: holding an object its lock does not list; a version folder named "1\n" (publish once uploaded it as an empty
+#: version); then every lock state, local kind and kind of name at least once.
+EXAMPLES: list[tuple[str, str, dict[str, Any]]] = [
+    ("variant", "", _state("missing", [" 5", "7"], pinned=False, empty_version=True, allow_breaking=True)),
+    ("example", "", _state("published", ["1"])),
+    ("renamed", "1\n", _state("published", [])),
+    ("variant", "12", _state("published", ["0042", "+3"])),
+    ("example", "\u0663", _state("no version", ["9" * 25, "7_old"], pinned=False)),
+    ("renamed", "0" * 70, _state("partial", ["-1"], empty_version=True)),
+    ("renamed", "0012", _state("missing", ["\u0661"])),
+    ("renamed", "8", _state("published", [])),
+]
+
+
 @pytest.mark.slow
-@settings(max_examples=8, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(kind=LOCALS, name=NAMES, state=STATES)
-# A bucket synced without a lock beside foreign folders, published over anyway; a served version holding an object
-# its lock does not list; a version folder named "1\n" (publish once uploaded it as an empty version).
-@example(kind="variant", name="", state={"lock_state": "missing", "pinned": False, "foreign": [" 5", "7"],
-                                        "empty_version": True, "allow_breaking": True})
-@example(kind="example", name="", state={"lock_state": "published", "pinned": True, "foreign": ["1"],
-                                        "empty_version": False, "allow_breaking": False})
-@example(kind="renamed", name="1\n", state={"lock_state": "published", "pinned": True, "foreign": [],
-                                           "empty_version": False, "allow_breaking": False})
 def test_publish_and_the_gate_hold_their_invariants_on_any_bucket(
-        publish_store: Store, example_repository: Path, variant_example_repository: Path,
-        kind: str, name: str, state: dict[str, Any]) -> None:
-    store = publish_store
+        publish_store: Store, example_repository: Path, variant_example_repository: Path) -> None:
+    drawn: dict[str, set[str]] = {"local": set(), "lock": set(), "name": set(), "outcome": set()}
+
+    @settings(max_examples=8, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(kind=LOCALS, name=NAMES, state=STATES)
+    def run(kind: str, name: str, state: dict[str, Any]) -> None:
+        drawn["local"].add(kind)
+        drawn["lock"].add(state["lock_state"])
+        drawn["name"].update(_name_kind(n) for n in [*state["foreign"], *([name] if name else [])])
+        drawn["outcome"].add(_publish_once(publish_store, example_repository, variant_example_repository, kind,
+                                           name, state))
+
+    for example_kind, example_name, example_state in EXAMPLES:
+        run = example(kind=example_kind, name=example_name, state=example_state)(run)
+    run()
+    assert drawn["local"] == {"example", "variant", "renamed"}, drawn
+    assert drawn["lock"] == set(LOCK_STATES), drawn
+    assert drawn["name"] == set(NAME_KINDS), drawn
+    assert {"published", "gate"} <= drawn["outcome"], drawn
+
+
+def _publish_once(store: Store, example_repository: Path, variant_example_repository: Path,
+                  kind: str, name: str, state: dict[str, Any]) -> str:
+    """Publish one local repository to one bucket state and check the invariants; how it ended."""
     if store.kind == "s3":  # moto refuses object keys with a newline
         state = {**state, "foreign": [n for n in state["foreign"] if "\n" not in n]}
     prefix = f"property-{store.kind}-{next(_PREFIXES)}"
@@ -142,11 +199,21 @@ def test_publish_and_the_gate_hold_their_invariants_on_any_bucket(
             assert error.problems and all(p.file.startswith((url, str(local))) for p in error.problems), \
                 [str(p) for p in error.problems]
             assert store.snapshot(prefix) == before
-            if kind == "renamed" and version_folder(name) is None:
+            problems = [str(p) for p in error.problems]
+            no_version = kind == "renamed" and version_folder(name) is None
+            if no_version:
                 assert error.exit_code == 2
-            if isinstance(error, ReleaseRefused):
-                assert diff_breaking is None or diff_breaking, (diff_breaking, [str(p) for p in error.problems])
-            return
+            if isinstance(error, ReleaseRefused):  # the gate refuses only what diff calls breaking, naming it
+                assert not state["allow_breaking"] and diff_breaking, (diff_breaking, problems)
+                assert {p.file.removeprefix(url).strip("/").split("/")[0] for p in error.problems
+                        if p.message.startswith("breaking")} == diff_breaking, problems
+                return "gate"
+            # Any other refusal has a cause outside the gate: a folder that is no version, or an object the served
+            # version holds that its lock does not list (a foreign name that is exactly a listed version).
+            unlisted = any(version_folder(f) is not None and ("mlp", version_folder(f)) in listed
+                           for f in state["foreign"])
+            assert no_version or unlisted, (kind, name, state, problems)
+            return "refused"
         event(f"{kind}: published")
         after = store.snapshot(prefix)
         assert kind != "renamed" or version_folder(name) is not None, f"{name!a} was published"
@@ -157,3 +224,4 @@ def test_publish_and_the_gate_hold_their_invariants_on_any_bucket(
         rel = key[len(store.key(prefix)) + 1:]
         if _foreign(rel, listed):
             assert after.get(key) == data, f"{rel!a} was removed or changed"
+    return "published"

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 
 from generator.repository.lock import LOCK_FILE_NAME
 from generator.repository.remote_copy import download_repository
@@ -18,18 +18,39 @@ from generator.repository.storage_urls import parse_url
 from generator.repository.verify import verify_published
 from tests.object_stores import PLANTS, CountingFilesystem, ObjectStore, plant_objects
 
+#: The kinds of object tests/object_stores.py PLANTS plants, and where an unlisted one goes: every one is drawn.
+PLANT_KINDS = frozenset({"unlisted", "grown", "changed", "bytecode"})
+PLANT_PLACES = frozenset({"", "x", "1/", "warmup/1/", "__pycache__/"})
+
 
 @pytest.mark.slow
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example uploads megabytes
-@given(plants=PLANTS)
 def test_the_copy_fetches_no_planted_object_and_holds_only_what_the_lock_lists(
-        plants: list[tuple[str, str, str]], store: ObjectStore, tmp_path_factory,  # type: ignore[no-untyped-def]
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        store: ObjectStore, tmp_path_factory, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """Objects planted by the generator (unlisted anywhere, grown past the lock's size, changed at it, bytecode):
     the copy smoke and report make fetches not a byte of the unlisted and grown ones, says of each what verify says,
-    removes the changed one after hashing it, and holds exactly the lock file and the locked objects that match."""
+    removes the changed one after hashing it, and holds exactly the lock file and the locked objects that match.
+    Every kind of object, and an unlisted one in every place, is planted (the explicit examples hold that)."""
     monkeypatch.setenv("GEN_REPO_MAX_BYTECODE_BYTES", "1MiB")
+    drawn: set[tuple[str, str]] = set()
+
+    @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+              phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example uploads megabytes
+    @given(plants=PLANTS)
+    @example(plants=[("unlisted", "alpha/1/part0.bin", ""), ("grown", "alpha/1/part1.bin", "x"),
+                     ("changed", "beta/1/part2.bin", "1/"), ("bytecode", "beta/1/part0.bin", "warmup/1/")])
+    @example(plants=[("unlisted", "alpha/1/part0.bin", "x"), ("unlisted", "alpha/1/part1.bin", "1/"),
+                     ("unlisted", "beta/1/part2.bin", "warmup/1/"), ("unlisted", "beta/1/part0.bin", "__pycache__/")])
+    def run(plants: list[tuple[str, str, str]]) -> None:
+        drawn.update((kind, where if kind == "unlisted" else "") for kind, _, where in plants)
+        _copy_holds_only_what_the_lock_lists(plants, store, tmp_path_factory)
+
+    run()
+    assert {kind for kind, _ in drawn} == PLANT_KINDS, drawn
+    assert {where for kind, where in drawn if kind == "unlisted"} == PLANT_PLACES, drawn
+
+
+def _copy_holds_only_what_the_lock_lists(plants: list[tuple[str, str, str]], store: ObjectStore,
+                                         tmp_path_factory: pytest.TempPathFactory) -> None:
     prefix = f"copy-{os.getpid()}-{time.monotonic_ns()}"
     local = tmp_path_factory.mktemp("remote") / "repo"
     unread, changed = plant_objects(store, prefix, local, plants)
