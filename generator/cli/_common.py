@@ -17,6 +17,11 @@ from generator.reports.markdown import SummaryPathError, append_summary, check_s
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The numeric option types: click refuses a value out of range naming the option and the value (exit 2).
+POSITIVE = click.FloatRange(min=0, min_open=True)
+NON_NEGATIVE = click.FloatRange(min=0)
+AT_LEAST_1 = click.IntRange(min=1)
+
 #: ``--summary-md FILE``, the same option on every command that takes it (its value arrives as ``summary_md``).
 summary_md_option = click.option(
     "--summary-md", "summary_md", type=click.Path(path_type=Path), metavar="FILE",
@@ -71,4 +76,4 @@ def _append_error_summary(summary_md: Path, error: GenRepoError) -> None:
         error.problems += bad.problems
 
 
-__all__ = ["EXIT_USAGE", "report_errors", "summary_md_option"]
+__all__ = ["AT_LEAST_1", "EXIT_USAGE", "NON_NEGATIVE", "POSITIVE", "report_errors", "summary_md_option"]

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from generator.cli._common import report_errors, summary_md_option
+from generator.cli._common import AT_LEAST_1, NON_NEGATIVE, POSITIVE, report_errors, summary_md_option
 from generator.cli._output import console, echo
-from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
+from generator.errors import EXIT_FAILED, GenRepoError, Problem
 
 
 def _table(report: Any) -> None:
@@ -82,15 +82,15 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The built repository (default: the manifest's `output`); TARGET is then its manifest.")
 @click.option("--model", "models", multiple=True, help="Only this model (repeatable; default: all).")
-@click.option("--budget", type=float, default=120.0, show_default=True,
+@click.option("--budget", type=NON_NEGATIVE, default=120.0, show_default=True,
               help="Seconds of search per model, after its baseline is measured.")
-@click.option("--p99-ms", "p99_ms", type=float, default=None,
+@click.option("--p99-ms", "p99_ms", type=POSITIVE, default=None,
               help="Latency budget: a candidate whose p99 is above it never becomes the best.")
-@click.option("--concurrency", "concurrency", type=int, multiple=True,
+@click.option("--concurrency", "concurrency", type=AT_LEAST_1, multiple=True,
               help="Concurrent requests (repeatable; default: Triton's rule 2 x max_batch_size x instances, at most "
                    "64).")
-@click.option("--window", type=float, default=1.0, show_default=True, help="Seconds per measurement window.")
-@click.option("--tolerance", type=float, default=0.05, show_default=True,
+@click.option("--window", type=POSITIVE, default=1.0, show_default=True, help="Seconds per measurement window.")
+@click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
               help="Relative spread within which the last 3 windows must agree (and the least gain acted on).")
 @click.option("--engine", type=click.Choice(["auto", "perf_analyzer", "loop"]), default="auto", show_default=True,
               help="perf_analyzer where its binary runs (auto), or the built-in load loop in separate processes.")
@@ -120,11 +120,6 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
     from generator.tuning.manifest_block import tuned_block, write_tuned
     from generator.tuning.run import TuneRun, models_to_write, tune_repository
 
-    if budget < 0 or window <= 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (
-            p99_ms is not None and p99_ms <= 0):
-        echo("error: --budget >= 0, --window > 0, 0 < --tolerance < 1, --concurrency >= 1, --p99-ms > 0",
-                   err=True)
-        raise SystemExit(EXIT_USAGE)
     manifest, repository = _resolve(target, repo)
     run = TuneRun(repository, tuple(models), budget, p99_ms, tuple(concurrency),
                   Windows(window_s=window, tolerance=tolerance), engine, perf_analyzer_path, tritonserver)

@@ -32,8 +32,8 @@ def _project(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["nowhere.yaml"], "no such manifest or repository folder"),
-    (["{tmp}", "--budget", "-1"], "--budget >= 0"),
-    (["{tmp}", "--tolerance", "1.5"], "0 < --tolerance < 1"),
+    (["{tmp}", "--budget", "-1"], "Invalid value for '--budget': -1.0 is not in the range x>=0."),
+    (["{tmp}", "--tolerance", "1.5"], "Invalid value for '--tolerance': 1.5"),
     (["{tmp}", "--repo", "{tmp}"], "give --repo only with a manifest"),
 ])
 def test_bad_usage_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
