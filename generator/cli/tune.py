@@ -74,7 +74,15 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
     document = read_manifest(target)
     if document.problems:
         raise GenRepoError(list(document.problems))
-    return target, repo if repo is not None else document.output_dir
+    repository = repo if repo is not None else document.output_dir
+    if not repository.is_dir():  # the usual first try: tune before any build
+        code = any("factory" in (entry.get("source") or {}) for entry in document.entries)
+        build = " ".join(["gen-repo build", str(target), *(["-o", str(repo)] if repo is not None else []),
+                          *(["--allow-code"] if code else [])])
+        other = "give the built one with --repo DIR" if repo is None else "check --repo"
+        raise GenRepoError([Problem(str(repository), "", f"no built repository here: build it first ({build}), or "
+                                    f"{other}")])
+    return target, repository
 
 
 @click.command("tune")
