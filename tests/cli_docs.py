@@ -53,6 +53,8 @@ def _option_row(param: click.Parameter) -> str:
     names = ", ".join(f"`{o}`" for o in (*param.opts, *param.secondary_opts))
     if isinstance(param, click.Option):
         kind = "flag" if param.is_flag else param.make_metavar(click.Context(main)).lower()
+        if isinstance(param.type, (click.IntRange, click.FloatRange)):  # the range the value is checked against
+            kind = f"{kind.removesuffix(' range')} {param.type._describe_range()}"
         help_text = " ".join((param.help or "").split())
         if param.show_default and param.default is not None and not param.is_flag:
             help_text = f"{help_text} (default: {param.default})".strip()

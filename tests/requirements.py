@@ -5,7 +5,8 @@ A test never calls ``pytest.skip`` or ``pytest.importorskip`` itself: it names a
 in a fixture or test body. Both raise :class:`RequirementSkip`, which carries the requirement, so the strict-skip guard
 in ``tests/conftest.py`` decides by requirement, never by matching the reason's text:
 
-* ``ci_has=True``: ``.ci/run`` installs it (``scripts/setup``) or the CI machine has it (root, user namespaces, no GPU).
+* ``ci_has=True``: ``.ci/run`` installs it (``scripts/setup --test``) or the CI machine has it (root, user namespaces,
+  no GPU).
   Under ``GEN_REPO_STRICT_SKIPS=1`` such a skip is a failure: a broken install cannot turn tests into quiet skips.
 * ``ci_has=False``: needs a GPU (or the workplace's shared folder next to the checkout). Allowed in CI and counted
   in the terminal summary.
@@ -27,8 +28,8 @@ from pathlib import Path
 import pytest
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
-#: Debian's chromium (scripts/setup installs it as root): the browser tests/reports/test_html_page.py views the report
-#: in.
+#: Debian's chromium (scripts/setup --test installs it as root): the browser tests/reports/test_html_page.py views the
+#: report in.
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -174,7 +175,7 @@ def _chromium() -> str | None:
     return None if CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK) else f"no {CHROMIUM} (Debian's chromium package)"
 
 
-#: tests/node: Node's ajv, pinned by its package-lock.json (scripts/setup runs npm ci there when node exists).
+#: tests/node: Node's ajv, pinned by its package-lock.json (scripts/setup --test runs npm ci there when node exists).
 NODE_PROJECT = _REPO_ROOT / "tests" / "node"
 
 
@@ -207,16 +208,16 @@ _ALL = (
     Requirement("onnxruntime", True, "pip install -e '.[export]'", _module("onnxruntime")),
     Requirement("jsonschema_rs", True, "a core dependency: pip install -e .", _module("jsonschema_rs")),
     Requirement("ray", True, "pip install -e '.[ray]'", _module("ray")),
-    Requirement("model_navigator", True, "scripts/setup: pip install --no-deps triton-model-navigator (the modules it "
-                "imports come with the dev extra)", _model_navigator),
+    Requirement("model_navigator", True, "scripts/setup --test: pip install --no-deps triton-model-navigator (the "
+                "modules it imports come with the dev extra)", _model_navigator),
     Requirement("moto_s3", True, "pip install -e '.[s3,dev]' (moto[server], s3fs)", _moto_s3),
     Requirement("gcs_emulator", True, "pip install -e '.[all,dev]' (gcp-storage-emulator, gcsfs)", _gcs_emulator),
     Requirement("console_script", True, "pip install -e .", _console_script),
     Requirement("libyaml", True, "PyPI's PyYAML wheels bundle libyaml", _libyaml),
     Requirement("protobuf_upb", True, "PyPI's protobuf wheels use upb", _upb),
-    Requirement("chromium", True, "apt-get install chromium (scripts/setup does, as root)", _chromium),
+    Requirement("chromium", True, "apt-get install chromium (scripts/setup --test does, as root)", _chromium),
     Requirement("node", True, "Node.js (node and npm; the CI machine has them), e.g. Debian's nodejs and npm", _node),
-    Requirement("ajv", True, "scripts/setup runs npm ci in tests/node wherever node exists", _ajv),
+    Requirement("ajv", True, "scripts/setup --test runs npm ci in tests/node wherever node exists", _ajv),
     Requirement("root", True, "run as root (CI does) with mount(8)", _root),
     Requirement("user_namespaces", True, "unprivileged user namespaces and util-linux", _user_namespaces),
     Requirement("no_gpu", True, "a machine without an NVIDIA GPU (CI is one)", _no_gpu),

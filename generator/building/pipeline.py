@@ -265,7 +265,8 @@ def build_repository(
     final: list[ModelResult] = []
     lock_models: dict[str, dict[str, Any]] = {}
     with RepositoryWriter(plan.output_dir) as writer:
-        previous = (writer.previous_lock() or {}).get("models", {})
+        previous_lock = writer.previous_lock() or {}
+        previous, previous_files = previous_lock.get("models", {}), previous_lock.get("artifacts", {})
         for result in results:
             if result.status == "failed":
                 kept = writer.adopt_previous(result.name)
@@ -285,7 +286,15 @@ def build_repository(
                                             f"{model.name!r} vanished or changed while the repository was staged")])
             if (version_dir / WARMUP_FOLDER).is_dir():  # warmup data lives beside the config: <model>/warmup/<v>/
                 (version_dir / WARMUP_FOLDER).rename(version_dir.parent / WARMUP_FOLDER)
-            (version_dir.parent / CONFIG_FILE).write_text(config_text(model), encoding="utf-8")
+            config = config_text(model)
+            (version_dir.parent / CONFIG_FILE).write_text(config, encoding="utf-8")
+            # A cache hit is "cached" only while the config it is served with is the one served before too.
+            was = previous_files.get(f"{model.name}/{CONFIG_FILE}")
+            if result.status == "cached" and isinstance(was, dict) and was.get("sha256") != hash_bytes(config.encode()):
+                result = replace(result, status="reconfigured",
+                                 notes=(*result.notes, f"{CONFIG_FILE} changed; model files from the build cache"))
+                progress(BuildEvent(model.name, "reconfigured", f"{CONFIG_FILE} changed; model files from the build "
+                                                                "cache"))
             lock_models[model.name] = _lock_entry(model, result.cache_key, tensorrt)
             final.append(result)
         writer.commit(build_lock(writer.root, versions, lock_models))
@@ -454,7 +463,8 @@ def _build_ensembles(
         )
         if cache.get(key) is not None:
             out.append(ModelResult(ensemble.name, ensemble.target, "cached", time.monotonic() - started, key))
-            progress(BuildEvent(ensemble.name, "cached", f"unchanged: taken from the build cache at {cache.root}"))
+            progress(BuildEvent(ensemble.name, "cached", f"model files unchanged: taken from the build cache at "
+                                                            f"{cache.root}"))
             continue
         progress(BuildEvent(ensemble.name, "reference", "the steps chained in onnxruntime"))
         # Imported here: numpy and onnxruntime are for building one, not for a warm (cached) build.
@@ -500,7 +510,8 @@ def _run_models(
         if cache.get(keys[model.name]) is not None:
             results[model.name] = ModelResult(model.name, model.target, "cached", time.monotonic() - started,
                                               keys[model.name])
-            progress(BuildEvent(model.name, "cached", f"unchanged: taken from the build cache at {cache.root}"))
+            progress(BuildEvent(model.name, "cached", f"model files unchanged: taken from the build cache at "
+                                                          f"{cache.root}"))
         else:
             todo.append(model)
             progress(BuildEvent(model.name, "queued", f"target {model.target}"))

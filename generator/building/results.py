@@ -24,14 +24,18 @@ __all__ = [
     "BuildReport",
     "ModelArtifacts",
     "ModelResult",
+    "OK_STATUSES",
     "Progress",
     "tool_versions",
 ]
 
 #: The stages of one model, in order (progress bars count them). ``tensorrt`` only runs for the tensorrt target.
 STAGES = ("source", "export", "reference", "check", "tensorrt")
-#: Final states of a model in events and results.
-FINAL_STAGES = ("built", "cached", "failed")
+#: Final states of a model in events and results. ``reconfigured``: the model files came from the build cache and
+#: its config.pbtxt differs from the previous repository's (a ``tuned:`` block, say).
+FINAL_STAGES = ("built", "cached", "reconfigured", "failed")
+#: The states of a model that is in the repository as this build made it.
+OK_STATUSES = ("built", "cached", "reconfigured")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +74,7 @@ class ModelArtifacts:
 
 @dataclass(frozen=True, slots=True)
 class ModelResult:
-    """Outcome of one model: ``built``, ``cached``, ``failed`` or ``kept-previous`` (``--keep-going``).
+    """Outcome of one model: ``built``, ``cached``, ``reconfigured``, ``failed``, ``kept-previous`` (``--keep-going``).
 
     ``stage`` names where a failed model stopped: ``plan`` (refused before any work) or one of :data:`STAGES`.
     """
@@ -110,7 +114,7 @@ class BuildReport:
     @property
     def ok(self) -> bool:
         """True when every model built (from scratch or from the cache)."""
-        return all(m.status in {"built", "cached"} for m in self.models)
+        return all(m.status in OK_STATUSES for m in self.models)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for ``--json``."""

@@ -18,6 +18,10 @@ from generator.reports.markdown import append_summary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: The numeric option types: click refuses a value out of range naming the option and the value (exit 2).
+POSITIVE = click.FloatRange(min=0, min_open=True)
+NON_NEGATIVE = click.FloatRange(min=0)
+AT_LEAST_1 = click.IntRange(min=1)
 
 class OutputFile(click.Path):
     """The type of every option naming a file a command writes; :func:`report_errors` checks it before the work.
@@ -106,4 +110,5 @@ def _append_error_summary(summary_md: Path, error: GenRepoError) -> None:
         error.problems += bad.problems
 
 
-__all__ = ["EXIT_USAGE", "OutputFile", "report_errors", "summary_md_option", "write_output"]
+__all__ = ["AT_LEAST_1", "EXIT_USAGE", "NON_NEGATIVE", "POSITIVE", "OutputFile", "report_errors", "summary_md_option",
+           "write_output"]

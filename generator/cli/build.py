@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from generator.building.results import FINAL_STAGES, STAGES, BuildEvent, BuildFailed, BuildReport, Progress
+from generator.building.results import FINAL_STAGES, OK_STATUSES, STAGES, BuildEvent, BuildFailed, BuildReport, Progress
 from generator.cli._common import report_errors, summary_md_option
 from generator.cli._output import console, echo
 from generator.errors import EXIT_FAILED, EXIT_OK
@@ -71,12 +71,16 @@ def _table(report: BuildReport) -> None:
     from rich.table import Table
 
     table = Table(title=f"gen-repo build -> {report.output_dir}")
-    for column in ("model", "target", "status", "seconds", "notes"):
+    for column in ("model", "target", "status", "seconds"):
         table.add_column(column)
     for model in report.models:
-        detail = "; ".join(p.message for p in model.problems) or "; ".join(model.notes)
-        table.add_row(model.name, model.target, model.status, f"{model.seconds:.1f}", detail)
-    console(stderr=True).print(table)
+        table.add_row(model.name, model.target, model.status, f"{model.seconds:.1f}")
+    out = console(stderr=True)
+    out.print(table)
+    # Notes and problems after the table, a line each: in a column the longest one stretched every row.
+    for model in report.models:
+        for line in [p.message for p in model.problems] or model.notes:
+            out.print(f"{model.name}: {line}")
 
 
 def _append_summary(summary_md: Path | None, report: BuildReport) -> None:
@@ -166,7 +170,7 @@ def command(manifest: Path, output_dir: Path | None, target: str | None, allow_c
         if tensorrt_module != "tensorrt" and any(m.target == "tensorrt" for m in report.models):
             echo(f"note: engines built with {tensorrt_module} are NOT Triton plans: Triton cannot load this "
                  "repository's tensorrt models", err=True)
-        failed_models = [m.name for m in report.models if m.status not in ("built", "cached")]
+        failed_models = [m.name for m in report.models if m.status not in OK_STATUSES]
         if failed_models:
             echo(f"--keep-going: {', '.join(failed_models)} failed (see above); the rest was written to "
                  f"{report.output_dir}", err=True)

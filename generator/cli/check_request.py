@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import AT_LEAST_1, POSITIVE, report_errors
 from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 @click.option("--repo", "repo", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Model repository.")
 @click.option("--url", help="Live server HOST:PORT (get_model_config).")
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
-@click.option("--version", "model_version", type=int, default=None, help="Model version (default: the served one).")
+@click.option("--version", "model_version", type=AT_LEAST_1, default=None,
+              help="Model version (default: the served one).")
 @click.option("--case", default=None, help="Only this case of a gen-repo reference.npz.")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the server.")
+@click.option("--timeout", type=POSITIVE, default=10.0, show_default=True, help="Seconds to wait for the server.")
 @click.option("--json", "json_output", is_flag=True, help="Print the result as JSON on stdout.")
 @click.argument("model")
 @click.argument("npz_file", metavar="FILE.npz", type=click.Path(exists=True, dir_okay=False, path_type=Path))

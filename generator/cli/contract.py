@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import AT_LEAST_1, report_errors
 from generator.cli._output import echo
 
 
@@ -17,7 +17,8 @@ from generator.cli._output import echo
               show_default=True,
               help="json: the contract as generator.client reads it; jsonschema: a valid KServe v2 JSON request as a "
                    "JSON Schema (Draft 2020-12), the bytes of the build's gen_repo/request.schema.json.")
-@click.option("--version", "model_version", type=int, default=None, help="Model version (default: the served one).")
+@click.option("--version", "model_version", type=AT_LEAST_1, default=None,
+              help="Model version (default: the served one).")
 @report_errors
 def command(repo: Path, model: str, output_format: str, model_version: int | None) -> None:
     """Print MODEL's contract from the model repository REPO.

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from generator.cli._common import OutputFile, report_errors, write_output
+from generator.cli._common import AT_LEAST_1, POSITIVE, OutputFile, report_errors, write_output
 from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_USAGE
 
@@ -30,17 +30,18 @@ def _row(result: dict[str, Any]) -> str:
               help="The gen-repo repository (contracts give the exact shapes; required with --launch).")
 @click.option("--model", "models", multiple=True, help="Only this model (repeatable; default: all).")
 @click.option("-i", "--protocol", type=click.Choice(["grpc", "http"]), default="grpc", show_default=True)
-@click.option("--duration", type=float, default=5.0, show_default=True, help="Seconds per model and concurrency.")
-@click.option("--concurrency", "concurrency", type=int, multiple=True, help="Concurrent requests (repeatable; "
+@click.option("--duration", type=POSITIVE, default=5.0, show_default=True, help="Seconds per model and concurrency.")
+@click.option("--concurrency", "concurrency", type=AT_LEAST_1, multiple=True, help="Concurrent requests (repeatable; "
               "default 1 and 8).")
 @click.option("--shape", type=click.Choice(["min", "opt", "max"]), default="opt", show_default=True,
               help="Which profile shape the requests carry.")
-@click.option("--max-requests", type=int, default=100_000, show_default=True,
+@click.option("--max-requests", type=AT_LEAST_1, default=100_000, show_default=True,
               help="Upper bound of requests per measurement (the loop stops at this count or --duration).")
 @click.option("--engine", type=click.Choice(["auto", "perf_analyzer", "loop"]), default="auto", show_default=True,
               help="perf_analyzer where its binary runs (auto), or the built-in load generator (tune's).")
 @click.option("--perf-analyzer", "perf_analyzer_path", default=None, help="Path of a perf_analyzer binary.")
-@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds any one network call may take.")
+@click.option("--timeout", type=POSITIVE, default=30.0, show_default=True,
+              help="Seconds any one network call may take.")
 @click.option("--json", "json_file", type=OutputFile(dash=True, path_type=str), default=None,
               help="Also write the results as JSON to this file ('-' for stdout instead of the table).")
 @report_errors
@@ -71,9 +72,6 @@ def command(
         echo("error: give --url HOST:PORT, or --launch with --repo DIR", err=True)
         raise SystemExit(EXIT_USAGE)
     levels = tuple(concurrency) or (1, 8)
-    if any(c < 1 for c in levels) or duration <= 0 or max_requests < 1 or timeout <= 0:
-        echo("error: --concurrency and --max-requests must be >= 1, --duration and --timeout > 0", err=True)
-        raise SystemExit(EXIT_USAGE)
     quiet = json_file == "-"
     run = PerfRun(url=url, launch=launch, repo=repo, models=models, protocol=protocol, duration_s=duration,
                   concurrency=levels, shape=shape, max_requests=max_requests, timeout_s=timeout, engine=engine,

@@ -29,12 +29,10 @@ from generator.errors import GenRepoError, Problem
               help="`gen-repo tune --json` output: every candidate's p99 latency against its throughput, charted.")
 @click.option("--manifest", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="The manifest the repository was built from: shows the plan's decisions (why it batches or "
-                   "not), as `gen-repo plan` prints them.")
-@click.option("--target", type=click.Choice(["auto", "tensorrt", "onnx", "python"]), default=None,
-              help="With --manifest: the --target the repository was built with.")
+                   "not), as `gen-repo plan` printed them for that build (each model's target from the lock file).")
 @report_errors
 def command(repository: str, output: Path, smoke_file: str | None, perf_file: str | None, diff_file: str | None,
-            tune_file: str | None, manifest: str | None, target: str | None) -> None:
+            tune_file: str | None, manifest: str | None) -> None:
     """Write one HTML page about REPOSITORY (a folder, file://, s3:// or gs://) to --output.
 
     The page holds a summary (models, targets, versions, the lock check of `verify`, `lint`'s findings, the smoke
@@ -47,7 +45,7 @@ def command(repository: str, output: Path, smoke_file: str | None, perf_file: st
     # matplotlib writes its font cache into MPLCONFIGDIR (else ~/.cache or ~/.config) when it is first imported:
     # a temporary folder for the run, so nothing lands beside the named output.
     with tempfile.TemporaryDirectory(prefix="gen-repo-mpl-") as cache, _environment(MPLCONFIGDIR=cache):
-        _write_report(repository, output, (smoke_file, perf_file, diff_file, tune_file), manifest, target)
+        _write_report(repository, output, (smoke_file, perf_file, diff_file, tune_file), manifest)
 
 
 @contextlib.contextmanager
@@ -65,17 +63,16 @@ def _environment(**values: str) -> Iterator[None]:
 
 
 def _write_report(repository: str, output: Path, files: tuple[str | None, str | None, str | None, str | None],
-                  manifest: str | None, target: str | None) -> None:
+                  manifest: str | None) -> None:
     try:
-        from generator.reports.html_page import build_report, load_inputs, plan_decisions
+        from generator.reports.html_page import build_report, load_inputs
     except ImportError as error:  # the `report` extra (Jinja2, matplotlib) is not installed
         raise GenRepoError([Problem("gen-repo report", "", f"needs {error.name}: pip install 'gen-repo[report]'")]
                            ) from None
 
     inputs = load_inputs(*files)
-    decisions = plan_decisions(manifest, target) if manifest is not None else None
     # Control characters are not valid in HTML anyway: the page, on stdout or in its file, shows them as escapes.
-    page = visible(build_report(repository, inputs, decisions))
+    page = visible(build_report(repository, inputs, manifest))
     if str(output) == "-":
         echo(page, nl=False)
         return

@@ -14,7 +14,7 @@ from types import FrameType
 
 import click
 
-from generator.cli._common import report_errors
+from generator.cli._common import POSITIVE, report_errors
 from generator.cli._output import echo
 from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 
@@ -22,14 +22,14 @@ from generator.errors import EXIT_FAILED, EXIT_OK, GenRepoError, Problem
 @click.command("serve")
 @click.option("--repo", "repo", type=click.Path(path_type=Path), default=Path("model_repository"), show_default=True,
               help="The model repository to serve.")
-@click.option("--http-port", type=int, help="HTTP port (default: a free one).")
-@click.option("--grpc-port", type=int, help="gRPC port (default: a free one).")
-@click.option("--metrics-port", type=int, help="Metrics port (default: a free one).")
+@click.option("--http-port", type=click.IntRange(1, 65535), help="HTTP port (default: a free one).")
+@click.option("--grpc-port", type=click.IntRange(1, 65535), help="gRPC port (default: a free one).")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), help="Metrics port (default: a free one).")
 @click.option("--tritonserver", type=click.Path(path_type=Path), help="tritonserver binary (default: PATH, then "
               "the one in nvidia-pytriton).")
 @click.option("--model-control", type=click.Choice(["none", "explicit", "poll"]), default="none", show_default=True,
               help="Triton's --model-control-mode (explicit: load models with the repository API or gen-repo smoke).")
-@click.option("--ready-timeout", type=float, default=120.0, show_default=True, help="Seconds to wait for readiness.")
+@click.option("--ready-timeout", type=POSITIVE, default=120.0, show_default=True, help="Seconds to wait for readiness.")
 @report_errors
 def command(
     repo: Path,
@@ -45,9 +45,6 @@ def command(
 
     if not repo.is_dir():
         raise GenRepoError([Problem(str(repo), "", "model repository folder does not exist")])
-    for name, port in (("--http-port", http_port), ("--grpc-port", grpc_port), ("--metrics-port", metrics_port)):
-        if port is not None and not 0 < port < 65536:
-            raise GenRepoError([Problem("<gen-repo serve>", "", f"{name} must be 1..65535, not {port}")])
 
     def terminate(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt  # SIGTERM stops the server the same way Ctrl-C does

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import click
 
-from generator.cli._common import OutputFile, report_errors, summary_md_option, write_output
+from generator.cli._common import (
+    AT_LEAST_1,
+    NON_NEGATIVE,
+    POSITIVE,
+    OutputFile,
+    report_errors,
+    summary_md_option,
+    write_output,
+)
 from generator.cli._output import console, echo
 from generator.errors import GenRepoError, Problem
 from generator.serving.smoke_results import CheckResult, SmokeOptions, SmokeReport
@@ -88,13 +96,15 @@ def _write_outputs(report: SmokeReport, json_file: Path | None, junit_file: Path
               help="Check only this model (repeatable). Default: every model.")
 @click.option("--launch", is_flag=True, help="Start a local tritonserver on loopback with --repo for this run.")
 @click.option("--tritonserver", type=click.Path(path_type=Path), help="tritonserver binary for --launch.")
-@click.option("--ready-timeout", type=float, default=120.0, show_default=True,
+@click.option("--ready-timeout", type=POSITIVE, default=120.0, show_default=True,
               help="Seconds to wait for a launched server, and for a model load through the repository API.")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds any one network call may take.")
-@click.option("--burst", type=int, default=64, show_default=True, help="Requests in the concurrent burst.")
-@click.option("--concurrency", type=int, default=16, show_default=True, help="Requests in flight during the burst.")
-@click.option("--rtol", type=float, help="Relative tolerance for every output (default: by data type).")
-@click.option("--atol", type=float, help="Absolute tolerance for every output (default: by data type).")
+@click.option("--timeout", type=POSITIVE, default=10.0, show_default=True,
+              help="Seconds any one network call may take.")
+@click.option("--burst", type=AT_LEAST_1, default=64, show_default=True, help="Requests in the concurrent burst.")
+@click.option("--concurrency", type=AT_LEAST_1, default=16, show_default=True,
+              help="Requests in flight during the burst.")
+@click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance for every output (default: by data type).")
+@click.option("--atol", type=NON_NEGATIVE, help="Absolute tolerance for every output (default: by data type).")
 @click.option("--perf", is_flag=True, help="Report throughput and p50/p99 latency at the burst's "
               "concurrency (the load generator of perf).")
 @click.option("--json", "json_file", type=OutputFile(), metavar="FILE",
@@ -138,15 +148,6 @@ def command(
         problems.append(f"--repo {repo}: not a directory")
     if tritonserver is not None and not launch:
         problems.append("--tritonserver only applies with --launch")
-    for name, value in (("--timeout", timeout), ("--ready-timeout", ready_timeout)):
-        if value <= 0:
-            problems.append(f"{name} must be positive, not {value:g}")
-    for name, count in (("--burst", burst), ("--concurrency", concurrency)):
-        if count < 1:
-            problems.append(f"{name} must be at least 1, not {count}")
-    for name, tolerance in (("--rtol", rtol), ("--atol", atol)):
-        if tolerance is not None and tolerance < 0:
-            problems.append(f"{name} must not be negative, not {tolerance:g}")
     if problems:
         raise GenRepoError([Problem("<gen-repo smoke>", "", p) for p in problems])
 

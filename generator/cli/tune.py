@@ -9,9 +9,17 @@ from typing import Any
 
 import click
 
-from generator.cli._common import OutputFile, report_errors, summary_md_option, write_output
+from generator.cli._common import (
+    AT_LEAST_1,
+    NON_NEGATIVE,
+    POSITIVE,
+    OutputFile,
+    report_errors,
+    summary_md_option,
+    write_output,
+)
 from generator.cli._output import console, echo
-from generator.errors import EXIT_FAILED, EXIT_USAGE, GenRepoError, Problem
+from generator.errors import EXIT_FAILED, GenRepoError, Problem
 
 
 def _figure(candidate: Any) -> str:
@@ -90,7 +98,15 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
     document = read_manifest(target)
     if document.problems:
         raise GenRepoError(list(document.problems))
-    return target, repo if repo is not None else document.output_dir
+    repository = repo if repo is not None else document.output_dir
+    if not repository.is_dir():  # the usual first try: tune before any build
+        code = any("factory" in (entry.get("source") or {}) for entry in document.entries)
+        build = " ".join(["gen-repo build", str(target), *(["-o", str(repo)] if repo is not None else []),
+                          *(["--allow-code"] if code else [])])
+        other = "give the built one with --repo DIR" if repo is None else "check --repo"
+        raise GenRepoError([Problem(str(repository), "", f"no built repository here: build it first ({build}), or "
+                                    f"{other}")])
+    return target, repository
 
 
 @click.command("tune")
@@ -98,17 +114,18 @@ def _resolve(target: Path, repo: Path | None) -> tuple[Path | None, Path]:
 @click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The built repository (default: the manifest's `output`); TARGET is then its manifest.")
 @click.option("--model", "models", multiple=True, help="Only this model (repeatable; default: all).")
-@click.option("--budget", type=float, default=120.0, show_default=True,
+@click.option("--budget", type=NON_NEGATIVE, default=120.0, show_default=True,
               help="Seconds of search per model, its baseline included (no candidate starts after it).")
-@click.option("--p99-ms", "p99_ms", type=float, default=None,
+@click.option("--p99-ms", "p99_ms", type=POSITIVE, default=None,
               help="Latency budget: a candidate whose p99 is above it never becomes the best.")
-@click.option("--concurrency", "concurrency", type=int, multiple=True,
+@click.option("--concurrency", "concurrency", type=AT_LEAST_1, multiple=True,
               help="Concurrent requests (repeatable; default: Triton's rule 2 x max_batch_size x instances, at most "
                    "64).")
-@click.option("--window", type=float, default=1.0, show_default=True, help="Seconds per measurement window.")
-@click.option("--tolerance", type=float, default=0.05, show_default=True,
+@click.option("--window", type=POSITIVE, default=1.0, show_default=True, help="Seconds per measurement window.")
+@click.option("--tolerance", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True,
               help="Relative spread within which the last 3 windows must agree (and the least gain acted on).")
-@click.option("--settle", type=float, default=None,
+@click.option("--settle", type=NON_NEGATIVE, default=None,
               help="Seconds one measurement may take lengthening its windows until they agree (default: 15); a "
                    "figure still above the tolerance then is unsettled.")
 @click.option("--engine", type=click.Choice(["auto", "perf_analyzer", "loop"]), default="auto", show_default=True,
@@ -142,11 +159,6 @@ def command(target: Path, repo: Path | None, models: tuple[str, ...], budget: fl
     from generator.tuning.run import DEFAULT_SETTLE_S, TuneRun, models_to_write, tune_repository
 
     settle = DEFAULT_SETTLE_S if settle is None else settle
-    if budget < 0 or window <= 0 or settle < 0 or not 0 < tolerance < 1 or any(c < 1 for c in concurrency) or (
-            p99_ms is not None and p99_ms <= 0):
-        echo("error: --budget >= 0, --window > 0, --settle >= 0, 0 < --tolerance < 1, --concurrency >= 1, "
-             "--p99-ms > 0", err=True)
-        raise SystemExit(EXIT_USAGE)
     manifest, repository = _resolve(target, repo)
     run = TuneRun(repository, tuple(models), budget, p99_ms, tuple(concurrency),
                   Windows(window_s=window, tolerance=tolerance, settle_s=settle), engine, perf_analyzer_path,

@@ -429,20 +429,33 @@ def render_report(facts: RepositoryFacts, inputs: ReportInputs | None = None) ->
     )
 
 
-def build_report(repository: str, inputs: ReportInputs | None = None,
-                 decisions: Mapping[str, Sequence[str]] | None = None) -> str:
-    """The page for the repository at ``repository`` (a folder, ``s3://`` or ``gs://``)."""
+def build_report(repository: str, inputs: ReportInputs | None = None, manifest: str | None = None) -> str:
+    """The page for the repository at ``repository`` (a folder, ``s3://`` or ``gs://``).
+
+    ``manifest``: the one it was built from; the page then shows its plan's decisions (:func:`plan_decisions`).
+    """
     with local_repository(repository) as (folder, verified):
+        decisions = plan_decisions(manifest, _lock_models(folder)) if manifest is not None else None
         facts = read_repository(folder, repository, decisions, verified)
     return render_report(facts, inputs)
 
 
-def plan_decisions(manifest: str, target: str | None = None) -> dict[str, list[str]]:
-    """Per model and ensemble of ``manifest`` the plan's decisions, as ``gen-repo plan`` prints them."""
-    from generator.planning.options import BuildOptions
-    from generator.planning.plan import describe_plan
-    from generator.planning.targets import plan_build
+def plan_decisions(manifest: str, locked: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per model and ensemble of ``manifest`` the plan's decisions, as ``gen-repo plan`` printed them for the build.
 
-    plan, _notes = plan_build(Path(manifest), BuildOptions(target=target, keep_going=True))
+    ``locked``: the lock file's ``models``. Each model is planned for the target its build had (``--target python``
+    included), never ``auto`` resolved again on this machine.
+    """
+    from dataclasses import replace
+
+    from generator.manifest.loading import load_manifest
+    from generator.planning.options import BuildOptions
+    from generator.planning.plan import describe_plan, plan_repository
+    from generator.planning.targets import make_target_resolver
+
+    loaded = load_manifest(Path(manifest), keep_going=True)
+    built = {name: entry.get("target") for name, entry in locked.items() if isinstance(entry, Mapping)}
+    loaded = replace(loaded, models=tuple(replace(m, target=built.get(m.name) or m.target) for m in loaded.models))
+    plan = plan_repository(loaded, make_target_resolver(BuildOptions(), []), keep_going=True)
     summary = describe_plan(plan)
     return {entry["name"]: list(entry["decisions"]) for entry in [*summary["models"], *summary["ensembles"]]}

@@ -30,7 +30,7 @@ __all__ = [
 #: Columns of a table of located problems (bad input, verify's differences).
 _PROBLEM_COLUMNS = ("file", "pointer", "problem")
 #: Build statuses in the order their counts are shown; ``failed`` is always shown (a zero there is the news).
-_BUILD_STATUSES = ("built", "cached", "kept-previous", "failed")
+_BUILD_STATUSES = ("built", "cached", "reconfigured", "kept-previous", "failed")
 #: Smoke statuses a model's row calls a failure.
 _SMOKE_FAILED = ("failed", "error")
 
@@ -58,7 +58,7 @@ def build_summary(report: BuildReport) -> SummarySection:
         what = "; ".join(p.message for p in model.problems) or "; ".join(model.notes)
         # A model refused at plan time has no target yet; its problems name the model and the stage.
         detail = ": ".join(part for part in (model.target, what) if part)
-        rows.append(SummaryRow(model.name, model.status, detail, failed=model.status not in ("built", "cached")))
+        rows.append(SummaryRow(model.name, model.status, detail, failed=model.status in ("kept-previous", "failed")))
     if report.committed:
         note = f"repository written to {report.output_dir}"
         links: list[tuple[str, str]] = [("repository", str(report.output_dir)),

@@ -220,7 +220,10 @@ def verify_location(location: str, filesystem: Any = None) -> Verification:
         return verify_published(location, filesystem)
     directory = Path(local_location(location))  # file:///path: the folder it names
     if not directory.is_dir():
-        raise GenRepoError([Problem(str(directory), "", "not a directory")])
+        raise GenRepoError([Problem(str(directory), "", (
+            "not a folder: give the repository's folder, the one holding " + LOCK_FILE_NAME if directory.exists()
+            else f"no such folder: check the path, or build the repository there first (gen-repo build MANIFEST "
+                 f"-o {directory})"))])
     if not (directory / LOCK_FILE_NAME).is_file():
         raise GenRepoError([Problem(str(directory), "", f"not a gen-repo repository: it has no {LOCK_FILE_NAME}")])
     problems = verify_repository(directory)

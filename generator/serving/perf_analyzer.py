@@ -54,18 +54,18 @@ def find_perf_analyzer(explicit: str | None = None) -> PerfAnalyzerStatus:
             return PerfAnalyzerStatus(
                 None, False,
                 "the installed PyPI perf-analyzer is the 0.1.0 placeholder without a binary (the real wheels need "
-                f"glibc 2.38; this machine has {_glibc()}); using the built-in load loop",
+                f"glibc 2.38; this machine has {_glibc()})",
             )
-        return PerfAnalyzerStatus(None, False, "no perf_analyzer on PATH; using the built-in load loop")
+        return PerfAnalyzerStatus(None, False, "no perf_analyzer on PATH")
     try:
         done = subprocess.run([path, "--help"], capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return PerfAnalyzerStatus(path, False, f"{path} does not run ({error}); using the built-in load loop")
+        return PerfAnalyzerStatus(path, False, f"{path} does not run ({error})")
     # perf_analyzer --help exits 0 or 1 depending on version; a loader failure (missing glibc symbols) exits 127.
     text = (done.stdout + done.stderr).decode("utf-8", "replace")
     if "perf_analyzer" not in text.lower() and "concurrency" not in text.lower():
         first = text.strip().splitlines()[0] if text.strip() else f"exit code {done.returncode}"
-        return PerfAnalyzerStatus(path, False, f"{path} does not run: {first}; using the built-in load loop")
+        return PerfAnalyzerStatus(path, False, f"{path} does not run: {first}")
     return PerfAnalyzerStatus(path, True, f"perf_analyzer at {path}")
 
 

@@ -71,7 +71,7 @@ def test_the_build_says_where_its_cache_lives(project: SimpleNamespace, cache_di
     assert run.code == 0
     assert "build cache created" not in run.stderr
     for model in ("mlp", "two", "flaky"):
-        assert f"{model}: cached: unchanged: taken from the build cache at {cache_dir}" in run.stderr
+        assert f"{model}: cached: model files unchanged: taken from the build cache at {cache_dir}" in run.stderr
 
 
 def test_second_run_is_cached(project: SimpleNamespace, cache_dir: Path) -> None:
@@ -80,6 +80,32 @@ def test_second_run_is_cached(project: SimpleNamespace, cache_dir: Path) -> None
     assert run.code == 0
     assert {m["status"] for m in json.loads(run.stdout)["models"]} == {"cached"}
     assert factory_calls(project.root) == calls
+
+
+def test_a_changed_config_over_cached_model_files_says_so(tuned_example_repository: SimpleNamespace,
+                                                          example_repository: Path, tmp_path: Path) -> None:
+    """The example built, then its manifest given a tuned: block for text (as gen-repo tune writes it): text's model
+    files come from the build cache but its config.pbtxt changes, and the build says so; mlp is unchanged."""
+    repo = tmp_path / "model_repository"
+    shutil.copytree(example_repository, repo)
+    cache = tmp_path / "cache"
+    shutil.copytree(tuned_example_repository.cache, cache)
+    build = ("build", tuned_example_repository.manifest, "--allow-code", "--target", "python", "--cache-dir", cache,
+             "-o", repo)
+    run = _run(*build)
+    assert run.code == 0, run.stderr
+    assert "text: reconfigured: config.pbtxt changed; model files from the build cache" in run.stderr
+    (mlp,) = [line for line in run.stderr.splitlines() if line.startswith("│ mlp ")]
+    (text,) = [line for line in run.stderr.splitlines() if line.startswith("│ text ")]
+    assert mlp.split("│")[3].strip() == "cached" and text.split("│")[3].strip() == "reconfigured"
+    # The notes come after the table, a line each, so no row is stretched by the longest note.
+    assert "\ntext: config.pbtxt changed; model files from the build cache\n" in run.stderr
+    assert max(len(line) for line in run.stderr.splitlines() if line[:1] in "┏┃┡│└") < 60
+    assert (repo / "text" / "config.pbtxt").read_bytes() == \
+        (tuned_example_repository.repo / "text" / "config.pbtxt").read_bytes()
+    again = _run(*build, "--json")
+    assert [(m["name"], m["status"]) for m in json.loads(again.stdout)["models"]] == [
+        ("mlp", "cached"), ("text", "cached")]
 
 
 def test_factory_without_allow_code_is_refused_and_never_imported(tmp_path: Path) -> None:

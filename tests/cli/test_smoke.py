@@ -37,7 +37,7 @@ def _listening(url: str) -> bool:
         ([], "give --url HOST:PORT of a running server, or --launch"),
         (["--url", "127.0.0.1:1", "--launch", "--repo", "."], "not both"),
         (["--launch"], "--launch needs --repo DIR"),
-        (["--url", "127.0.0.1:1", "--burst", "0"], "--burst must be at least 1"),
+        (["--url", "127.0.0.1:1", "--burst", "0"], "Invalid value for '--burst': 0"),
         (["--url", "127.0.0.1:1", "--repo", "/nonexistent/repo"], "not a directory"),
         (["--url", "127.0.0.1:1", "--protocol", "udp"], "Invalid value for '--protocol'"),
     ],

@@ -87,8 +87,12 @@ def test_corrupt_lock_exits_1(repo: Path) -> None:
 
 def test_not_a_repository_exits_2(tmp_path: Path, repo: Path) -> None:
     code, _out, err = run(str(tmp_path / "nope"))
+    assert code == 2  # what to do, as publish says for a missing folder
+    assert (f"{tmp_path / 'nope'}: /: no such folder: check the path, or build the repository there first (gen-repo "
+            f"build MANIFEST -o {tmp_path / 'nope'})") in err
+    code, _out, err = run(str(repo / LOCK_FILE_NAME))
     assert code == 2
-    assert "not a directory" in err
+    assert f"not a folder: give the repository's folder, the one holding {LOCK_FILE_NAME}" in err
     plain = tmp_path / "plain"
     shutil.copytree(repo, plain)
     (plain / LOCK_FILE_NAME).unlink()

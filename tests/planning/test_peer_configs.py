@@ -4,7 +4,7 @@ Triton's documented rules; tests/planning/test_config.py against their snapshot)
 
 For real models, the examples (mlp, text) and zoo models picked for what they exercise, gen-repo builds a repository
 per target: ``onnx``, and ``tensorrt`` through TensorRT-RTX (its engines are not Triton plans, but to a config
-generator a plan is a file). Model Navigator 0.14 (``triton-model-navigator``, installed by scripts/setup) reads each
+generator a plan is a file). Model Navigator 0.14 (``triton-model-navigator``, scripts/setup --test) reads each
 model.onnx with its own onnxruntime runner (names, dtypes, dims with -1 where symbolic), turns that into tensor specs
 as its own package deployment does, and writes a config.pbtxt with ``model_repository.add_model`` for the same model
 file (the .onnx, or the .plan built from it), the same max_batch_size and the same dynamic batching. Both configs are

@@ -238,7 +238,7 @@ def test_the_report_is_deterministic_and_needs_no_server(example_repository: Pat
     for run in range(2):
         page = tmp_path / f"report{run}.html"
         code, text, _ = run_cli(["report", str(example_repository), "-o", str(page), "--manifest",
-                                 str(EXAMPLE_MANIFEST), "--target", "python"])
+                                 str(EXAMPLE_MANIFEST)])
         assert code == 0, text
         pages.append(page.read_bytes())
     assert pages[0] == pages[1]
@@ -247,6 +247,21 @@ def test_the_report_is_deterministic_and_needs_no_server(example_repository: Pat
         section = _section(tree, name)
         assert "dynamic batching on" in _text(section)  # the plan's decision, not "unknown"
     assert "input_input_ids" in _svg_texts(_section(tree, "text"))
+
+
+def test_the_decisions_shown_are_those_of_the_build_the_lock_records(example_repository: Path) -> None:
+    """The example manifest says target auto; its repository was built with --target python (the lock says so): the
+    page shows the plan of that build, not auto resolved again on this machine."""
+    from generator.planning.options import BuildOptions
+    from generator.planning.plan import describe_plan
+    from generator.planning.targets import plan_build
+    from generator.reports.html_page import build_report
+
+    plan, _ = plan_build(EXAMPLE_MANIFEST, BuildOptions(target="python"))
+    page = _text(_parse(build_report(str(example_repository), manifest=str(EXAMPLE_MANIFEST))))
+    assert "target auto resolved" not in page
+    for model in describe_plan(plan)["models"]:
+        assert all(decision in page for decision in model["decisions"]), model["decisions"]
 
 
 def test_without_a_manifest_the_decision_is_said_to_be_unknown(example_repository: Path) -> None:

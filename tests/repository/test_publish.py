@@ -834,3 +834,71 @@ def test_a_planted_symlink_on_the_way_is_never_written_through(tmp_path: Path) -
             write()
         assert "symlink" in refused.value.problems[0].message
     assert list(outside.iterdir()) == []
+
+def _folder_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes (symlinks as their target text)."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink():
+            out[path.relative_to(folder).as_posix()] = os.readlink(path).encode()
+        elif path.is_file():
+            out[path.relative_to(folder).as_posix()] = path.read_bytes()
+    return out
+
+
+#: Serves the folder given with the launcher every gen-repo command uses (which sets PYTHONDONTWRITEBYTECODE=1 and
+#: PYTHONPYCACHEPREFIX here) until every model is ready, then stops it.
+_SERVE_ONCE = """
+import sys
+from pathlib import Path
+from generator.serving.server import launch
+with launch(Path(sys.argv[1]), ready_timeout=180, env={"PYTHONPYCACHEPREFIX": sys.argv[2]}) as server:
+    print("served", flush=True)
+"""
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_serving_a_published_folder_writes_bytecode_and_a_read_only_mount_keeps_it_out(
+        example_repository: Path, tmp_path: Path) -> None:
+    """docs/release-pipelines.md, "Triton's bytecode": what serving a shared folder writes, what verify says of it,
+    and the remedy that keeps the folder as published."""
+    from tests.requirements import require
+
+    require("root")  # a read-only bind mount in a private mount namespace
+    require("tritonserver")
+    dest = tmp_path / "shared"
+    dest.mkdir()
+    publish(example_repository, str(dest))
+    published = _folder_files(dest)
+    serve = [sys.executable, "-c", _SERVE_ONCE, str(dest), str(tmp_path / "pycache-prefix")]
+    done = subprocess.run(serve, capture_output=True, text=True, timeout=300, cwd=_REPO_ROOT)
+    assert done.returncode == 0 and "served" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    # The python backend's stub writes bytecode beside each model.py: neither PYTHONDONTWRITEBYTECODE nor
+    # PYTHONPYCACHEPREFIX in its environment keeps it out.
+    tag = sys.implementation.cache_tag  # the stub's Python is this one (nvidia-pytriton runs it from this venv)
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*.pyc")) == [
+        f"mlp/1/__pycache__/model.{tag}.pyc", f"text/1/__pycache__/model.{tag}.pyc"]
+    assert not (tmp_path / "pycache-prefix").exists()
+    verify = subprocess.run([gen_repo_script(), "verify", str(dest)], capture_output=True, text=True, timeout=120)
+    assert (verify.returncode, verify.stdout) == (0, f"ok: {len(published) - 1} artifact(s) match gen-repo.lock.json\n")
+    # Bytecode of another Python (NVIDIA's Triton container runs its own) cannot be checked here: refused.
+    pyc = dest / "mlp" / "1" / "__pycache__" / f"model.{tag}.pyc"
+    pyc.rename(pyc.with_name("model.cpython-399.pyc"))
+    verify = subprocess.run([gen_repo_script(), "verify", str(dest)], capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 1 and "mlp/1/__pycache__/model.cpython-399.pyc" in verify.stdout, verify.stdout
+    assert "bytecode for cpython-399" in verify.stdout, verify.stdout
+
+    # The remedy: remove it, and serve the folder through a read-only mount. Nothing is written; every model loads.
+    for folder in dest.rglob("__pycache__"):
+        for file in folder.iterdir():
+            file.unlink()
+        folder.rmdir()
+    assert _folder_files(dest) == published
+    read_only = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && exec "${@:2}"'
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", read_only, "-", str(dest),
+                           *serve], capture_output=True, text=True, timeout=300, cwd=_REPO_ROOT)
+    assert done.returncode == 0 and "served" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _folder_files(dest) == published
+    verify = subprocess.run([gen_repo_script(), "verify", str(dest)], capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stdout
