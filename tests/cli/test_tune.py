@@ -78,6 +78,11 @@ def test_tune_writes_the_best_into_the_manifest(example_repository: Path, tmp_pa
     assert tuned["mlp"]["measured"]["engine"] == "loop" and tuned["mlp"]["measured"]["concurrency"] == [4]
     assert manifest.read_text().startswith(before.split("  - name: text")[0])  # the user's text before it is kept
     assert "gen-repo tune" in summary.read_text() and "mlp" in summary.read_text()
+    # The model's runtime alone (onnxruntime on its model.onnx) measured once, and the best a fraction of it.
+    ceiling = model["ceiling"]
+    assert ceiling["runtime"] == "onnxruntime" and ceiling["skipped"] is None and ceiling["throughput"] > 0
+    assert model["best_of_ceiling"] == pytest.approx(best["score"] / ceiling["throughput"], abs=1e-3)
+    assert f"{model['best_of_ceiling']:.2f} of {ceiling['throughput']:.0f}/s ceiling" in summary.read_text()
 
     # The next build reproduces the configuration tune measured, byte for byte, and so does the one after it.
     from generator.building.pipeline import BuildOptions, build_repository
