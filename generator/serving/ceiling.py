@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from generator.contracts.served import FolderReader, ServedModel, read_served_model
+from generator.errors import one_line
 from generator.serving.loadgen import spread
 
 __all__ = ["Ceiling", "fraction", "measure_ceiling"]
@@ -77,7 +78,7 @@ def measure_ceiling(repo: Path | str, model: str, *, seconds: float = 3.0, sessi
     backend = "" if config is None else (config.backend or config.platform)
     folder = Path(repo) / model / str(served.version)
     if backend in ("tensorrt", "tensorrt_plan"):
-        return _tensorrt_ceiling(model)
+        return _tensorrt_ceiling(served, folder, seconds)
     if backend not in ("python", "onnxruntime", "onnxruntime_onnx"):
         return Ceiling(model, backend or "unknown", skipped=f"no runtime of its own to measure (backend "
                                                               f"{backend or 'unknown'})")
@@ -91,8 +92,6 @@ def measure_ceiling(repo: Path | str, model: str, *, seconds: float = 3.0, sessi
     try:
         _measure_onnxruntime(ceiling, onnx, _feeds(served), seconds)
     except Exception as exc:  # onnxruntime raises its own exception types for a model it cannot run
-        from generator.errors import one_line
-
         ceiling.skipped, ceiling.throughput = f"onnxruntime failed: {one_line(exc)}", None
     return ceiling
 
@@ -183,14 +182,47 @@ def _window(sessions: Sequence[Any], feed: Mapping[str, np.ndarray[Any, Any]], b
     return items / elapsed if elapsed > 0 else 0.0, cpu, items
 
 
-def _tensorrt_ceiling(model: str) -> Ceiling:
-    """TensorRT's own execution of the plan needs a GPU and the tensorrt module; where either is missing, why."""
-    from generator.gpu import detect_gpus, import_tensorrt
+def _tensorrt_ceiling(served: ServedModel, folder: Path, seconds: float) -> Ceiling:
+    """TensorRT's own execution of the plan (trtexec's API) on the GPU; without a GPU or the module, why not."""
+    from generator.gpu import current_gpu, detect_gpus, import_tensorrt
 
-    if not detect_gpus():
-        return Ceiling(model, "tensorrt", skipped="no GPU here: TensorRT's own execution of the plan needs one")
+    ceiling = Ceiling(served.name, "tensorrt", sessions=1)
+    gpu = current_gpu(detect_gpus())
+    if gpu is None:
+        ceiling.skipped = "no GPU here: TensorRT's own execution of the plan needs one"
+        return ceiling
+    assert served.config is not None
+    plan = folder / (served.config.cc_model_filenames.get(gpu.compute_capability or "")
+                     or served.config.default_model_filename or "model.plan")
     try:
-        import_tensorrt("tensorrt")
-    except ImportError as exc:
-        return Ceiling(model, "tensorrt", skipped=f"the tensorrt module cannot be imported: {exc}")
-    return Ceiling(model, "tensorrt", skipped="TensorRT plan timing (trtexec's execution API) is not implemented yet")
+        trt = import_tensorrt("tensorrt")
+        import torch  # device buffers and a CUDA stream, as the build's TensorRT step uses them
+
+        engine = trt.Runtime(trt.Logger(trt.Logger.ERROR)).deserialize_cuda_engine(plan.read_bytes())
+        context, stream = engine.create_execution_context(), torch.cuda.Stream()
+        for batch, feed in _feeds(served).items():
+            buffers = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in feed.values()]
+            for name, buffer in zip(feed, buffers, strict=True):
+                context.set_input_shape(name, tuple(buffer.shape))
+                context.set_tensor_address(name, buffer.data_ptr())
+            for name in (engine.get_tensor_name(i) for i in range(engine.num_io_tensors)):
+                if engine.get_tensor_mode(name) == trt.TensorIOMode.OUTPUT:
+                    dtype = torch.from_numpy(np.empty(0, trt.nptype(engine.get_tensor_dtype(name)))).dtype
+                    buffers.append(torch.empty(tuple(context.get_tensor_shape(name)), dtype=dtype, device="cuda"))
+                    context.set_tensor_address(name, buffers[-1].data_ptr())
+            rates = []
+            for _ in range(_WINDOWS):
+                runs, start = 0, time.perf_counter()
+                while time.perf_counter() - start < seconds / _WINDOWS:
+                    context.execute_async_v3(stream.cuda_stream)
+                    runs += 1
+                    if runs % 16 == 0:
+                        stream.synchronize()
+                stream.synchronize()
+                rates.append(runs * batch / (time.perf_counter() - start))
+            ceiling.per_batch[batch] = sum(rates) / len(rates)
+            if ceiling.per_batch[batch] >= max(ceiling.per_batch.values()):
+                ceiling.throughput, ceiling.noise, ceiling.batch_size = ceiling.per_batch[batch], spread(rates), batch
+    except Exception as exc:  # no module, no torch CUDA, a plan for another GPU: said, never raised
+        ceiling.skipped, ceiling.throughput = f"TensorRT could not run {plan.name}: {one_line(exc)}", None
+    return ceiling

@@ -1,4 +1,4 @@
-"""The ceiling (generator/serving/ceiling.py): onnxruntime measured for real on a built model; TensorRT skips with why."""
+"""The ceiling (generator/serving/ceiling.py): onnxruntime measured for real on a built model; TensorRT says why not."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_the_tensorrt_path_skips_with_its_reason_where_there_is_no_gpu(tmp_path:
         'input [{name: "x" data_type: TYPE_FP32 dims: [4]}]\noutput [{name: "y" data_type: TYPE_FP32 dims: [4]}]\n')
     (tmp_path / "engine" / "1" / "model.plan").write_bytes(b"not run without a GPU")
     ceiling = measure_ceiling(tmp_path, "engine")
-    assert ceiling == Ceiling("engine", "tensorrt",
+    assert ceiling == Ceiling("engine", "tensorrt", sessions=1,
                               skipped="no GPU here: TensorRT's own execution of the plan needs one")
     assert "ceiling not measured (tensorrt): no GPU here" in ceiling.describe()
     _schema_validator().validate({"results": [], "ceilings": [ceiling.to_dict()]})
