@@ -40,8 +40,10 @@ class Ceiling:
     threads: int = 0
     #: Items/s at each batch size measured.
     per_batch: dict[int, float] = field(default_factory=dict)
-    #: This process's CPU seconds per item while the runtime ran (what serving adds is measured against it).
+    #: This process's CPU seconds per item while the runtime ran, at the best batch size and at each one (what
+    #: serving adds is measured against it).
     cpu_s_per_item: float | None = None
+    cpu_per_batch: dict[int, float] = field(default_factory=dict)
     skipped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,7 +52,9 @@ class Ceiling:
                 "throughput": None if self.throughput is None else round(self.throughput, 2),
                 "throughput_noise": round(self.noise, 4), "batch_size": self.batch_size, "sessions": self.sessions,
                 "threads": self.threads, "skipped": self.skipped,
-                "per_batch": [{"batch_size": b, "throughput": round(t, 2)} for b, t in sorted(self.per_batch.items())],
+                "per_batch": [{"batch_size": b, "throughput": round(t, 2),
+                               "cpu_seconds_per_item": round(self.cpu_per_batch.get(b, 0.0), 7)}
+                              for b, t in sorted(self.per_batch.items())],
                 "cpu_seconds_per_item": None if self.cpu_s_per_item is None else round(self.cpu_s_per_item, 7)}
 
     def describe(self) -> str:
@@ -152,7 +156,7 @@ def _measure_onnxruntime(ceiling: Ceiling, onnx: Path, feeds: Mapping[int, Mappi
             rates.append(rate)
             cpu, items = cpu + window_cpu, items + window_items
         rate = sum(rates) / len(rates)
-        ceiling.per_batch[batch] = rate
+        ceiling.per_batch[batch], ceiling.cpu_per_batch[batch] = rate, cpu / max(items, 1)
         if best is None or rate > best[0]:
             best = (rate, spread(rates), batch, cpu / max(items, 1))
     assert best is not None
