@@ -226,8 +226,10 @@ def test_perf_against_a_real_server(perf_repository: Path, triton_server_factory
     precious = tmp_path / "precious"
     precious.write_text("precious")
     report.symlink_to(precious)  # planted: --json replaces the link, never writes through it
+    summary = tmp_path / "summary.md"
     code, output = _run("perf", "--url", server.grpc_url, "--repo", str(perf_repository), "--duration", "1.5",
-                        "--concurrency", "1", "--concurrency", "4", "--engine", "loop", "--json", str(report))
+                        "--concurrency", "1", "--concurrency", "4", "--engine", "loop", "--json", str(report),
+                        "--summary-md", str(summary))
     assert code == 0, output
     assert not report.is_symlink() and precious.read_text() == "precious"
     document = json.loads(report.read_text())
@@ -245,6 +247,9 @@ def test_perf_against_a_real_server(perf_repository: Path, triton_server_factory
         assert ceiling["runtime"] == "onnxruntime" and ceiling["skipped"] is None and ceiling["throughput"] > 0
         assert result["ceiling_fraction"] == pytest.approx(result["throughput"] / ceiling["throughput"], abs=1e-3)
     assert "infer/s" in output and "of ceil" in output and "mlp: ceiling " in output
+    for model in ("mlp", "text"):
+        best = max((r for r in results if r["model"] == model), key=lambda r: r["throughput"])
+        assert f"{best['ceiling_fraction']:.2f} of the ceiling" in summary.read_text()
     schema = json.loads((REPO_ROOT / "schemas" / "report_perf.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(document)
 
