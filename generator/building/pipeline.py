@@ -36,6 +36,7 @@ from generator.planning.plan import ModelPlan, RepositoryPlan
 from generator.planning.targets import TensorRTTarget, engine_targets, plan_build, preflight
 from generator.repository.cache import BuildCache, default_cache_root
 from generator.repository.digest import hash_bytes, hash_file
+from generator.resources import resource_dir
 
 #: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard
 #: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
@@ -139,6 +140,8 @@ def model_cache_key(
         warmup=sorted(e.input_data_file for w in model.config.model_warmup for e in w.inputs.values()),
         tools=dict(versions),
         tensorrt=trt_part,
+        # The python target's model.py is copied in from the template: a changed template must miss older entries.
+        template=hash_file(resource_dir("templates") / "python" / "model.py") if model.target == "python" else "",
     )
 
 

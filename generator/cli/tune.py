@@ -38,23 +38,35 @@ def _table(report: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"gen-repo tune ({report.engine}; {report.hardware}; {_load(report)})")
-    for column in ("model", "concurrency", "baseline /s", "best /s", "gain", "best setting", "p99 ms", "tried",
-                   "stopped"):
+    for column in ("model", "concurrency", "baseline /s", "best /s", "gain", "of ceiling", "best setting", "p99 ms",
+                   "tried", "stopped"):
         table.add_column(column)
     for tune in report.models:
         if tune.search is None:
-            table.add_row(tune.model, "", "", "", "", "", "", "0", f"not tuned: {tune.skipped}")
+            table.add_row(tune.model, "", "", "", "", "", "", "", "0", f"not tuned: {tune.skipped}")
             continue
         base, best = tune.search.baseline, tune.search.best
         s = best.setting
         gain = "kept" if tune.search.kept else \
             f"{best.score / base.score:.2f}x" if base.score > 0 and best.error is None else "-"
         table.add_row(tune.model, ", ".join(map(str, tune.concurrency)), _figure(base), _figure(best), gain,
+                      _of_ceiling(tune),
                       f"{s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
                       f"{list(s.preferred_batch_size) or 'none'}",
                       "-" if best.error else f"{best.p99_ms:.1f}", str(len(tune.search.candidates)),
                       tune.search.stopped)
     console(stderr=True).print(table)
+    for tune in report.models:
+        if tune.ceiling is not None:
+            echo(f"{tune.model}: {tune.ceiling.describe()}", err=True)
+
+
+def _of_ceiling(tune: Any) -> str:
+    """The best's fraction of the model's ceiling (``0.34 of 5120/s``), or ``-`` where there is none."""
+    from generator.serving.ceiling import fraction
+
+    share = fraction(tune.search.best.score, tune.ceiling) if tune.search.best.error is None else None
+    return "-" if share is None else f"{share:.2f} of {tune.ceiling.throughput:.0f}/s"
 
 
 def _section(report: Any, written: str | None) -> Any:
@@ -71,7 +83,8 @@ def _section(report: Any, written: str | None) -> Any:
         detail = best.error or (
             f"{base.score:.1f}/s -> {_figure(best)} (p99 {best.p99_ms:.1f} ms): "
             f"{s.instance_count} x {s.kind}, delay {s.max_queue_delay_us} us, preferred "
-            f"{list(s.preferred_batch_size) or 'none'}; {len(tune.search.candidates)} candidates")
+            f"{list(s.preferred_batch_size) or 'none'}; {len(tune.search.candidates)} candidates; "
+            + (f"{share} ceiling" if (share := _of_ceiling(tune)) != "-" else "ceiling not measured"))
         if not failed and tune.search.kept:
             from generator.tuning.run import KEPT
 

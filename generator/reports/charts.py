@@ -148,8 +148,15 @@ def _draw_ranges(panel: object, shape: ShapeRange) -> None:
     panel.set_title(shape.name, loc="left", parse_math=False)
 
 
-def perf_chart(title: str, points: Sequence[PerfPoint], salt: str) -> str:
-    """Throughput and p50/p99 latency against concurrency, side by side; SVG text."""
+def _ceiling_line(panel: Any, ceiling: float | None, vertical: bool) -> None:
+    """The model's runtime alone (its ceiling) as a dashed line, labelled, so each figure reads as a fraction of it."""
+    if ceiling:
+        line = panel.axvline if vertical else panel.axhline
+        line(ceiling, color="#636363", linestyle="--", linewidth=1.0, label=f"ceiling {ceiling:.0f}/s")
+
+
+def perf_chart(title: str, points: Sequence[PerfPoint], salt: str, ceiling: float | None = None) -> str:
+    """Throughput and p50/p99 latency against concurrency, side by side, the ceiling dashed; SVG text."""
     ordered = sorted(points, key=lambda p: p.concurrency)
     levels = [p.concurrency for p in ordered]
     with matplotlib.rc_context(_rc(salt)):
@@ -159,6 +166,9 @@ def perf_chart(title: str, points: Sequence[PerfPoint], salt: str) -> str:
         throughput.set_xlabel("concurrency")
         throughput.set_ylabel("inferences/s")
         throughput.set_ylim(bottom=0)
+        _ceiling_line(throughput, ceiling, vertical=False)
+        if ceiling:
+            throughput.legend(loc="lower right", fontsize=8.0)
         for key, colour in (("p50_ms", "#31a354"), ("p99_ms", "#e6550d")):
             pairs = [(p.concurrency, getattr(p, key)) for p in ordered if getattr(p, key) is not None]
             if pairs:
@@ -181,10 +191,11 @@ _TUNE_STYLES = (("tried", dict(marker="o", color="#9ecae1", edgecolor="#3182bd",
                 ("best", dict(marker="*", color="#e6550d", edgecolor="#7f2704", s=150, zorder=4)))
 
 
-def tune_chart(title: str, points: Sequence[TunePoint], salt: str) -> str:
+def tune_chart(title: str, points: Sequence[TunePoint], salt: str, ceiling: float | None = None) -> str:
     """Per concurrency a panel of every candidate's p99 latency against its throughput, baseline and best marked.
 
-    Up and to the left is worse: the best is the candidate furthest right within the latency budget. SVG text.
+    Up and to the left is worse: the best is the candidate furthest right within the latency budget, and the dashed
+    ceiling is what the runtime does alone. SVG text.
     """
     levels = sorted({p.concurrency for p in points})
     with matplotlib.rc_context(_rc(salt)):
@@ -201,7 +212,8 @@ def tune_chart(title: str, points: Sequence[TunePoint], salt: str) -> str:
             panel.set_xlabel("inferences/s")
             panel.set_ylabel("p99 latency (ms)")
             # Room around the furthest points: a marker on the frame would be cut in half.
-            panel.set_xlim(0, max([p.throughput for p in at] + [1.0]) * 1.12)
+            panel.set_xlim(0, max([p.throughput for p in at] + [ceiling or 0.0, 1.0]) * 1.12)
+            _ceiling_line(panel, ceiling, vertical=True)
             panel.set_ylim(0, max([p.p99_ms for p in at] + [1.0]) * 1.18)
             panel.set_title(f"concurrency {level}", loc="left")
             panel.legend(loc="upper left", fontsize=7.5)

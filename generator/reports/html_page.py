@@ -333,6 +333,7 @@ def _perf_groups(perf: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any
     """Per model its variants (request shape and batch size), each with its rows and chart, in a stable order."""
     if perf is None:
         return {}
+    ceilings = {c["model"]: c.get("throughput") for c in perf.get("ceilings", [])}
     variants: dict[tuple[str, str, int], list[Mapping[str, Any]]] = {}
     for row in perf["results"]:
         variants.setdefault((row["model"], row["shape"], row["batch_size"]), []).append(row)
@@ -341,7 +342,8 @@ def _perf_groups(perf: Mapping[str, Any] | None) -> dict[str, list[dict[str, Any
         ordered = sorted(rows, key=lambda r: (r["concurrency"], r["engine"]))
         points = [PerfPoint(r["concurrency"], float(r["throughput"]), r["p50_ms"], r["p99_ms"]) for r in ordered]
         title = f"{model}: {shape} shape, batch {batch}"
-        chart = perf_chart(title, points, salt=f"perf-{index}") if index < CHARTED_VARIANTS else ""
+        chart = (perf_chart(title, points, salt=f"perf-{index}", ceiling=ceilings.get(model))
+                 if index < CHARTED_VARIANTS else "")
         out.setdefault(model, []).append({"title": title, "rows": ordered, "chart": chart})
     return out
 
@@ -368,7 +370,11 @@ def _tune_models(tune: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                          "within_budget": candidate["within_budget"],
                          "role": "best" if settings == best else "baseline" if settings == baseline else ""})
         title = f"{entry['model']}: {len(entry['candidates'])} candidate(s), p99 against throughput"
-        out[entry["model"]] = {"title": title, "chart": markupsafe.Markup(tune_chart(title, points, f"tune-{index}")),
+        ceiling = (entry.get("ceiling") or {}).get("throughput")
+        for row in rows:
+            row["of_ceiling"] = round(row["score"] / ceiling, 3) if ceiling else None
+        chart = tune_chart(title, points, f"tune-{index}", ceiling=ceiling)
+        out[entry["model"]] = {"title": title, "chart": markupsafe.Markup(chart), "ceiling": entry.get("ceiling"),
                                "rows": rows, "entry": entry, "baseline": baseline, "best": best}
     return out
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import GenRepoError, Problem
+from generator.serving.ceiling import Ceiling, fraction, measure_ceiling
 from generator.serving.loadgen import Measurement, Windows, check_loopback, measure_model
 from generator.serving.perf_analyzer import find_perf_analyzer, run_perf_analyzer
 from generator.serving.perf_models import served_models
@@ -52,6 +53,8 @@ class PerfRun:
     timeout_s: float = 30.0
     engine: str = "auto"
     perf_analyzer: str | None = None
+    #: Also measure each model's runtime alone (:mod:`generator.serving.ceiling`), once per model, before its load.
+    ceiling: bool = True
 
 
 @dataclass(slots=True)
@@ -61,14 +64,16 @@ class PerfReport:
     engine: str
     engine_note: str
     results: list[dict[str, Any]] = field(default_factory=list)
+    ceilings: list[Ceiling] = field(default_factory=list)
 
     def failed_models(self) -> list[str]:
         """Models that answered no request at any concurrency (exit 1)."""
         return sorted({r["model"] for r in self.results if r["requests"] == 0 and r["throughput"] == 0})
 
     def to_json(self) -> str:
-        """``gen-repo perf --json``: ``{"results": [...], "engine_note": ...}``."""
-        return json.dumps({"results": self.results, "engine_note": self.engine_note}, indent=2, sort_keys=True)
+        """``gen-repo perf --json``: ``{"results": [...], "engine_note": ..., "ceilings": [...]}``."""
+        return json.dumps({"results": self.results, "engine_note": self.engine_note,
+                           "ceilings": [c.to_dict() for c in self.ceilings]}, indent=2, sort_keys=True)
 
 
 def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None,
@@ -97,12 +102,27 @@ def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None,
     with _perf_server(run) as target:
         check_reachable(target, run.protocol, run.timeout_s)
         for contract in _perf_contracts(target, run, on_read):
+            ceiling = _ceiling(run, contract.name)
             if use_pa:
                 assert status.path is not None and run.repo is not None
-                report.results.extend(_perf_analyzer_rows(status.path, run.repo, contract.name, target, run))
+                rows = _perf_analyzer_rows(status.path, run.repo, contract.name, target, run)
             else:
-                report.results.extend(_loop_rows(contract, target, run))
+                rows = _loop_rows(contract, target, run)
+            if ceiling is not None:
+                report.ceilings.append(ceiling)
+                for row in rows:
+                    row["ceiling_fraction"] = fraction(row["throughput"], ceiling)
+            report.results.extend(rows)
     return report
+
+
+def _ceiling(run: PerfRun, model: str) -> Ceiling | None:
+    """The model's runtime alone, measured before any load (None when not asked for)."""
+    if not run.ceiling:
+        return None
+    if run.repo is None:
+        return Ceiling(model, "unknown", skipped="no --repo: the model's own files are not here")
+    return measure_ceiling(run.repo, model, seconds=min(3.0, run.duration_s))
 
 
 @contextlib.contextmanager

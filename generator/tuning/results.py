@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.serving.ceiling import Ceiling, fraction
 from generator.tuning.search import SearchResult
 
 __all__ = ["ModelTune", "TuneReport", "describe_hardware", "load_average"]
@@ -24,6 +25,8 @@ class ModelTune:
     p99_budget_ms: float | None
     search: SearchResult | None = None
     skipped: str = ""
+    #: The model's runtime alone on this machine (:mod:`generator.serving.ceiling`); None where not measured.
+    ceiling: Ceiling | None = None
 
     @property
     def measured(self) -> bool:
@@ -37,7 +40,16 @@ class ModelTune:
                 "baseline": self.search.baseline.to_dict(), "best": self.search.best.to_dict(),
                 "candidates": [c.to_dict() for c in self.search.candidates], "stopped": self.search.stopped,
                 "seconds": round(self.search.seconds, 2), "kept": self.search.kept,
-                "unsettled": sum(not c.settled for c in self.search.candidates if c.error is None)}
+                "unsettled": sum(not c.settled for c in self.search.candidates if c.error is None),
+                **self._ceiling_fields()}
+
+    def _ceiling_fields(self) -> dict[str, Any]:
+        """``ceiling``, and the baseline's and best's fractions of it (absent where no ceiling was measured)."""
+        if self.ceiling is None or self.search is None:
+            return {}
+        return {"ceiling": self.ceiling.to_dict(),
+                "baseline_of_ceiling": fraction(self.search.baseline.score, self.ceiling),
+                "best_of_ceiling": fraction(self.search.best.score, self.ceiling)}
 
 
 @dataclass(slots=True)

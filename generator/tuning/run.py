@@ -11,6 +11,7 @@ from pathlib import Path
 
 from generator.contracts.served import ServedModel
 from generator.errors import GenRepoError, Problem
+from generator.serving.ceiling import measure_ceiling
 from generator.serving.loadgen import Windows
 from generator.tuning.measure import Candidate, Measurer
 from generator.tuning.results import ModelTune, TuneReport, describe_hardware, load_average
@@ -48,6 +49,8 @@ class TuneRun:
     timeout_s: float = 30.0
     #: ``climb`` (the search) or ``grid`` (every setting: the benchmark's reference).
     strategy: str = "climb"
+    #: Seconds per batch size to measure the model's runtime alone (the ceiling); 0 skips it.
+    ceiling_s: float = 3.0
 
 
 def _choose_engine(run: TuneRun) -> tuple[str, str | None, str]:
@@ -104,6 +107,9 @@ def tune_repository(run: TuneRun, progress: Callable[[str], None] = lambda line:
                 tune.skipped = facts.why_not
                 report.notes.append(f"{facts.name}: not tuned: {facts.why_not}")
                 continue
+            tune.ceiling = measure_ceiling(run.repo, facts.name, seconds=run.ceiling_s) if run.ceiling_s > 0 else None
+            if tune.ceiling is not None:
+                progress(f"{facts.name}: {tune.ceiling.describe()}")
             inputs, datatypes, batch = _request(served, facts)
             progress(f"{facts.name}: concurrency {', '.join(map(str, levels))}, budget {run.budget_s:g} s")
             with Measurer(server.grpc_url, facts.name, config, inputs, datatypes, batch=batch, levels=levels,

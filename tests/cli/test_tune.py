@@ -122,6 +122,11 @@ def test_tune_writes_a_gain_beyond_the_noise_that_the_build_serves(example_repos
     assert tuned["mlp"]["measured"]["engine"] == "loop" and tuned["mlp"]["measured"]["concurrency"] == [2]
     assert manifest.read_text().startswith(before.split("  - name: text")[0])  # the user's text before it is kept
     assert "gen-repo tune" in summary.read_text() and "mlp" in summary.read_text()
+    # The model's runtime alone (onnxruntime on its model.onnx) measured once, and the best a fraction of it.
+    ceiling = model["ceiling"]
+    assert ceiling["runtime"] == "onnxruntime" and ceiling["skipped"] is None and ceiling["throughput"] > 0
+    assert model["best_of_ceiling"] == pytest.approx(best["score"] / ceiling["throughput"], abs=1e-3)
+    assert f"{model['best_of_ceiling']:.2f} of {ceiling['throughput']:.0f}/s ceiling" in summary.read_text()
 
     # The build serves what the server applied when tune measured it: the built repository loaded in Triton, its
     # model_config read back, twice (the second build reproduces the first byte for byte).

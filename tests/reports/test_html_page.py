@@ -192,6 +192,9 @@ def test_the_zoo_report_shows_every_model_chart_and_the_ensemble_in_chromium(zoo
         assert len(charts) == 1, name
         labels = _svg_texts(charts[0])
         assert {"concurrency", "inferences/s", "latency (ms)", "p50", "p99", "1", "2"} <= labels, labels
+        # The model's runtime alone drawn as the dashed ceiling the throughput is measured against.
+        (ceiling,) = [c for c in zoo_viewed["perf"]["ceilings"] if c["model"] == name]
+        assert f"ceiling {ceiling['throughput']:.0f}/s" in labels, labels
     assert _section(tree, "gpt2").find(".//figure[@class='chart perf']") is None
 
     summary = _text(tree.find(".//table[@class='summary']"))  # type: ignore[arg-type]
@@ -480,6 +483,29 @@ def test_the_tune_schema_accepts_a_tune_document_and_locates_what_is_wrong() -> 
     assert any(p.startswith("/engine: ") for p in problems), problems
     assert any(p.startswith("/models/0/candidates/1/results/0: ") and "'p99_ms' is a required property" in p
                for p in problems), problems
+
+
+def test_a_tune_report_with_a_ceiling_draws_it_and_gives_each_candidate_its_fraction(example_repository: Path,
+                                                                                    tmp_path: Path) -> None:
+    """The ceiling measured for real on the same model; the document without it (above) stays valid."""
+    from generator.serving.ceiling import measure_ceiling
+
+    document = json.loads(TUNE_JSON.read_text())
+    (entry,) = [m for m in document["models"] if m["model"] == "text"]
+    ceiling = measure_ceiling(example_repository, "text", seconds=0.3).to_dict()
+    entry["ceiling"], entry["best_of_ceiling"] = ceiling, round(entry["best"]["score"] / ceiling["throughput"], 3)
+    assert schema_problems(document, "report_tune.schema.json", "t.json") == []
+    path, page = tmp_path / "tune.json", tmp_path / "report.html"
+    path.write_text(json.dumps({**document, "models": [entry]}))
+    code, text, _ = run_cli(["report", str(example_repository), "-o", str(page), "--tune", str(path)])
+    assert code == 0, text
+    section = _section(_parse(page.read_text()), "text")
+    (figure,) = [f for f in section.iter("figure") if "tune" in (f.get("class") or "")]
+    assert f"ceiling {ceiling['throughput']:.0f}/s" in _svg_texts(figure)
+    assert f"ceiling: {ceiling['throughput']}/s (onnxruntime" in _text(figure)
+    rows = [[_text(td) for td in tr.iter("td")] for tr in section.iter("tr")
+            if tr.find("td") is not None and "delay" in _text(tr)]
+    assert [r[4] for r in rows] == [str(round(c["score"] / ceiling["throughput"], 3)) for c in entry["candidates"]]
 
 
 def test_a_tune_report_charts_every_candidate_with_the_baseline_and_best_marked(example_repository: Path,

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -225,18 +226,32 @@ def test_perf_against_a_real_server(perf_repository: Path, triton_server_factory
     precious = tmp_path / "precious"
     precious.write_text("precious")
     report.symlink_to(precious)  # planted: --json replaces the link, never writes through it
+    summary = tmp_path / "summary.md"
     code, output = _run("perf", "--url", server.grpc_url, "--repo", str(perf_repository), "--duration", "1.5",
-                        "--concurrency", "1", "--concurrency", "4", "--engine", "loop", "--json", str(report))
+                        "--concurrency", "1", "--concurrency", "4", "--engine", "loop", "--json", str(report),
+                        "--summary-md", str(summary))
     assert code == 0, output
     assert not report.is_symlink() and precious.read_text() == "precious"
-    results = json.loads(report.read_text())["results"]
+    document = json.loads(report.read_text())
+    results = document["results"]
     assert {r["model"] for r in results} == {"mlp", "text"}
+    # Each model's runtime alone, measured once (onnxruntime on its model.onnx), and every figure a fraction of it.
+    ceilings = {c["model"]: c for c in document["ceilings"]}
+    assert set(ceilings) == {"mlp", "text"} and len(document["ceilings"]) == 2
     for result in results:
         assert result["requests"] > 0 and result["errors"] == 0, result
         assert result["throughput"] > 0
         assert result["p50_ms"] is not None and result["p99_ms"] is not None
         assert 0 < result["p50_ms"] <= result["p99_ms"]
-    assert "infer/s" in output
+        ceiling = ceilings[result["model"]]
+        assert ceiling["runtime"] == "onnxruntime" and ceiling["skipped"] is None and ceiling["throughput"] > 0
+        assert result["ceiling_fraction"] == pytest.approx(result["throughput"] / ceiling["throughput"], abs=1e-3)
+    assert "infer/s" in output and "of ceil" in output and "mlp: ceiling " in output
+    for model in ("mlp", "text"):
+        best = max((r for r in results if r["model"] == model), key=lambda r: r["throughput"])
+        assert f"{best['ceiling_fraction']:.2f} of the ceiling" in summary.read_text()
+    schema = json.loads((REPO_ROOT / "schemas" / "report_perf.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(document)
 
 
 @pytest.mark.triton
