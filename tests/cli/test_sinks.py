@@ -66,7 +66,8 @@ def test_every_writing_option_is_an_output_file() -> None:
     """The generated test below reaches every option that writes a file: none is a plain click.Path any more."""
     assert {(c, o) for c, o, _ in SINKS} == {
         ("init", "--output"), ("build", "--summary-md"), ("diff", "--markdown"), ("diff", "--summary-md"),
-        ("lint", "--summary-md"), ("perf", "--json"), ("report", "--output"), ("smoke", "--json"),
+        ("lint", "--summary-md"), ("perf", "--json"), ("perf", "--summary-md"), ("report", "--output"),
+        ("smoke", "--json"),
         ("smoke", "--junit-xml"), ("smoke", "--summary-md"), ("tune", "--report"), ("tune", "--summary-md"),
         ("verify", "--summary-md")}
 
