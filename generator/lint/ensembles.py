@@ -221,8 +221,9 @@ def _wiring(cf: ConfigFile, folder: ModelFolder, models: Mapping[str, ModelFolde
     """
     config = cf.config
     steps = config.ensemble_scheduling.step
-    step_models = {s.model_name: _step_model(models[s.model_name]) for s in steps
-                   if s.model_name in models and models[s.model_name].cf is not None and s.model_name != folder.name}
+    # Each distinct step model once: a 10,000-step chain of one model would read its contract 10,000 times.
+    step_models = {name: _step_model(models[name]) for name in dict.fromkeys(s.model_name for s in steps)
+                   if name in models and models[name].cf is not None and name != folder.name}
     wiring = Wiring(folder.name, config.max_batch_size, tuple(_wiring_io(io) for io in config.input),
                     tuple(_wiring_io(io) for io in config.output),
                     tuple(Step(s.model_name, dict(s.input_map), dict(s.output_map)) for s in steps))

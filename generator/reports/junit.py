@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Any
 
-from generator.atomic_write import write_atomically
 from generator.serving.smoke_results import CheckResult, SmokeReport
 
-__all__ = ["json_report", "junit_xml", "write_json", "write_junit_xml", "xml_safe"]
+__all__ = ["json_report", "junit_xml", "xml_safe"]
 
 #: The element a non-passing status becomes.
 _ELEMENT = {"failed": "failure", "error": "error", "skipped": "skipped"}
@@ -80,21 +78,8 @@ def _failure_text(result: CheckResult) -> str:
     return f"{result.message}\n\ndetails:\n{json.dumps(details, indent=2, sort_keys=True)}"
 
 
-def write_junit_xml(report: SmokeReport, path: Path | str) -> Path:
-    """Write :func:`junit_xml` to ``path`` (parent folders created; replaced whole, a symlink there not followed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomically(path, junit_xml(report))
-
-
 def json_report(report: SmokeReport) -> str:
     """The JSON report text: sorted keys, 2-space indent, trailing newline."""
     document: dict[str, Any] = report.to_dict()
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
-
-def write_json(report: SmokeReport, path: Path | str) -> Path:
-    """Write :func:`json_report` to ``path`` (parent folders created; replaced whole, a symlink there not followed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomically(path, json_report(report))

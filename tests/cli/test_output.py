@@ -2,9 +2,10 @@
 
 Issue 37 (terminal output): hypothesis plants control and escape sequences (OSC ended by BEL or ST, CSI, DCS, a C1
 CSI, bidirectional overrides and isolates, any single C0/C1 control) in model folder names, config names, file
-names, tensor names and spec graph names of a real built repository, runs every command that prints them through
-the real CLI, and finds no control character in stdout, stderr or the --summary-md file. Bidirectional overrides
-count: they make a path read as another.
+names, tensor names and spec graph names of a real built repository, runs the commands that print them through the
+real CLI, and finds no control character in stdout, stderr or the --summary-md file, and the name shown in its
+escaped form. Bidirectional overrides count: they make a path read as another. Issue 44 item 7: every command that
+prints a repository, model or graph name (one hostile-named repository, one Triton server) shows it escaped.
 
 Issue 38 item 1: each command's output through a pipe (a subprocess, stdout and stderr PIPEs), from a folder whose
 path is about 150 characters long, keeps every path and model name it prints whole on one line.
@@ -18,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +66,12 @@ def _clean(*texts: str) -> None:
     for text in texts:
         found = CONTROL_CHARACTERS.search(text)
         assert found is None, (found, text[max(0, found.start() - 80):found.end() + 80] if found else "")
+
+
+def _shown(name: str, text: str) -> bool:
+    """The planted name is printed, not dropped: as the one printer escapes it (visible), or as a message quoting
+    it with repr does (the same escapes, a backslash doubled)."""
+    return visible(name) in text or repr(name)[1:-1] in text
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
@@ -162,11 +170,100 @@ def test_planted_escape_sequences_never_reach_the_terminal(command: str, example
         repo = _planted_repository(example_repository, scratch, name)
         outputs = COMMANDS[command](repo, name, scratch)
         _clean(*outputs)
-        # Shown, not dropped: the planted name is there, as its escapes (report's page and validate's repr aside).
-        if command in ("lint", "verify", "diff", "smoke", "report"):
-            assert visible(name) in "".join(outputs), outputs
+        assert _shown(name, "".join(outputs)), (visible(name), outputs)
 
     check()
+
+
+# ---------------------------------------------------------------------------- every command (issue 44 item 7)
+#: One of each class _SEQUENCES draws: OSC ended by BEL, an OSC 8 hyperlink, CSI, DCS, C1 CSI, bidirectional override
+#: and isolate, CR, BS, DEL, NEL. No slash (a file name's) and no backslash, so no ST: a manifest refuses a backslash as
+#: a path separator before it reads the name, and without one visible() and repr() escape the name alike.
+HOSTILE = ("a\x1b]0;t\x07b\x1b]8;;https:x.example\x07l\x1b]8;;\x07c\x1b[31md\x1bP1\x07e\x9b1mf\u202eg\u2066h"
+           "\ri\bj\x7fk\x85")
+
+
+@pytest.fixture(scope="module")
+def hostile_repository(example_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _planted_repository(example_repository, tmp_path_factory.mktemp("hostile"), HOSTILE)
+
+
+@pytest.fixture(scope="module")
+def plain_server_url(example_repository: Path) -> Iterator[str]:
+    """One Triton server serving the example repository as built (the hostile copy's folders are not on it)."""
+    from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver
+    from tests.requirements import missing
+
+    try:
+        binary = find_tritonserver()
+    except TritonNotFoundError as exc:
+        raise missing("tritonserver", f"no tritonserver available: {exc}") from exc
+    server = TritonServer(binary)
+    try:
+        server.start(example_repository)
+        server.wait_ready(120)
+        yield server.grpc_url
+    finally:
+        server.stop()
+
+
+def _manifest(scratch: Path, name: str) -> Path:
+    manifest = scratch / "manifest.json"
+    manifest.write_text(json.dumps({"models": [{"name": f"m{name}", "spec": str(SPEC), "target": "python"}]}))
+    return manifest
+
+
+def _outputs(*args: str) -> list[str]:
+    _code, out, err = _invoke(*args)
+    return [out, err]
+
+
+#: Each command that prints a repository, model or graph name: (hostile repository, name, scratch folder, the
+#: server's address) -> what it printed. smoke and perf ask the server about the repository's models.
+EVERY_COMMAND: dict[str, Callable[[Path, str, Path, str], list[str]]] = {
+    "validate": lambda repo, name, scratch, url: _run_validate(repo, name, scratch),
+    "plan": lambda repo, name, scratch, url: _outputs("plan", "--allow-outside", str(_manifest(scratch, name))),
+    "config": lambda repo, name, scratch, url: _outputs("config", "--allow-outside", str(_manifest(scratch, name)),
+                                                        "-o", str(scratch / "configs")),
+    "build": lambda repo, name, scratch, url: _outputs("build", "--allow-outside", str(_manifest(scratch, name)),
+                                                       "-o", str(scratch / "built"), "--target", "python"),
+    "lint": lambda repo, name, scratch, url: _run_lint(repo, name, scratch),
+    "verify": lambda repo, name, scratch, url: _run_verify(repo, name, scratch),
+    "diff": lambda repo, name, scratch, url: _run_diff(repo, name, scratch),
+    "report": lambda repo, name, scratch, url: _run_report(repo, name, scratch),
+    "check-request": lambda repo, name, scratch, url: _run_check_request(repo, name, scratch),
+    "contract": lambda repo, name, scratch, url: _outputs("contract", str(repo), f"mlp{name}"),
+    "perf-config": lambda repo, name, scratch, url: _outputs("perf-config", "--repo", str(repo), "--model",
+                                                             f"mlp{name}", "-o", str(scratch / "perf")),
+    "publish": lambda repo, name, scratch, url: _outputs("publish", str(repo), str(scratch / "bucket")),
+    "tune": lambda repo, name, scratch, url: _outputs("tune", str(repo), "--model", f"mlp{name}", "--budget", "2",
+                                                      "--window", "0.2", "--settle", "0.5", "--engine", "loop"),
+    "smoke": lambda repo, name, scratch, url: _outputs("smoke", "--url", url, "--repo", str(repo), "--timeout", "5",
+                                                       "--burst", "4", "--concurrency", "2"),
+    "perf": lambda repo, name, scratch, url: _outputs("perf", "--url", url, "--repo", str(repo), "--model",
+                                                      f"mlp{name}", "--duration", "0.2", "--engine", "loop"),
+}
+#: Commands that print no name a repository or a spec chose: init writes a starter manifest, serve hands over to
+#: tritonserver.
+NAMELESS = {"init", "serve"}
+
+
+def test_every_command_is_covered() -> None:
+    from generator.cli import COMMANDS
+
+    assert set(EVERY_COMMAND) | NAMELESS == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.triton) if c in ("smoke", "perf", "tune")
+                                     else c for c in EVERY_COMMAND])
+def test_every_command_shows_a_hostile_name_escaped(command: str, hostile_repository: Path,
+                                                    request: pytest.FixtureRequest,
+                                                    tmp_path: Path) -> None:
+    assert visible(HOSTILE) == repr(HOSTILE)[1:-1] and CONTROL_CHARACTERS.search(HOSTILE)
+    url = request.getfixturevalue("plain_server_url") if command in ("smoke", "perf") else ""
+    outputs = EVERY_COMMAND[command](hostile_repository, HOSTILE, tmp_path, url)
+    _clean(*outputs)
+    assert visible(HOSTILE) in "".join(outputs), outputs
 
 
 def test_visible_escapes_exactly_the_control_characters() -> None:

@@ -366,6 +366,44 @@ def test_an_ensemble_of_thousands_of_steps_and_perf_of_a_thousand_variants_draw_
     assert rows == len(perf_document(variants)["results"])
 
 
+def test_a_long_config_is_parsed_once_per_report_each_reader_getting_its_own_message(
+        example_repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report reads every model (served reader) and lints the repository: a 2,000-step ensemble's config.pbtxt
+    goes through protobuf's slow text parser once, not once per reader; each caller still gets a message of its own,
+    and a long text that does not parse is refused naming the file each caller gave."""
+    from click.testing import CliRunner
+    from google.protobuf import text_format
+
+    from generator.cli import main
+    from generator.triton import proto
+    from tests.report_scale import add_chain_ensemble
+
+    repo = tmp_path / "repo"
+    shutil.copytree(example_repository, repo)
+    chain = add_chain_ensemble(repo, 2_000).joinpath("config.pbtxt").read_text(encoding="utf-8")
+    assert len(chain) >= proto._MEMO_FROM
+    proto._parsed_once.cache_clear()
+    parsed: list[str] = []
+    real_parse = text_format.Parse
+
+    def counting_parse(text: Any, message: Any, *args: Any, **kwargs: Any) -> Any:
+        parsed.append(text)
+        return real_parse(text, message, *args, **kwargs)
+
+    monkeypatch.setattr(text_format, "Parse", counting_parse)
+    result = CliRunner().invoke(main, ["report", str(repo), "-o", str(tmp_path / "report.html")])
+    assert result.exit_code == 0, result.output
+    assert parsed.count(chain) == 1
+
+    first = proto.parse_model_config(chain, "a/config.pbtxt")
+    first.name = "changed"
+    assert proto.parse_model_config(chain, "b/config.pbtxt").name == "chain"
+    for where in ("a/config.pbtxt", "b/config.pbtxt"):
+        with pytest.raises(proto.ConfigTextError) as refused:
+            proto.parse_model_config(chain + "step {", where)
+        assert refused.value.problems[0].file == where
+
+
 def test_an_ensemble_picture_escapes_names_and_places_steps_by_their_inputs() -> None:
     from generator.reports.ensemble_svg import EnsembleStep, ensemble_svg
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from generator.cli.smoke import _write_outputs
 from generator.planning.model_files import config_text
 from generator.planning.options import BuildOptions
 from generator.planning.targets import plan_build
-from generator.reports.junit import json_report, junit_xml, write_json, write_junit_xml
+from generator.reports.junit import json_report, junit_xml
 from generator.serving.server import TritonNotFoundError, TritonServer, find_tritonserver, free_port
 from generator.serving.smoke import repository_models, run_smoke, tolerance_for
 from generator.serving.smoke_results import CHECKS, CheckResult, SmokeOptions, SmokeReport
@@ -200,11 +201,12 @@ def test_report_files_replace_a_symlink_at_their_name_never_its_target(tmp_path:
     report = SmokeReport([CheckResult("m", "ready", "passed")], "u", "grpc")
     target = tmp_path / "precious"
     target.write_text("precious")
-    for name, write, render in (("smoke.json", write_json, json_report), ("smoke.xml", write_junit_xml, junit_xml)):
-        path = tmp_path / "out" / name
-        path.parent.mkdir(exist_ok=True)
+    (tmp_path / "out").mkdir()
+    paths = {tmp_path / "out" / "smoke.json": json_report, tmp_path / "out" / "smoke.xml": junit_xml}
+    for path in paths:
         path.symlink_to(target)
-        assert write(report, path) == path
+    _write_outputs(report, *paths, None)  # smoke's own writer of --json and --junit-xml
+    for path, render in paths.items():
         assert not path.is_symlink() and path.read_text(encoding="utf-8") == render(report)
     assert target.read_text() == "precious"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["smoke.json", "smoke.xml"]
@@ -251,7 +253,8 @@ def test_junit_xml_opens_in_junitparser(good_reports: dict[str, SmokeReport], fa
                                         tmp_path: Path) -> None:
     from junitparser import Error, Failure, JUnitXml, Skipped
 
-    path = write_junit_xml(good_reports["grpc"], tmp_path / "good.xml")
+    path = tmp_path / "good.xml"
+    _write_outputs(good_reports["grpc"], None, path, None)
     xml = JUnitXml.fromfile(str(path))
     suites = {suite.name: suite for suite in xml}
     assert sorted(suites) == ["mlp", "text"]
