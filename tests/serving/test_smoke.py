@@ -160,6 +160,9 @@ def faulty_repository(example_repository: Path, tmp_path_factory) -> Path:
     shutil.copytree(repo / "mlp", repo / "onnx_mlp")
     (repo / "onnx_mlp" / "1" / "model.py").unlink()
     (repo / "onnx_mlp" / "config.pbtxt").write_text(config_text(onnx_mlp).replace('name: "mlp"', 'name: "onnx_mlp"'))
+    for copy in ("broken", "onnx_mlp"):  # a contract describes the model of its own folder
+        contract = repo / copy / "1" / "gen_repo" / "contract.json"
+        contract.write_text(contract.read_text().replace('"model": "mlp"', f'"model": "{copy}"'))
     return repo
 
 
