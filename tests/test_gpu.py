@@ -17,7 +17,7 @@ from generator.gpu import (
     import_tensorrt,
     parse_nvidia_smi,
 )
-from tests.requirements import missing
+from tests.requirements import missing, require
 
 
 def _fake_nvidia_smi(folder: Path, body: str) -> Path:
@@ -127,3 +127,10 @@ def test_import_tensorrt_reports_a_missing_native_library(tmp_path: Path, monkey
     with pytest.raises(ImportError, match="libnvonnxparser"):
         import_tensorrt("broken_trt_for_test")
 
+
+def test_import_tensorrt_finds_tensorrt_rtx_and_its_builder_api() -> None:
+    """CI builds engines with TensorRT-RTX on a CPU, imported as the build imports it (the strict-skip test's node)."""
+    require("tensorrt_rtx")
+    trt = import_tensorrt("tensorrt_rtx")
+    assert trt.__name__ == "tensorrt_rtx"
+    assert all(hasattr(trt, name) for name in ("Builder", "OnnxParser", "ILogger", "BuilderFlag")), dir(trt)

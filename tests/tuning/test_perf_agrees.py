@@ -23,12 +23,12 @@ MARGIN = 0.05
 def test_perf_and_tunes_measurement_agree_within_their_noise(triton_server_factory, tmp_path):
     repo = write_oracle_repository(tmp_path)
     server = triton_server_factory(repo, model_control="explicit")
-    ((facts, config),) = facts_from_repository(repo, (NAME,))
-    contract = ModelContract.from_repository(repo, NAME)
+    ((facts, served),) = facts_from_repository(repo, (NAME,))
+    contract = ModelContract.from_served(served)
     inputs = contract.example_inputs("opt")  # what perf sends: the same request for both
     datatypes = {t.name: t.datatype for t in contract.inputs}
     batch = int(next(iter(inputs.values())).shape[0])
-    with Measurer(server.grpc_url, NAME, config, inputs, datatypes, batch=batch, levels=[LEVEL],
+    with Measurer(server.grpc_url, NAME, served.config, inputs, datatypes, batch=batch, levels=[LEVEL],
                   windows=Windows()) as measurer:
         tuned = measurer.measure(facts.baseline)  # loads the generated config, then measures it
         assert tuned.error is None, tuned.error
