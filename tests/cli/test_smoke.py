@@ -52,6 +52,7 @@ def test_bad_usage_exits_2(args: list[str], message: str) -> None:
 def test_unreachable_server_exits_3_with_reports(tmp_path: Path) -> None:
     url = f"127.0.0.1:{free_port()}"
     out = tmp_path / "out"
+    out.mkdir()  # an output's folder must exist (a missing one is refused before the work: tests/cli/test_sinks.py)
     result = subprocess.run(
         [GEN_REPO, "smoke", "--url", url, "--model", "mlp", "--timeout", "5", "--json", str(out / "smoke.json"),
          "--junit-xml", str(out / "smoke.xml")],

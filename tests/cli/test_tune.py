@@ -89,7 +89,7 @@ def test_tune_writes_a_gain_beyond_the_noise_that_the_build_serves(example_repos
     summary = tmp_path / "summary.md"
     result = subprocess.run(
         [GEN_REPO, "tune", str(manifest), "--repo", str(_crippled(example_repository, tmp_path)), "--model", "mlp",
-         "--budget", "20", "--window", "0.5", "--settle", "4", "--concurrency", "2", "--json", "--summary-md",
+         "--budget", "20", "--window", "0.5", "--settle", "4", "--concurrency", "2", "--summary-md",
          str(summary), "--report", str(tmp_path / "tune.json")],
         capture_output=True, text=True, timeout=300,
     )

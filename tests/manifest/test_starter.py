@@ -130,6 +130,7 @@ def test_spec_paths_are_relative_to_the_manifest_wherever_init_runs(specs: list[
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     spec = Path("..", "project", "specs", specs[0].name)
+    (tmp_path / "project" / "sub").mkdir()  # the OS resolves "sub/.." only through a folder that exists
     manifest = Path("..", "project", "sub", "..", "gen-repo.yaml")
     code, output = _init([str(spec), "-o", str(manifest)])
     assert (code, output.strip()) == (0, f"wrote {manifest}: 1 model(s); next: gen-repo plan {manifest}")
