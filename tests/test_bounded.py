@@ -132,6 +132,8 @@ RAW_READS = {
     "generator/building/export/tensorrt.py": (1, "the TensorRT timing cache kept in the build cache"),
     "generator/building/distributed.py": (1, "artifacts this build has just written, sent back from a Ray worker"),
     "generator/tuning/results.py": (1, "/proc/cpuinfo of this machine (the hardware a tune result names)"),
+    "generator/serving/ceiling.py": (1, "the served TensorRT plan, handed whole to TensorRT's runtime (GPU machines "
+                                     "only; the build wrote it and verify checks it against the lock)"),
 }
 
 

@@ -7,6 +7,7 @@ rows so thousands of findings still fit a job summary.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +32,9 @@ MAX_ROWS = 50
 _MAX_CELL = 300
 #: What makes repository text act as Markdown: ``[x](url)`` and ``![](url)`` need ``[``; ``<img>`` and ``<http://>``
 #: need ``<``; ``&`` starts an entity. Escaped, each renders as itself (a bare URL may still be shown as a link).
-_MARKUP = frozenset("\\`*_[]<>|&~")
+_MARKUP = frozenset("\\`*_[]<>|&~#")
+#: What opens a block (a list item, a setext underline, an ordered item) where it starts a line.
+_LINE_START = re.compile(r"^(?:[-+=]|\d+(?=[.)]))")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ def markdown_cell(text: str) -> str:
     text = " ".join(str(text).split())
     if len(text) > _MAX_CELL:
         text = text[: _MAX_CELL - 1] + "…"
-    return "".join("\\" + char if char in _MARKUP else char for char in text)
+    escaped = "".join("\\" + char if char in _MARKUP else char for char in text)
+    return _LINE_START.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], escaped, count=1)
 
 
 def render_section(section: SummarySection) -> str:
