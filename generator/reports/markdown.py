@@ -22,6 +22,7 @@ __all__ = [
     "SummarySection",
     "append_summary",
     "markdown_cell",
+    "markdown_line",
     "relative_link",
     "render_section",
 ]
@@ -33,8 +34,8 @@ _MAX_CELL = 300
 #: What makes repository text act as Markdown: ``[x](url)`` and ``![](url)`` need ``[``; ``<img>`` and ``<http://>``
 #: need ``<``; ``&`` starts an entity. Escaped, each renders as itself (a bare URL may still be shown as a link).
 _MARKUP = frozenset("\\`*_[]<>|&~#")
-#: What opens a block (a list item, a setext underline, an ordered item) where it starts a line.
-_LINE_START = re.compile(r"^(?:[-+=]|\d+(?=[.)]))")
+#: What opens a block where it starts a line: a list item (``-``, ``+``, ``1.``, ``1)``) or a setext underline.
+_LINE_START = re.compile(r"^(?:[-+]|\d{1,9}[.)])(?=\s|$)|^=+\s*$")
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,13 @@ def markdown_cell(text: str) -> str:
     text = " ".join(str(text).split())
     if len(text) > _MAX_CELL:
         text = text[: _MAX_CELL - 1] + "…"
-    escaped = "".join("\\" + char if char in _MARKUP else char for char in text)
-    return _LINE_START.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], escaped, count=1)
+    return "".join("\\" + char if char in _MARKUP else char for char in text)
+
+
+def markdown_line(text: str) -> str:
+    """:func:`markdown_cell` for text that starts a line: a list or underline mark there is escaped too."""
+    cell = markdown_cell(text)
+    return _LINE_START.sub(lambda m: f"{m[0][:-1]}\\{m[0][-1]}" if m[0][0].isdigit() else f"\\{m[0]}", cell, count=1)
 
 
 def render_section(section: SummarySection) -> str:
@@ -81,7 +87,7 @@ def render_section(section: SummarySection) -> str:
         lines.append(" · ".join(f"**{count}** {markdown_cell(label)}" for label, count in section.counts.items()))
         lines.append("")
     if section.note:
-        lines += [markdown_cell(section.note), ""]
+        lines += [markdown_line(section.note), ""]
     rows = [r for r in section.rows if r.failed] + [r for r in section.rows if not r.failed]
     if rows:
         lines.append("| " + " | ".join(section.columns) + " |")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from generator.errors import EXIT_UNREACHABLE, EXIT_USAGE, GenRepoError, Problem
-from generator.reports.markdown import SummaryRow, SummarySection, markdown_cell
+from generator.reports.markdown import SummaryRow, SummarySection, markdown_cell, markdown_line
 from generator.repository.lock import LOCK_FILE_NAME
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _value_text(value: Any) -> str:
 def diff_markdown(diff: ContractDiff) -> str:
     """The diff as a Markdown document (``--markdown FILE``): counts, the changes table, the unknown facts."""
     verdict = "breaking changes" if diff.breaking else "nothing breaking"
-    lines = [f"# gen-repo diff: {verdict}", "", f"{markdown_cell(diff.old)} → {markdown_cell(diff.new)}", "",
+    lines = [f"# gen-repo diff: {verdict}", "", f"{markdown_line(diff.old)} → {markdown_cell(diff.new)}", "",
              f"**{diff.breaking}** breaking · **{diff.compatible}** compatible · models: {len(diff.added)} added, "
              f"{len(diff.removed)} removed, {len(diff.changed)} changed, {len(diff.unchanged)} unchanged", ""]
     if diff.changes:

@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
@@ -24,7 +24,7 @@ from generator.reports.markdown import (
 #: A real CommonMark renderer with GFM tables (markdown-it-py, rich's own): what a job summary shows.
 _RENDER = MarkdownIt("commonmark").enable("table").render
 #: Repository text an attacker controls: Markdown and HTML syntax, a URL, and ordinary name characters.
-_HOSTILE = st.lists(st.sampled_from([*"[]()!<>`*_|&;#~\\/:.=\"' ", "http://evil.example/x.png", "img", "a", "é"]),
+_HOSTILE = st.lists(st.sampled_from([*"[]()!<>`*_|&;#~\\/:.=\"' -+1)", "http://evil.example/x.png", "img", "a", "é"]),
                     max_size=40).map("".join)
 
 
@@ -36,6 +36,9 @@ def test_a_cell_keeps_the_table_intact_whatever_the_text() -> None:
 
 
 @given(subject=_HOSTILE, detail=_HOSTILE)
+@example(subject="#", detail="1. x")  # a heading's closing '#'; an ordered list item
+@example(subject="a #", detail="- a")
+@example(subject="x", detail="===")  # a setext underline
 def test_repository_text_renders_as_itself_in_every_part_of_a_section(subject: str, detail: str) -> None:
     """Rendered by a real CommonMark renderer, a name or message shows as its own characters (no link, image,
     HTML, code or emphasis) in the title, the note and a row's cells, and the table keeps its three cells."""
@@ -48,6 +51,8 @@ def test_repository_text_renders_as_itself_in_every_part_of_a_section(subject: s
     shown = [html.unescape(cell.split("</td>")[0]) for cell in cells]
     assert shown[0] == " ".join(subject.split()) and shown[2] == " ".join(detail.split())
     assert html.unescape(page.split("<h3>")[1].split("</h3>")[0]) == " ".join(f"❌ gen-repo diff {subject}".split())
+    if detail.strip():  # the note: a paragraph of its own, shown as itself
+        assert html.unescape(page.split("<p>")[2].split("</p>")[0]) == " ".join(detail.split()), page
 
 
 def test_failed_rows_come_first_and_keep_their_order() -> None:
