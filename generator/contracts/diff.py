@@ -2,7 +2,7 @@
 
 Breaking when a request valid before is refused now or a response changes shape or type; compatible otherwise; what a
 contract derived from a config cannot tell is an :class:`UnknownFact` (docs/diff.md). Pure data: the client calls
-this module through the :class:`ModelContract` protocol, so it does not import the client.
+this module through the :class:`ContractLike` protocol, so it does not import the client.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ COMPATIBLE = "compatible"
 _MAX_ENUMERATED = 4096
 
 
-class ModelContract(Protocol):
+class ContractLike(Protocol):
     """What the diff reads of a model's contract (:class:`generator.contracts.model_contract.ModelContract`).
 
     A protocol, not that class: its ``compatible_with`` calls this module, which therefore cannot import it.
@@ -187,7 +187,7 @@ class ContractDiff:
 # --------------------------------------------------------------------------------------------------------------------
 # Classification
 # --------------------------------------------------------------------------------------------------------------------
-def is_exact(contract: ModelContract) -> bool:
+def is_exact(contract: ContractLike) -> bool:
     """Whether ``contract`` came from ``gen_repo/contract.json`` (exact ranges and value domains).
 
     contract.json gives every input its ``opt_shape`` (the profile's); a contract derived from a config has none.
@@ -197,7 +197,7 @@ def is_exact(contract: ModelContract) -> bool:
     return bool(contract.inputs) and all(t.opt_shape is not None for t in contract.inputs)
 
 
-def _is_ensemble(contract: ModelContract) -> bool:
+def _is_ensemble(contract: ContractLike) -> bool:
     return contract.platform == "ensemble"
 
 
@@ -212,7 +212,7 @@ def _shape_ranges(tensor: TensorContract) -> list[list[int | None]]:
 class _Differ:
     """Collects the changes of one model (old contract -> new contract)."""
 
-    def __init__(self, old: ModelContract, new: ModelContract) -> None:
+    def __init__(self, old: ContractLike, new: ContractLike) -> None:
         self.old, self.new = old, new
         self.model = new.name or old.name
         self.old_exact, self.new_exact = is_exact(old), is_exact(new)
@@ -448,7 +448,7 @@ def _contains(outer: ValueDomain | None, inner: ValueDomain | None) -> bool:
     return all(v in allowed for v in range(int(inner.low), int(inner.high) + 1))
 
 
-def diff_models(old: ModelContract, new: ModelContract) -> ModelComparison:
+def diff_models(old: ContractLike, new: ContractLike) -> ModelComparison:
     """Every client-visible change from ``old`` to ``new`` (two contracts of one model), classified."""
     return _Differ(old, new).run()
 
@@ -486,7 +486,7 @@ def served_changes(model: str, old: ServedSettings | None, new: ServedSettings |
     return out
 
 
-def diff_repositories(old: Mapping[str, ModelContract], new: Mapping[str, ModelContract], *, old_label: str,
+def diff_repositories(old: Mapping[str, ContractLike], new: Mapping[str, ContractLike], *, old_label: str,
                       new_label: str, unknown: Iterable[UnknownFact] = (),
                       old_served: Mapping[str, ServedSettings] | None = None,
                       new_served: Mapping[str, ServedSettings] | None = None) -> ContractDiff:

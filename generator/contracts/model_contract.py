@@ -22,7 +22,7 @@ from generator.bounded import limit
 from generator.contracts.array_files import ArrayHeader
 from generator.contracts.request_schema import request_schema
 from generator.contracts.served import FolderReader, ServedModel, read_served_model
-from generator.contracts.tensor_contract import Shape, TensorContract, range_text, shape_text
+from generator.contracts.tensor_contract import Shape, TensorContract, range_text, tensor_shape_text
 from generator.dtypes import config_data_type
 from generator.errors import GenRepoError, Problem
 from generator.json_reader import read_json
@@ -320,7 +320,7 @@ class ModelContract:
                             RequestProblemKind.MISSING,
                             tensor.name,
                             f"input '{tensor.name}' is missing (required by model '{self.name}', "
-                            f"{tensor.data_type}, shape {shape_text(tensor)})",
+                            f"{tensor.data_type}, shape {tensor_shape_text(tensor)})",
                         )
                     )
                 continue
@@ -396,7 +396,7 @@ class ModelContract:
                     RequestProblemKind.RANK,
                     name,
                     f"input '{name}' has {len(shape)} axes (shape {list(shape)}), expected {tensor.rank}: "
-                    f"shape {shape_text(tensor)}{batch_note}",
+                    f"shape {tensor_shape_text(tensor)}{batch_note}",
                     value=len(shape),
                     allowed=(tensor.rank, tensor.rank),
                 )
@@ -426,7 +426,7 @@ class ModelContract:
                         RequestProblemKind.DIM_OUT_OF_RANGE,
                         name,
                         f"input '{name}' {what} is {size}, allowed {range_text(low, high)} "
-                        f"(shape {list(shape)}, expected {shape_text(tensor)})",
+                        f"(shape {list(shape)}, expected {tensor_shape_text(tensor)})",
                         axis=axis,
                         value=size,
                         allowed=(low, high),

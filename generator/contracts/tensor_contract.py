@@ -15,7 +15,7 @@ import numpy as np
 from generator.dtypes import numpy_dtype, wire_datatype
 from generator.planning.values import ValueDomain
 
-__all__ = ["MaxShape", "Shape", "TensorContract", "range_text", "shape_text"]
+__all__ = ["MaxShape", "Shape", "TensorContract", "range_text", "tensor_shape_text"]
 
 Shape = tuple[int, ...]
 MaxShape = tuple[int | None, ...]
@@ -80,7 +80,7 @@ class TensorContract:
         return out
 
 
-def shape_text(tensor: TensorContract) -> str:
+def tensor_shape_text(tensor: TensorContract) -> str:
     """The allowed full shape in words: ``[1..8, 16]`` (``..`` with no end where a size is unbounded)."""
     parts = []
     for low, high in zip(tensor.min_shape, tensor.max_shape, strict=True):

@@ -36,7 +36,7 @@ __all__ = [
     "check_symlinks",
     "check_versions",
     "discover",
-    "element_count",
+    "dims_element_count",
     "gen_repo_contract",
     "parse_config_text",
     "read_config",
@@ -263,7 +263,7 @@ def triton_join(base: FsPath, *segments: str) -> FsPath:
     return path
 
 
-def element_count(shape: Iterable[int]) -> int:
+def dims_element_count(shape: Iterable[int]) -> int:
     """Element count, or -1 when a dim is -1 (Triton's WILDCARD_SIZE)."""
     count = 1
     for dim in shape:
@@ -276,7 +276,7 @@ def element_count(shape: Iterable[int]) -> int:
 def _data_bytes(data_type: int, dims: Iterable[int]) -> int | None:
     """Bytes a tensor of ``dims`` needs; None for strings (any size) or unknown dims."""
     dtype = by_triton(mc.DataType.Name(data_type))
-    count = element_count(dims)
+    count = dims_element_count(dims)
     if dtype is None or dtype.byte_size is None or count < 0:
         return None
     return count * dtype.byte_size

@@ -11,7 +11,7 @@ from typing import Any
 
 from generator.lint.findings import ConfigFile
 from generator.lint.folders import Resolved
-from generator.lint.layout import element_count
+from generator.lint.layout import dims_element_count
 from generator.triton.config_rules import group_refusals, instance_groups_of
 from generator.triton.proto import model_config_pb2 as mc
 
@@ -128,7 +128,7 @@ def _check_dims(cf: ConfigFile, kind: str, index: int, label: str, io: Any, fill
                    (*where, "#", k))
     if bad_dims or not dims:
         return
-    dims_size, reshape_size = element_count(dims), element_count(shape)
+    dims_size, reshape_size = dims_element_count(dims), dims_element_count(shape)
     if dims_size != reshape_size and (reshape_size != 0 or dims_size != 1):
         if not shape:
             message = f"{label} has an empty (scalar) reshape, which needs dims [ 1 ], not {dims}"

@@ -28,7 +28,7 @@ __all__ = [
     "graph_summary",
     "load_graphspecs",
     "validate_document",
-    "validate_file",
+    "spec_file_problems",
 ]
 
 GRAPHSPEC_SCHEMA = "graphspec.schema.json"
@@ -114,7 +114,7 @@ def validate_document(document: Any, file: str) -> list[LoadedGraph]:
     return loaded
 
 
-def validate_file(path: Path | str) -> list[Problem]:
+def spec_file_problems(path: Path | str) -> list[Problem]:
     """Every problem of one spec file (empty when it is valid); never raises for bad input."""
     try:
         load_graphspecs(path)

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from generator.errors import GenRepoError, Problem
 from generator.resources import resource_dir
 from generator.specs import documents, json_schema
-from generator.specs.schema import document_kind, graph_summary, load_graphspecs, validate_document, validate_file
+from generator.specs.schema import document_kind, graph_summary, load_graphspecs, spec_file_problems, validate_document
 from tests.manifest_helpers import FIXTURES
 
 
@@ -54,7 +54,7 @@ def test_every_fixture_validates(aitune_fixture_dir: Path, name: str) -> None:
     assert loaded[0].pointer == "/graph"
     assert loaded[0].module_name is None
     assert loaded[0].file == str(aitune_fixture_dir / f"{name}.graphspec.json")
-    assert validate_file(aitune_fixture_dir / f"{name}.graphspec.json") == []
+    assert spec_file_problems(aitune_fixture_dir / f"{name}.graphspec.json") == []
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -95,7 +95,7 @@ def test_example_specs_validate(examples_dir: Path) -> None:
     specs = sorted((examples_dir / "specs").glob("*.graphspec.json"))
     assert specs
     for spec in specs:
-        assert validate_file(spec) == [], spec
+        assert spec_file_problems(spec) == [], spec
 
 
 def test_yaml_input_gives_the_same_graph(tmp_path: Path, aitune_fixture_dir: Path, load: Callable) -> None:
@@ -388,7 +388,7 @@ def test_validate_file_collects_instead_of_raising(tmp_path: Path, load: Callabl
     doc["graph"]["input_spec"]["tensor_data"][0]["max_shape"] = [8]
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(doc))
-    problems = validate_file(path)
+    problems = spec_file_problems(path)
     assert [str(p) for p in problems] == [f"{path}: {T}/0/max_shape: has 1 axes but shape has 2; shape, min_shape "
                                           "and max_shape must have the same rank"]
 
@@ -411,7 +411,7 @@ def test_pickled_binary_form_is_refused_and_never_unpickled(tmp_path: Path, prot
     marker = tmp_path / "unpickled"
     path = tmp_path / "graph_spec.json"
     path.write_bytes(pickle.dumps({"graph": _Marker(str(marker))}, protocol=protocol))
-    problems = validate_file(path)
+    problems = spec_file_problems(path)
     assert len(problems) == 1
     assert "pickled binary form" in problems[0].message and "JSON form" in problems[0].message
     assert not marker.exists()
@@ -421,7 +421,7 @@ def test_torch_save_zip_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "graph_spec.pt"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("archive/data.pkl", pickle.dumps({"x": 1}))
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert "never unpickles" in problem.message
 
 
@@ -429,14 +429,14 @@ def test_torch_save_zip_is_refused(tmp_path: Path) -> None:
 def test_nan_and_infinity_refused_in_json(tmp_path: Path, text: str) -> None:
     path = tmp_path / "nan.json"
     path.write_text(text)
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert "not valid JSON" in problem.message
 
 
 def test_nan_refused_in_yaml(tmp_path: Path) -> None:
     path = tmp_path / "nan.yaml"
     path.write_text("graph:\n  name: .nan\n")
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert problem.pointer == "/graph/name" and "past the float limit (NaN and Infinity included)" in problem.message
 
 
@@ -449,7 +449,7 @@ def test_yaml_alias_bomb_refused(tmp_path: Path, fan_out: int) -> None:
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * fan_out) + "]")
     path = tmp_path / "bomb.yaml"
     path.write_text("\n".join(lines) + "\n")
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert "alias" in problem.message
 
 
@@ -457,7 +457,7 @@ def test_yaml_python_tags_refused(tmp_path: Path) -> None:
     marker = tmp_path / "evaluated"
     path = tmp_path / "tag.yaml"
     path.write_text(f"graph: !!python/object/apply:os.system ['touch {marker}']\n")
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert "invalid YAML" in problem.message
     assert not marker.exists()
 
@@ -466,27 +466,27 @@ def test_huge_file_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "huge.json"
     with path.open("wb") as handle:
         handle.truncate(documents.MAX_DOCUMENT_BYTES + 1)  # sparse: no disk used
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert "at most" in problem.message and problem.pointer == ""
 
 
 def test_deep_nesting_refused(tmp_path: Path) -> None:
     path = tmp_path / "deep.json"
     path.write_text('{"graph": ' + "[" * 5000 + "]" * 5000 + "}")
-    (problem,) = validate_file(path)
+    (problem,) = spec_file_problems(path)
     assert "nests deeper" in problem.message or "cannot parse" in problem.message
 
 
 def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
-    (missing,) = validate_file(tmp_path / "missing.json")
+    (missing,) = spec_file_problems(tmp_path / "missing.json")
     assert "cannot read" in missing.message
     broken = tmp_path / "broken.json"
     broken.write_text('{"graph": ')
-    (problem,) = validate_file(broken)
+    (problem,) = spec_file_problems(broken)
     assert "invalid JSON at line 1" in problem.message
     binary = tmp_path / "binary.json"
     binary.write_bytes(b"\xff\xfe\x00")
-    (problem,) = validate_file(binary)
+    (problem,) = spec_file_problems(binary)
     assert "UTF-8" in problem.message
 
 
