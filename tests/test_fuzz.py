@@ -3,7 +3,7 @@
 Properties, over near-valid documents (a real fixture or the example manifest with ONE field changed) and
 structurally random JSON, written as JSON and as YAML:
 
-- ``schema.load_graphspecs``/``validate_file`` and ``manifest.load_manifest`` + ``plan.plan_repository`` raise
+- ``schema.load_graphspecs``/``spec_file_problems`` and ``manifest.load_manifest`` + ``plan.plan_repository`` raise
   nothing but :class:`~generator.errors.GenRepoError`;
 - every Problem names a file and a JSON pointer ("" for the whole file, else starting with "/") whose parent exists
   in the document it names;
@@ -30,7 +30,7 @@ from generator.cli import main as cli
 from generator.errors import GenRepoError, Problem
 from generator.manifest.loading import load_manifest
 from generator.planning.plan import plan_repository
-from generator.specs.schema import load_graphspecs, validate_document, validate_file
+from generator.specs.schema import load_graphspecs, spec_file_problems, validate_document
 from tests.strategies import (
     EXAMPLES,
     TEXT_SLOT,
@@ -90,15 +90,15 @@ def check_problems(problems: list[Problem], documents: dict[str, Any], note: str
 
 
 def check_validate(path: Path, case: Case) -> None:
-    """``validate`` on one file: loads or raises GenRepoError with located problems; validate_file agrees."""
+    """``validate`` on one file: loads or raises GenRepoError with located problems; spec_file_problems agrees."""
     note = f"{path.name}: {case.description}"
     try:
         load_graphspecs(path)
     except GenRepoError as error:
         check_problems(error.problems, {str(path): case.document}, note)
-        assert validate_file(path) == error.problems, note
+        assert spec_file_problems(path) == error.problems, note
     else:
-        assert validate_file(path) == [], note
+        assert spec_file_problems(path) == [], note
 
 
 def check_plan(manifest: Path, documents: dict[str, Any], note: str) -> None:
