@@ -333,9 +333,7 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
     return problems
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The one walk of a repository folder
-# --------------------------------------------------------------------------------------------------------------------
+# -- The one walk of a repository folder -----------------------------------------------------------------------------
 def walk_tree(root: Path | str) -> Iterator[tuple[str, os.stat_result]]:
     """(relative POSIX path, ``lstat``) of every entry under ``root`` at every depth, folders included.
 

@@ -101,9 +101,7 @@ def engine_plan(model: ModelPlan) -> dict[str, str | None]:
     return {model.config.default_model_filename or "model.plan": None}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Tasks (run on cluster nodes; module-level so workers import them by reference)
-# --------------------------------------------------------------------------------------------------------------------
+# -- Tasks (run on cluster nodes; module-level so workers import them by reference) ----------------------------------
 def _node_name() -> str:
     import socket
 
@@ -193,9 +191,7 @@ def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capabi
     return TaskOutput({filename: plan_bytes}, (f"{note}, {len(plan_bytes)} bytes, built on {node}",), (), node)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The driver
-# --------------------------------------------------------------------------------------------------------------------
+# -- The driver ------------------------------------------------------------------------------------------------------
 def _import_ray() -> Any:
     try:
         import ray

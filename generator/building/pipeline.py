@@ -38,12 +38,8 @@ from generator.repository.cache import BuildCache, default_cache_root
 from generator.repository.digest import hash_bytes, hash_file
 from generator.resources import resource_dir
 
-#: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard
-#: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
-AUTO_TARGETS = ("tensorrt", "onnx")
-# --------------------------------------------------------------------------------------------------------------------
-# One model: source -> ONNX -> checks -> reference data -> (plan)
-# --------------------------------------------------------------------------------------------------------------------
+
+# -- One model: source -> ONNX -> checks -> reference data -> (plan) -------------------------------------------------
 def factory_search_path(plan: RepositoryPlan, options: BuildOptions, cwd: Path | None = None) -> tuple[str, ...]:
     """Folders searched first for ``module:callable`` factories, in order.
 
@@ -145,9 +141,7 @@ def model_cache_key(
     )
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Workers
-# --------------------------------------------------------------------------------------------------------------------
+# -- Workers ---------------------------------------------------------------------------------------------------------
 #: In a worker process only: where its progress events go (set by the pool's initializer; a queue cannot be
 #: pickled into each task).
 _WORKER_EVENTS: Any = None
@@ -205,9 +199,7 @@ def _build_one(
                            tuple(_locate(model, "build", problems)), "build")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The repository
-# --------------------------------------------------------------------------------------------------------------------
+# -- The repository --------------------------------------------------------------------------------------------------
 def build_repository(
     manifest_path: Path | str,
     options: BuildOptions | None = None,

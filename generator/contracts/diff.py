@@ -184,9 +184,7 @@ class ContractDiff:
         return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Classification
-# --------------------------------------------------------------------------------------------------------------------
+# -- Classification --------------------------------------------------------------------------------------------------
 def is_exact(contract: ContractLike) -> bool:
     """Whether ``contract`` came from ``gen_repo/contract.json`` (exact ranges and value domains).
 

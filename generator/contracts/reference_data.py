@@ -61,9 +61,7 @@ class ReferenceCase:
                 "outputs": list(self.outputs)}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------------------------------
+# -- Files -----------------------------------------------------------------------------------------------------------
 def write_npz(path: Path | str, arrays: Mapping[str, np.ndarray]) -> Path:
     """Write an ``.npz`` that ``numpy.load`` reads, byte-identical for identical arrays.
 
@@ -169,9 +167,7 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     return cases
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The array names of reference.npz, and requests read from any .npz
-# --------------------------------------------------------------------------------------------------------------------
+# -- The array names of reference.npz, and requests read from any .npz -----------------------------------------------
 #: reference.npz names arrays ``<case>/input/<tensor>`` and ``<case>/output/<tensor>``.
 _CASE_KEY = re.compile(r"^(?P<case>[^/]+)/(?P<role>input|output)/(?P<tensor>.+)$")
 

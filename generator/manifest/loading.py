@@ -69,9 +69,7 @@ class _Graph:
     document: Any = field(default=None, repr=False, compare=False)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------------------------------
+# -- Loading ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class ManifestDocument:
     """A manifest read and schema-checked, before its models load: everything loading one entry needs.
@@ -499,9 +497,7 @@ def _default_name(loaded: _Graph, manifest_path: Path) -> str:
     return model_name_from_graph(loaded.graph.name, prefix)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# GraphSpecs
-# --------------------------------------------------------------------------------------------------------------------
+# -- GraphSpecs ------------------------------------------------------------------------------------------------------
 def _load_spec(
     manifest_path: Path,
     base_dir: Path,

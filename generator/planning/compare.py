@@ -147,9 +147,7 @@ def compare_arrays(
     return Comparison(mismatched == 0, max_abs, max_rel, int(np.count_nonzero(judged)), mismatched, left_out, worst)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# What a user tunes: the manifest's compare:
-# --------------------------------------------------------------------------------------------------------------------
+# -- What a user tunes: the manifest's compare: ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Padding:
     """Positions an input marks as padding, left out of the comparison of ``outputs``.

@@ -571,9 +571,7 @@ def _confine_paths(r: ConfigRequest, build: ConfigBuild) -> None:
         build.problems.append(Problem(r.file, where, escape.message))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Triton's rules
-# --------------------------------------------------------------------------------------------------------------------
+# -- Triton's rules --------------------------------------------------------------------------------------------------
 def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | None = None) -> list[str]:
     """Why Triton would refuse ``config`` (or serve something else than meant); empty when it is fine.
 

@@ -207,9 +207,7 @@ def engine_targets(model: ModelPlan) -> dict[str, str | None]:
     return {model.config.default_model_filename or "model.plan": None if gpu is None else gpu.compute_capability}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The plan for this machine
-# --------------------------------------------------------------------------------------------------------------------
+# -- The plan for this machine ---------------------------------------------------------------------------------------
 def plan_build(
     manifest_path: Path | ManifestDocument, options: BuildOptions, output_dir: Path | None = None, *,
     warmup_data: bool = True,

@@ -129,9 +129,7 @@ class ReportInputs:
     tune: Mapping[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The repository
-# --------------------------------------------------------------------------------------------------------------------
+# -- The repository --------------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def local_repository(location: str) -> Iterator[tuple[Path, list[Problem] | None]]:
     """Yield a local folder holding the repository at ``location``, and verify's answer when it was a bucket.
@@ -287,9 +285,7 @@ def _steps(config: model_config_pb2.ModelConfig) -> tuple[EnsembleStep, ...]:
                  for step in config.ensemble_scheduling.step)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The --smoke, --perf, --diff and --tune documents
-# --------------------------------------------------------------------------------------------------------------------
+# -- The --smoke, --perf, --diff and --tune documents ----------------------------------------------------------------
 def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | None = None,
                 tune: str | None = None) -> ReportInputs:
     """Read and check the given ``--json`` files; GenRepoError with every problem of every file at once."""
@@ -315,9 +311,7 @@ def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | N
                         documents.get("tune"))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The page
-# --------------------------------------------------------------------------------------------------------------------
+# -- The page --------------------------------------------------------------------------------------------------------
 def _chart_ranges(model: ModelSection) -> list[ShapeRange]:
     """Every input of ``model`` that has axes, as the range chart draws it."""
     return [ShapeRange(t.name, t.min_shape, t.opt_shape, t.max_shape, model.max_batch_size > 0)

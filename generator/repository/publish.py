@@ -115,9 +115,7 @@ UploadHook = Callable[[Any, list[str]], None]
 Say = Callable[[str, str], None]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Publishing
-# --------------------------------------------------------------------------------------------------------------------
+# -- Publishing ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _Gate:
     """The release gate's settings: whether breaking changes may ship, and who allowed them."""

@@ -119,9 +119,7 @@ def local_versions(lock: Mapping[str, Any], lock_file: str) -> dict[str, int]:
     return versions
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The local side: what the local lock file says is published, read only as checked against it
-# --------------------------------------------------------------------------------------------------------------------
+# -- The local side: what the local lock file says is published, read only as checked against it ---------------------
 @dataclass(frozen=True, slots=True)
 class LocalFile:
     """One file of the version a model publishes: where it goes (area, path inside the version) and its lock entry."""

@@ -173,9 +173,7 @@ class PublishLock:
         self.release()
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Reservations
-# --------------------------------------------------------------------------------------------------------------------
+# -- Reservations ----------------------------------------------------------------------------------------------------
 def reserved_versions(fs: Any, target: StorageURL, objects: Mapping[str, int]) -> dict[str, set[int]]:
     """The versions live reservations (other publishers in flight) hold, per model; expired ones are ignored.
 

@@ -208,9 +208,7 @@ def _unlisted_problem(source: Source, rel: str, size: int, artifacts: Mapping[st
     return None if why is None else f"refused: {why} (source {source_rel!r})"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# A repository in a bucket: one listing, its lock file, then the same check
-# --------------------------------------------------------------------------------------------------------------------
+# -- A repository in a bucket: one listing, its lock file, then the same check ---------------------------------------
 def verify_location(location: str, filesystem: Any = None) -> Verification:
     """``gen-repo verify``'s answer for a folder, ``file://``, ``s3://`` or ``gs://`` location.
 

@@ -29,9 +29,7 @@ __all__ = ["PerfReport", "PerfRun", "run_perf"]
 _PA_STABILITY = 0.10
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# ``gen-repo perf``: every model at every concurrency, on a running or launched server
-# --------------------------------------------------------------------------------------------------------------------
+# -- ``gen-repo perf``: every model at every concurrency, on a running or launched server ----------------------------
 @dataclass(frozen=True, slots=True)
 class PerfRun:
     """What ``gen-repo perf`` measures, where and how.

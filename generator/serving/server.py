@@ -50,9 +50,7 @@ LOG_TAIL_LINES = 40
 _READY_CALL_S = 2.0
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------------------------------------------------
+# -- Errors ----------------------------------------------------------------------------------------------------------
 class TritonServerError(GenRepoError):
     """A local tritonserver could not be found, started or made ready."""
 
@@ -77,9 +75,7 @@ def _error(cls: type[TritonServerError], where: str, message: str) -> TritonServ
     return cls([Problem(where, "", message)])
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Finding the binary
-# --------------------------------------------------------------------------------------------------------------------
+# -- Finding the binary ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class TritonBinary:
     """A tritonserver executable and what it needs to run.
@@ -219,9 +215,7 @@ def find_tritonserver(explicit: Path | str | None = None) -> TritonBinary:
     )
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Ports
-# --------------------------------------------------------------------------------------------------------------------
+# -- Ports -----------------------------------------------------------------------------------------------------------
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago (a race remains; ``wait_ready`` retries)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -229,9 +223,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The server
-# --------------------------------------------------------------------------------------------------------------------
+# -- The server ------------------------------------------------------------------------------------------------------
 def _kill_group(pid: int) -> None:
     """SIGKILL a process group we created (safety net at garbage collection / interpreter exit)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -52,9 +52,7 @@ _QUOTED_FAILURES = 5
 BURST_ATTEMPTS = 3
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The server lost, a model that does not load
-# --------------------------------------------------------------------------------------------------------------------
+# -- The server lost, a model that does not load ---------------------------------------------------------------------
 class ServerLostError(Exception):
     """The server stopped answering (transport error and a failed liveness probe)."""
 
@@ -83,9 +81,7 @@ def missing_backend(text: str, side: _ModelSide | None, details: dict[str, Any])
             "`gen-repo build MANIFEST --target python` (the same ONNX, run by onnxruntime inside the Python backend)")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The reference comparison (tolerances and the element test: generator.planning.compare)
-# --------------------------------------------------------------------------------------------------------------------
+# -- The reference comparison (tolerances and the element test: generator.planning.compare) --------------------------
 def _compare(settings: CompareSettings, output: str, have: np.ndarray, want: np.ndarray,
              inputs: Mapping[str, np.ndarray], options: SmokeOptions) -> tuple[dict[str, Any], str]:
     """The reference check's record of one output and its problem ("" when it matches).
@@ -103,9 +99,7 @@ def _compare(settings: CompareSettings, output: str, have: np.ndarray, want: np.
     return entry, problem
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The repository side
-# --------------------------------------------------------------------------------------------------------------------
+# -- The repository side ---------------------------------------------------------------------------------------------
 def repository_models(repo_dir: Path | str) -> list[str]:
     """Model folders of a repository (those holding a ``config.pbtxt`` or a numeric version folder), sorted."""
     root = Path(repo_dir)
@@ -176,9 +170,7 @@ class _State:
     responses: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Running the checks
-# --------------------------------------------------------------------------------------------------------------------
+# -- Running the checks ----------------------------------------------------------------------------------------------
 Outcome = tuple[str, str, dict[str, Any]]
 Progress = Callable[[CheckResult], None]
 
@@ -523,9 +515,7 @@ class _Run:
         return "passed", summary, details
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Entry points
-# --------------------------------------------------------------------------------------------------------------------
+# -- Entry points ----------------------------------------------------------------------------------------------------
 def unreachable_report(url: str, protocol: str, models: Sequence[str], message: str) -> SmokeReport:
     """Build the report for a server that could not be reached: one ``ready`` error per model (exit code 3)."""
     names = list(models) or [SERVER]

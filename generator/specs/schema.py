@@ -57,9 +57,7 @@ class LoadedGraph:
     document: Any = field(default=None, repr=False, compare=False)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Public API
-# --------------------------------------------------------------------------------------------------------------------
+# -- Public API ------------------------------------------------------------------------------------------------------
 def load_graphspecs(path: Path | str) -> list[LoadedGraph]:
     """Every GraphSpec in a JSON/YAML file (fixture wrapper, bare graph or tune report), validated.
 

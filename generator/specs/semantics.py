@@ -31,11 +31,6 @@ def _is_clean(pointer: str, broken: set[str]) -> bool:
     return not any(b == pointer or b.startswith(prefix) for b in broken)
 
 
-def _path_key(value: Any) -> Any:
-    """Hashable semantic path (lists become tuples), as GraphSpec.from_dict builds it."""
-    return path_from_json(value)
-
-
 def _show_path(value: Any) -> str:
     return repr(tuple(value)) if isinstance(value, list) else repr(value)
 
@@ -72,7 +67,7 @@ def graph_problems(graph: dict[str, Any], base: str, add: Add, broken: set[str])
     explicit = _dynamic_shape_problems(
         graph.get("dynamic_shapes"), base + "/dynamic_shapes", inputs, input_paths, add, broken
     )
-    recorded = [(p, e) for p, e in inputs if ranks_ok[p] and _path_key(e["semantic_path"]) not in explicit]
+    recorded = [(p, e) for p, e in inputs if ranks_ok[p] and path_from_json(e["semantic_path"]) not in explicit]
     _batch_consistency_problems(recorded, add)
 
 
@@ -139,7 +134,7 @@ def _name_problems(paths: list[tuple[str, Any]], prefix: Literal["input", "outpu
     """Tensor names (AITune's ``input_<path>``/``output_<path>``) must be unique after sanitising."""
     seen: dict[str, str] = {}
     for pointer, path in paths:
-        name = format_tensor_name(_path_key(path), prefix)
+        name = format_tensor_name(path_from_json(path), prefix)
         first = seen.setdefault(name, pointer)
         if first != pointer:
             add(f"{pointer}/semantic_path", f"{prefix} tensor name {name!r} (from path "
@@ -185,8 +180,8 @@ def _dynamic_shape_problems(
     defined: set[Any] = set()
     if not isinstance(definitions, list):
         return defined
-    by_path = {_path_key(entry["semantic_path"]): entry for _, entry in inputs}
-    known_paths = {_path_key(path) for _, path in input_paths}
+    by_path = {path_from_json(entry["semantic_path"]): entry for _, entry in inputs}
+    known_paths = {path_from_json(path) for _, path in input_paths}
     first_path: dict[Any, str] = {}
     dims_by_name: dict[str, tuple[str, dict[str, Any]]] = {}
     batch_reference: tuple[str, dict[str, Any]] | None = None
@@ -194,7 +189,7 @@ def _dynamic_shape_problems(
         where = f"{pointer}/{index}"
         if not isinstance(definition, dict) or not _is_clean(where, broken):
             continue
-        key = _path_key(definition["path"])
+        key = path_from_json(definition["path"])
         defined.add(key)
         if key in first_path:
             add(f"{where}/path", f"input {_show_path(definition['path'])} already has a definition at "

@@ -16,9 +16,7 @@ from generator.specs.paths import Locator, path_from_json, path_to_json
 __all__ = ["BatchDim", "DynamicDim", "ShapeDefinition", "TensorSpec", "dtype_name"]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Explicit dynamic shapes
-# --------------------------------------------------------------------------------------------------------------------
+# -- Explicit dynamic shapes -----------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class DynamicDim:
     """Named dynamic dimension with inclusive bounds (``aitune.torch.dynamic_shapes.DynamicDim``).
@@ -84,9 +82,7 @@ def shape_definition_from_json(shape: list[Any]) -> ShapeDefinition:
     return tuple(out)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# TensorSpec
-# --------------------------------------------------------------------------------------------------------------------
+# -- TensorSpec ------------------------------------------------------------------------------------------------------
 _NUMPY_TO_TORCH_DTYPE = {"bool": "torch.bool"}
 
 

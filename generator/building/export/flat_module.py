@@ -27,9 +27,7 @@ __all__ = ["FlatModule", "RECORDED_NAME", "flat_module_for"]
 RECORDED_NAME = ("generator.export.onnx", "_make_flat_module_class.<locals>._FlatModule")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Flat wrapper
-# --------------------------------------------------------------------------------------------------------------------
+# -- Flat wrapper ----------------------------------------------------------------------------------------------------
 def _steps(path: SemanticPath) -> tuple[str | int, ...]:
     return path if isinstance(path, tuple) else (path,)
 

@@ -75,18 +75,14 @@ EXPORTER_NAMES = {"dynamo": "torch.onnx.export(dynamo=True)",
 EXPORTER_CHOICES = {"auto": EXPORTERS, "dynamo": ("dynamo",), "torchscript": ("legacy",)}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# dtypes (the table is generator.dtypes; tolerances and the comparison are generator.planning.compare)
-# --------------------------------------------------------------------------------------------------------------------
+# -- dtypes (the table is generator.dtypes; tolerances and the comparison are generator.planning.compare) ------------
 def _torch_dtype(dtype: Any) -> torch.dtype:
     import torch
 
     return getattr(torch, normalize_dtype(dtype))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Export
-# --------------------------------------------------------------------------------------------------------------------
+# -- Export ----------------------------------------------------------------------------------------------------------
 def example_inputs(inputs: Sequence[InputPlanLike], seed: int = 0) -> list[torch.Tensor]:
     """Tensors to trace with: the opt shape, with dynamic axes of size 0/1 raised to 2 where the range allows.
 
