@@ -34,7 +34,6 @@ __all__ = [
     "output_overlap_problems",
     "refuse_symlinks",
     "relative_path_problem",
-    "symlink_problems",
     "walk_tree",
 ]
 

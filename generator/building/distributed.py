@@ -456,19 +456,4 @@ def _cancel_model(ray: Any, pending: dict[Any, _Pending], model: str) -> None:
             continue
 
 
-__all__ = [
-    "CC_RESOURCE_PREFIX",
-    "DEFAULT_INFEASIBLE_TIMEOUT_S",
-    "DEFAULT_MAX_RETRIES",
-    "RETRYABLE_EXCEPTIONS",
-    "TaskDemand",
-    "TaskOutput",
-    "cc_resource",
-    "connect",
-    "engine_demand",
-    "engine_plan",
-    "engine_task",
-    "export_demand",
-    "export_task",
-    "run_models_on_ray",
-]
+__all__ = ["TaskDemand", "TaskOutput", "cc_resource", "connect", "engine_demand", "export_demand", "run_models_on_ray"]

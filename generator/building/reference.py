@@ -25,13 +25,7 @@ if TYPE_CHECKING:
     from generator.planning.profiles import OptimizationProfile
     from generator.specs.sample_metadata import ForwardSignature
 
-__all__ = [
-    "CASE_SHAPES",
-    "ReferenceCaseError",
-    "make_reference_cases",
-    "reference_inputs",
-    "torch_outputs",
-]
+__all__ = ["CASE_SHAPES", "ReferenceCaseError", "make_reference_cases", "reference_inputs"]
 
 #: Case name -> the plan attribute holding its (full) input shape.
 CASE_SHAPES = {"min": "min_shape", "opt": "opt_shape", "max": "max_shape"}

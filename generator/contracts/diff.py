@@ -16,7 +16,6 @@ from generator.contracts.tensor_contract import TensorContract
 from generator.planning.values import ValueDomain
 
 __all__ = [
-    "DIFF_FORMAT",
     "ContractChange",
     "ContractDiff",
     "ModelComparison",

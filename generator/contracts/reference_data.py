@@ -24,14 +24,10 @@ from generator.json_reader import read_json
 from generator.planning.compare import CompareSettings
 
 __all__ = [
-    "REFERENCE_FORMAT",
     "ReferenceCase",
     "ReferenceDataError",
-    "read_compare_settings",
     "read_npz",
     "read_reference",
-    "reference_index",
-    "reference_key",
     "request_members",
     "write_npz",
     "write_reference",

@@ -20,8 +20,6 @@ from generator.lint.folders import ModelFolder, Resolved
 from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
-    "AUTO_COMPLETE_FILLS",
-    "BACKEND_PLATFORM",
     "ENSEMBLE",
     "NO_AUTO_COMPLETE",
     "PLATFORM_BACKEND",

@@ -17,7 +17,6 @@ from generator.lint.folders import ModelFolder
 from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
-    "ENVIRONMENT_RULES",
     "RATE_LIMIT_MODES",
     "Environment",
     "RateLimitResource",

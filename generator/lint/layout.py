@@ -29,8 +29,6 @@ from generator.triton.proto import model_config_pb2 as mc
 from generator.triton.version_policy import versions_to_load
 
 __all__ = [
-    "INITIAL_STATE_FOLDER",
-    "SKIPPED_MODEL_SUBDIRS",
     "check_confinement",
     "check_files",
     "check_symlinks",
@@ -41,7 +39,6 @@ __all__ = [
     "parse_config_text",
     "read_config",
     "scan_versions",
-    "triton_join",
 ]
 
 #: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.naming's WARMUP_FOLDER.

@@ -42,8 +42,6 @@ __all__ = [
     "LoadedEntry",
     "ManifestDocument",
     "SpecCache",
-    "check_entries",
-    "load_entry",
     "load_manifest",
     "read_manifest",
     "read_paths",

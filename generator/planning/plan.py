@@ -41,11 +41,9 @@ __all__ = [
     "OutputRange",
     "TensorPlan",
     "axis_origin",
-    "default_target_resolver",
     "output_ranges_from_contract",
     "with_output_ranges",
     "describe_plan",
-    "plan_ensembles",
     "plan_model",
     "plan_repository",
 ]

@@ -30,16 +30,7 @@ from generator.specs.schema import LoadedGraph
 from generator.specs.shape_policy import AxisGroup, ShapeResolution, resolve_shapes
 from generator.specs.tensor_spec import TensorSpec
 
-__all__ = [
-    "DTYPE_TO_TRITON",
-    "INT32_MAX",
-    "TensorPlan",
-    "TensorsPlan",
-    "input_changes",
-    "plan_tensors",
-    "servability",
-    "signature_order",
-]
+__all__ = ["DTYPE_TO_TRITON", "INT32_MAX", "TensorPlan", "TensorsPlan", "plan_tensors", "servability"]
 
 #: torch dtype (AITune's string form) -> Triton data type, from the one table (:mod:`generator.dtypes`).
 DTYPE_TO_TRITON = TORCH_TO_TRITON

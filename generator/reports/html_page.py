@@ -38,10 +38,6 @@ __all__ = [
     "TensorFacts",
     "build_report",
     "load_inputs",
-    "local_repository",
-    "plan_decisions",
-    "read_repository",
-    "render_report",
 ]
 
 #: The ``--json`` documents the report reads, by option: the schema each is checked against.

@@ -463,9 +463,6 @@ class BuildCache:
 
 
 __all__ = [
-    "CACHE_FORMAT",
-    "KEY_PARTS",
-    "SECRET_ENV",
     "BuildCache",
     "cache_key",
     "cache_secret",

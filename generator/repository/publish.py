@@ -524,7 +524,6 @@ def _remove_version(fs: Any, target: StorageURL, model: str, version: int) -> No
 
 
 __all__ = [
-    "DEFAULT_KEEP_VERSIONS",
     "DEFAULT_LOCK_TTL_S",
     "LOCK_OBJECT",
     "ModelPublish",

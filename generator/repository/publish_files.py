@@ -31,9 +31,7 @@ __all__ = [
     "local_versions",
     "published_config",
     "upload_file",
-    "version_of",
     "versioned_path",
-    "versions_present",
 ]
 
 #: Folders of a model with one subfolder per version: the version folder itself ("") and its warmup data

@@ -29,7 +29,6 @@ __all__ = [
     "Source",
     "Verification",
     "check_listing",
-    "list_folder",
     "locked_listing",
     "verify_location",
     "verify_published",

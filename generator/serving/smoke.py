@@ -31,7 +31,6 @@ from generator.triton.connection import Connection, is_transport_error
 from generator.triton.proto import model_config_pb2
 
 __all__ = [
-    "BURST_ATTEMPTS",
     "DEFAULT_TOLERANCES",
     "ServerLostError",
     "missing_backend",

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAST_VALIDATOR_MODULE",
-    "contains_integral_float",
-    "contains_tuple",
     "ecma_pattern",
     "fast_schema_valid",
     "fast_validator",

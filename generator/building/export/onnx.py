@@ -47,10 +47,8 @@ if TYPE_CHECKING:
     from generator.specs.sample_metadata import ForwardSignature
 
 __all__ = [
-    "EXPORTERS",
     "EXPORTER_CHOICES",
     "EXPORTER_NAMES",
-    "copy_onnx_self_contained",
     "example_inputs",
     "export_onnx",
     "exporter_order",

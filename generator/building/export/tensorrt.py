@@ -22,15 +22,12 @@ if TYPE_CHECKING:
     from generator.planning.options import BuildOptions
 
 __all__ = [
-    "HARDWARE_COMPATIBILITY_LEVELS",
-    "PRECISIONS",
     "EngineOptions",
     "BuildResult",
     "ProfileShapes",
     "TensorRTBuildError",
     "build_engine",
     "make_logger",
-    "module_flavor",
     "profile_problems",
     "profile_shapes",
 ]
