@@ -166,30 +166,18 @@ def _compute_capability_problems(
     wanted = {m.name: sorted(m.config.cc_model_filenames) for m in models if m.config.cc_model_filenames}
     if not wanted:
         return []
-    if options.tensorrt_module != "tensorrt":
-        for model in models:
-            if model.name in wanted:
-                problems.append(
-                    Problem(
-                        str(plan.manifest_file),
-                        _model_pointer(plan, model, "compute_capabilities"),
-                        f"model {model.name!r}: one plan per compute capability needs standard TensorRT and a GPU of "
-                        f"each capability; {options.tensorrt_module} builds without choosing a GPU",
-                    )
-                )
-        return problems
-    present = {g.compute_capability for g in detect_gpus() if g.compute_capability}
+    standard = options.tensorrt_module == "tensorrt"
+    present = {g.compute_capability for g in detect_gpus() if g.compute_capability} if standard else set()
     for model in models:
         missing = [cc for cc in wanted.get(model.name, []) if cc not in present]
-        if missing:
-            problems.append(
-                Problem(
-                    str(plan.manifest_file),
-                    _model_pointer(plan, model, "compute_capabilities"),
-                    f"model {model.name!r}: no GPU of compute capability {', '.join(missing)} on this machine (found: "
-                    f"{', '.join(sorted(present)) or 'none'}); a plan runs only on the GPU kind it was built on",
-                )
-            )
+        if not missing:
+            continue
+        why = (f"no GPU of compute capability {', '.join(missing)} on this machine (found: "
+               f"{', '.join(sorted(present)) or 'none'}); a plan runs only on the GPU kind it was built on"
+               if standard else "one plan per compute capability needs standard TensorRT and a GPU of each "
+               f"capability; {options.tensorrt_module} builds without choosing a GPU")
+        problems.append(Problem(str(plan.manifest_file), _model_pointer(plan, model, "compute_capabilities"),
+                                f"model {model.name!r}: {why}"))
     return problems
 
 
