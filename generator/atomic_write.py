@@ -1,8 +1,7 @@
 """Files gen-repo writes beside its output: created exclusively, written whole, renamed into place.
 
-A reader sees the old file or the new one, never half of one, and nothing is written through a link someone planted
-(docs/security.md, "Files written beside an output"). Folders gen-repo made fresh are written directly. Here too the
-one rule for an output a user names (:func:`sink_problem`): a regular file or a new name, checked before the work.
+Readers see the old file or the whole new one, and nothing is written through a planted link (docs/security.md, "Files
+written beside an output"). :func:`sink_problem` is the one rule for an output a user names.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Bounded input: the one table of limits on what gen-repo reads, and the reader every file goes through.
 
-Only regular files are read, and never more than their limit (``st_size`` is not trusted). A refusal is a located
-:class:`UnreadableFileError` (exit 2) that is also an ``OSError``. docs/security.md lists the limits and the
-environment variables that change them.
+Only regular files are read, never past their limit (``st_size`` is not trusted); a refusal is a located
+:class:`UnreadableFileError` (exit 2, an ``OSError``). docs/security.md lists the limits.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Confinement: every path a Triton config, a manifest's output or a request names stays inside its folder.
 
-:data:`CONFIG_PATH_FIELDS` is the one table of config fields that name a file, folder or library (docs/security.md,
-"Paths in a model's config"); :func:`walk_tree` is the one walk of a repository, listing links and never entering
-them, so every reader refuses a link by one rule.
+:data:`CONFIG_PATH_FIELDS` is the one table of config fields naming a file (docs/security.md); :func:`walk_tree` is the
+one walk of a repository, listing links and never entering them.
 """
 
 from __future__ import annotations

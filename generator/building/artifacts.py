@@ -1,8 +1,7 @@
 """One model's artifacts: source -> ONNX -> reference data -> checks -> (TensorRT plans), in a work folder.
 
-The only stage that runs user code, torch, onnxruntime or TensorRT, and the unit of parallelism and caching: the
-local build (:mod:`generator.building.pipeline`) runs it in this process or in spawned workers, the Ray build
-(:mod:`generator.building.distributed`) on cluster nodes. A failure is a :class:`StageFailed` naming its stage.
+The only stage that runs user code, torch, onnxruntime or TensorRT, and the unit of parallelism and caching (local
+workers or Ray tasks). A failure is a :class:`StageFailed` naming its stage.
 """
 
 from __future__ import annotations

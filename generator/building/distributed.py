@@ -1,8 +1,7 @@
 """Distributed builds on an existing Ray cluster (``gen-repo build --ray auto|ADDRESS``).
 
-Ray only schedules: per model one export task on a CPU node, then for TensorRT one engine task per compute
-capability. The driver caches the returned files under the local build's keys, so staging and the lock are the local
-path and the result is byte-identical (docs/release-pipelines.md). Ray is imported only by :func:`run_models_on_ray`.
+Ray only schedules (one export task per model, one engine task per compute capability); the driver caches the files
+under the local build's keys, so the result is byte-identical (docs/release-pipelines.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Client-visible changes between two model contracts, each classified as a client experiences it.
 
-Breaking when a request valid before is refused now or a response changes shape or type; compatible otherwise; what a
-contract derived from a config cannot tell is an :class:`UnknownFact` (docs/diff.md). Pure data: the client calls
-this module through the :class:`ContractLike` protocol, so it does not import the client.
+Breaking when a request valid before is refused or a response changes shape or type; what a config-derived contract
+cannot tell is an :class:`UnknownFact` (docs/diff.md). Pure data, through :class:`ContractLike`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A model's contract: what a request must look like, the checks Triton applies to one, and example requests.
 
-A :class:`ModelContract` comes from a repository gen-repo built (``<model>/<version>/gen_repo/contract.json``: exact
-min/opt/max ranges), any ``config.pbtxt`` (ranges from ``dims`` alone: a ``-1`` dim allows any size ``>= 0``, as
-Triton does, the batch axis ``1..max_batch_size``) or a live server (``get_model_config``). Published as
-:mod:`generator.client`.
+From a gen-repo repository (exact ranges), any ``config.pbtxt`` (a ``-1`` dim allows any size ``>= 0``, the batch axis
+``1..max_batch_size``) or a live server. Published as :mod:`generator.client`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Reference data files: ``reference.npz`` and ``reference.json`` in ``<model>/<version>/gen_repo/``.
 
-Written at build time, read back by smoke and ``check-request`` as docs/repository-layout.md defines them (arrays
-request-side). The ``.npz`` is written with sorted members, a fixed timestamp and no compression, so it is
-deterministic (``numpy.savez`` stamps the current time).
+Written at build time, read by smoke and ``check-request`` (docs/repository-layout.md). The ``.npz`` has sorted members,
+a fixed timestamp and no compression, so it is deterministic.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Lint one or more repositories as one Triton server with repeated ``--model-repository`` sees them.
 
-The order follows Triton's load path: model folders and their config (repository manager), versions, platform and
-backend inference, then every area's rules on the resolved config, the files it names, the environment, and last
-the ensembles across all repositories.
+In Triton's load order: model folders and configs, versions, platform and backend, every area's rules, the environment,
+and last the ensembles across all repositories.
 """
 
 from __future__ import annotations

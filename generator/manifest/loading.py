@@ -1,8 +1,7 @@
 """The repository manifest (``gen-repo.yaml`` or JSON): which GraphSpecs become which Triton models.
 
-Loading validates the document against its schema, resolves paths relative to the manifest (confined to its folder),
-loads the GraphSpecs and returns plain data (:mod:`generator.manifest.entries`), every problem located by a JSON
-pointer. docs/manifest.md describes the format.
+Schema first, then paths resolved (confined to the manifest's folder) and GraphSpecs loaded into plain data
+(:mod:`generator.manifest.entries`), every problem located. docs/manifest.md describes the format.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Triton ``ModelConfig`` protobuf messages from a model's plan and options, and their deterministic pbtxt text.
 
-Merged in order: the target's template, the plan, the manifest's options, then the raw ``pbtxt`` fragment with
-protobuf ``MergeFrom`` semantics (limited to :data:`generator.planning.fragments.FRAGMENT_FIELDS`). The result is
-checked against Triton's rules, so a fragment cannot produce a config the server would refuse.
+Merged in order: template, plan, options, then the raw ``pbtxt`` fragment (:mod:`generator.planning.fragments`); the
+result is checked against Triton's rules, so a fragment cannot produce a config the server would refuse.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Which target a model gets, and whether it can be built here: decided before anything is imported or exported.
 
-:func:`plan_build` is what ``plan``, ``config`` and ``build`` share (load, resolve targets, plan), and
-:func:`preflight` refuses at once what cannot work here. Light on purpose: no build machinery, torch or onnx, so
-``plan`` and ``config`` start fast.
+:func:`plan_build` is what ``plan``, ``config`` and ``build`` share; :func:`preflight` refuses at once what cannot work
+here. No build machinery, torch or onnx, so ``plan`` and ``config`` start fast.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One graph's tensors as Triton serves them: names, shapes (with the shape policy), scalars and the batching decision.
 
-Pure data, no torch: ``validate`` and ``plan`` apply the same servability rules through :func:`plan_tensors`. Every
-decision (batching or not, how a scalar travels) is a sentence in :attr:`TensorsPlan.decisions`, so ``gen-repo
-plan`` can say which case applied and why (docs/repository-layout.md).
+Pure data: ``validate`` and ``plan`` share :func:`plan_tensors`. Every decision is a sentence in
+:attr:`TensorsPlan.decisions`, so ``gen-repo plan`` says which case applied and why.
 """
 
 from __future__ import annotations

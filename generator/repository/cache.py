@@ -1,8 +1,7 @@
 """Content-addressed build cache: an unchanged model is not exported or built again.
 
-An entry appears by one rename of a complete folder, is re-hashed on every read and signed with an HMAC under a
-secret kept outside the cache, so a damaged or altered entry is a miss, never a wrong artifact (docs/security.md,
-"The build cache").
+Entries appear by one rename, are re-hashed on every read and signed with an HMAC, so a damaged or altered entry is a
+miss, never a wrong artifact (docs/security.md, "The build cache").
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A folder as a publish destination: the operations ``gen-repo publish`` uses on S3 and GCS, on a local file system.
 
-Nothing found in a shared folder is trusted: paths are resolved without following links, replaced files are renamed
-into place, new version folders appear by one no-clobber rename (docs/release-pipelines.md, "Publishing to a
-shared folder").
+Nothing in a shared folder is trusted: no link followed, files renamed into place, version folders made by one
+no-clobber rename (docs/release-pipelines.md, "Publishing to a shared folder").
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Publishing a model repository to object storage or a shared folder with safe rolling versions.
 
-Nothing a server may be loading is edited and nothing unchecked is trusted: new versions are uploaded and read back
-unseen, then made visible by a config switch under the publishers' lock. docs/release-pipelines.md ("What a publish
-does") gives the steps.
+Nothing a server may be loading is edited: new versions are uploaded and read back unseen, then made visible by a config
+switch under the publishers' lock (docs/release-pipelines.md, "What a publish does").
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Writing a model repository atomically: staging beside the destination, one swap, leftovers of dead writers.
 
-The destination is swapped with a complete, fsynced staging folder in one step (``renameat2`` where available) with
-signals deferred, so it is never missing or half-written; a failed or killed writer leaves it untouched, and the
-next writer removes its leftovers.
+The destination is swapped with a complete, fsynced staging folder in one step, signals deferred; a failed or killed
+writer leaves it untouched, and the next writer removes its leftovers.
 """
 
 from __future__ import annotations

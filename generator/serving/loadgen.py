@@ -1,10 +1,8 @@
 """The one load generator of ``perf``, ``tune`` and ``smoke --perf``, and the one way its figures are read.
 
-``concurrency`` clients, each with its own connection, send the same prepared request back to back, in
-:func:`client_processes` worker processes (spawned, never forked: gRPC's threads do not survive a fork): the cores the
-server's instances do not need, so the load does not take the cores it measures. :func:`measure` reads them in
-windows, lengthened until they agree (or a cap): a window's throughput is :func:`completion_rate`, the noise the
-windows' :func:`spread`, latencies the nearest-rank :func:`percentile`. Loopback servers only.
+Closed-loop clients in spawned worker processes on the cores the server does not need (:func:`client_processes`),
+loopback only; :func:`measure` reads windows until they agree: :func:`completion_rate`, :func:`spread`,
+:func:`percentile`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``gen-repo perf``: every model at every concurrency, on a running or launched server, every call with a deadline.
 
-The engine is a real perf_analyzer where one runs here (:mod:`generator.serving.perf_analyzer`), else the one load
-generator (:mod:`generator.serving.loadgen`: ``--duration`` split into about 1 s windows, their spread the noise);
-the models and their shapes come from the repository's contracts or from the server.
+A real perf_analyzer where one runs here, else the one load generator (:mod:`generator.serving.loadgen`); models and
+shapes come from the repository's contracts or from the server.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Start and stop a local ``tritonserver`` on loopback: for ``gen-repo smoke --launch``, ``gen-repo serve`` and tests.
 
-The binary comes from an explicit path, ``PATH``, or the ``nvidia-pytriton`` wheel (whose libraries and Python
-backend stub are set up here). The server binds 127.0.0.1, writes nothing of the user's (docs/guarantees.md) and is
-always stopped, its whole process group included; every wait has a deadline.
+The binary comes from a path, ``PATH`` or the ``nvidia-pytriton`` wheel. The server binds 127.0.0.1, writes nothing of
+the user's (docs/guarantees.md) and is always stopped; every wait has a deadline.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """AITune's rules a JSON Schema cannot express, checked on a schema-valid graph, each problem at its pointer.
 
-Names unique after AITune's naming, forward's parameters, explicit dynamic shapes against the recorded ranges, one
-batch size across inputs. :func:`graph_problems` reports them through ``add(pointer, message)``; the manifest's
-overrides run it on the graph they changed.
+Unique names, forward's parameters, explicit dynamic shapes against the recorded ranges, one batch size across inputs;
+:func:`graph_problems` reports them through ``add(pointer, message)``.
 """
 
 from __future__ import annotations

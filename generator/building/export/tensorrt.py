@@ -1,8 +1,7 @@
 """ONNX -> TensorRT engine with its optimization profiles: a thin layer over the TensorRT Python builder API.
 
-Takes the TensorRT module as ``trt``, so standard TensorRT and TensorRT-RTX (whose builder runs on a CPU) share it;
-a builder option a module lacks is reported in :attr:`BuildResult.skipped_flags`, not fatal. No ``trt.Runtime`` is
-ever created here (see :mod:`generator.gpu`).
+Takes the TensorRT module as ``trt`` (standard TensorRT or TensorRT-RTX); an option a module lacks is reported in
+:attr:`BuildResult.skipped_flags`. No ``trt.Runtime`` is created here (see :mod:`generator.gpu`).
 """
 
 from __future__ import annotations
