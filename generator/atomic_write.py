@@ -188,11 +188,9 @@ def write_atomically(path: Path | str, data: bytes | str, *, mode: int | None = 
                      overwrite: bool = True) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` through an exclusively created temporary file; return ``path``.
 
-    ``mode``: None gives 0o666 less the umask (as ``open(path, "w")`` does), a number exactly that mode. Readers
-    see the previous file or the whole new one. A symlink at ``path`` is replaced, not followed; a symlink or file
-    planted at a temporary name is never written through. OSError when the folder cannot be written, and
-    FileExistsError with ``overwrite=False`` when ``path`` exists; ``path`` is then unchanged and no temporary file
-    is left behind.
+    ``mode``: None gives 0o666 less the umask, a number exactly that mode. Readers see the old file or the new one; a
+    symlink at ``path`` is replaced, not followed. OSError, or FileExistsError with ``overwrite=False``; ``path`` is
+    then unchanged and no temporary file is left.
     """
     target = Path(path)
     content = data.encode("utf-8") if isinstance(data, str) else data

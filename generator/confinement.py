@@ -305,11 +305,9 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
                             resolved: bool = False) -> list[Problem]:
     """The output folder equals or contains something the build reads: replacing it would destroy an input.
 
-    ``reads``: (what, path) pairs (the manifest's folder, each spec, source and sample file, the code path, the
-    cache). Paths are compared resolved (symlinks followed), so a link cannot hide an input inside the output;
-    ``resolved``: the reads' paths are resolved already (:func:`generator.manifest.loading.read_paths`).
-    Each problem is located at ``file``/``pointer`` (the manifest's ``/output``, or ``-o``); a read inside one
-    already reported (a spec in the manifest's folder) is not reported again.
+    ``reads``: (what, path) pairs, compared resolved so a link cannot hide an input inside the output (``resolved``:
+    already resolved by :func:`generator.manifest.loading.read_paths`). Located at ``file``/``pointer``; a read inside
+    one already reported is not reported again.
     """
     try:
         target = os.path.realpath(output)

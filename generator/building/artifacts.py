@@ -479,12 +479,9 @@ def derive_output_ranges(
 ) -> tuple[dict[str, OutputRange], list[str]]:
     """Each output's shape range over the whole input range, and a note for each one wider than the recording.
 
-    The recording shows only the sizes its calls produced; the reference cases run the model at the min and max of
-    every input range (and on every sample), so their outputs bound what it produces: the range is the recording's
-    widened to every case's output (model-side). An axis in ``data_dependent`` (:func:`data_dependent_axes` of the
-    exported graph) is dynamic (``-1``) in the config even where every case gave one size, and no case bounds it:
-    other data gives other sizes (a filter keeps none, or all), so its range is ``0..`` unbounded (max ``-1``, as
-    :class:`generator.client.TensorContract` reads it).
+    The reference cases run the model at every input range's min and max (and on every sample), so their outputs widen
+    the recording's range. An axis in ``data_dependent`` (:func:`data_dependent_axes`) is ``-1`` in the config and
+    unbounded (``0..``, max ``-1`` as :class:`generator.client.TensorContract` reads it): other data gives other sizes.
     """
     from generator.planning.contract import to_model
 

@@ -380,12 +380,9 @@ def _renames(role: str, removed: Sequence[TensorContract],
              added: Sequence[TensorContract]) -> list[tuple[str, str]]:
     """(removed name, the added name it was most likely renamed to), in the order of ``removed``.
 
-    Each removed tensor, in order, takes the first added tensor (in order) with its data type and dims that no
-    earlier one took; a required input is never matched to an optional one (a client sending the old required
-    input would not be sending a required input now). Linear: added tensors are bucketed by (data type, dims), and
-    each bucket is walked once per kind of match (any, or required only), never back over a taken tensor.
-    (Tensor names are unique in a contract, as Triton requires; were one repeated, each removed tensor of that name
-    still takes a tensor of its own.)
+    Each removed tensor, in order, takes the first untaken added tensor with its data type and dims; a required input
+    never matches an optional one. Linear: added tensors are bucketed by (data type, dims) and each bucket is walked
+    once per kind of match, never back over a taken tensor.
     """
     buckets: dict[tuple[str, tuple[int, ...]], tuple[list[TensorContract], list[TensorContract]]] = {}
     for tensor in added:

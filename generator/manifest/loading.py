@@ -242,11 +242,9 @@ def load_manifest(
 ) -> Manifest:
     """Load and check a manifest; raise GenRepoError carrying every problem found.
 
-    ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
-    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere. With
-    ``keep_going`` a model whose own entry has problems (its spec, source, samples or options) is returned in
-    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise. A
-    manifest already read (:func:`read_manifest`) is loaded as it was read.
+    ``allow_outside`` permits paths leaving the manifest's folder (``..``, absolute, a symlink). With ``keep_going`` a
+    model whose own entry has problems is returned in :attr:`Manifest.refused`; problems of the document itself still
+    raise. A :class:`ManifestDocument` (:func:`read_manifest`) is loaded as it was read.
     """
     document = path if isinstance(path, ManifestDocument) else read_manifest(path, allow_outside=allow_outside)
     cache: SpecCache = {}

@@ -201,10 +201,8 @@ def plan_build(
 ) -> tuple[RepositoryPlan, list[str]]:
     """Load (unless already read) and plan the manifest, resolving ``target: auto`` and ``--target`` for this machine.
 
-    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone).
-
-    Every model is planned; one that cannot be (at loading or planning) is refused. Without ``keep_going`` any
-    refusal raises GenRepoError with the problems of every refused model at once; with it they are in
+    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone). A model that cannot be
+    planned is refused: without ``keep_going`` GenRepoError with every refused model's problems, with it
     :attr:`RepositoryPlan.refused`.
     """
     notes: list[str] = []

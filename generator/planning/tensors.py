@@ -40,13 +40,11 @@ INT32_MAX = 2**31 - 1
 class TensorPlan:
     """One input or output as Triton and the TensorRT profile see it.
 
-    ``dims`` are the config dims (batch axis left out when batching; ``[1]`` for a scalar). ``min/opt/max_shape``
-    are full model-side shapes (batch axis first when batching), what the optimization profile and the exported
-    graph's I/O see; for outputs ``opt_shape == max_shape``. A per-item scalar of a batching model has
-    ``reshape == ()``: the request carries ``[b, 1]``, the model ``[b]``. ``torch_scalar``: forward takes (or
-    returns) a 0-d tensor here, which the request and the exported graph carry as ``[1]`` (the graph reshapes it).
-    ``batch_axes`` are the model-side batch axes with their multipliers (also for models that do not batch).
-    ``values`` is the manifest's value domain of an input.
+    ``dims`` are the config dims (no batch axis when batching; ``[1]`` for a scalar); ``min/opt/max_shape`` the full
+    model-side shapes the profile and the exported graph see (``opt_shape == max_shape`` for outputs). A per-item scalar
+    of a batching model has ``reshape == ()`` (request ``[b, 1]``, model ``[b]``); ``torch_scalar``: forward takes or
+    returns a 0-d tensor, carried as ``[1]``. ``batch_axes``: the model-side batch axes with their multipliers;
+    ``values``: the manifest's value domain.
     """
 
     name: str

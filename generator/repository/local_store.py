@@ -255,11 +255,8 @@ class LocalStore:
     def take_over(self, path: str, holder_token: object, data: bytes) -> bool:
         """Replace the expired lock file ``path`` whose token was ``holder_token`` by ``data``; False if it changed.
 
-        False when another publisher changed it meanwhile (then it is left as that publisher made it).
-
-        The old file is first renamed aside (atomic: of two publishers taking over, one gets it), and read there: if
-        it is not the expired one (another publisher took over and locked between our read and our rename), it is
-        linked back. Then the lock is created exclusively, as a free one is.
+        The old file is renamed aside (of two publishers taking over, one gets it) and read there: if it is not the
+        expired one, it is linked back and this returns False. Then the lock is created exclusively, as a free one is.
         """
         with self._parent(path) as (fd, name), self._located(path):
             aside = f"{name}.expired.{os.urandom(6).hex()}"

@@ -242,11 +242,9 @@ class RepositoryWriter:
     def adopt_previous(self, name: str) -> Path | None:
         """Copy model ``name`` unchanged from the current destination into staging; None when there is none.
 
-        For ``--keep-going``: a model that failed to build keeps its previous build. Anything already staged for
-        that model (a partial build) is replaced. Symlinks and special files in the previous model are refused.
-        Only the files the previous lock lists are copied, each checked against its sha256 and size as it is
-        copied: bytecode a server wrote and anything planted since are left behind, and a previous build that no
-        longer matches its lock is not adopted (None), so the new lock never vouches for bytes nobody checked.
+        For ``--keep-going``: a failed model keeps its previous build, replacing anything staged for it. Only files the
+        previous lock lists are copied, each checked against its sha256 and size; links and special files are refused,
+        and a previous build that no longer matches its lock is not adopted (None).
         """
         self._check_model_name(name)
         source = self.destination / name

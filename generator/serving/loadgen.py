@@ -337,11 +337,9 @@ def spread(values: Sequence[float]) -> float:
 def measure(load: LoadGenerator, windows: Windows, *, batch: int = 1, max_requests: int | None = None) -> Measurement:
     """Measure ``load`` in windows after a warmup, until the last ``agree`` agree within the tolerance.
 
-    A round of windows stops early when they agree, or once ``max_requests`` were sent; otherwise ``max_windows``
-    run and every one counts. With ``settle_s``, a round that did not agree is followed by one of windows twice as
-    long while the measurement's time allows (a longer window averages more batches). Throughput (``batch`` items
-    per request) is the mean of the last round's kept windows, the noise their spread; latencies are over their
-    requests.
+    A round stops early when its windows agree or ``max_requests`` were sent, else runs ``max_windows``. With
+    ``settle_s``, a round that did not agree is followed by one of windows twice as long while time allows. Throughput
+    (``batch`` items per request) is the mean of the last round's kept windows, the noise their spread.
     """
     w = windows
     load.start()

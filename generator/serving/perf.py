@@ -77,11 +77,9 @@ def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None,
              on_read: Callable[[str], None] | None = None) -> PerfReport:
     """Measure every model of ``run`` at every concurrency.
 
-    ``on_engine`` hears which engine runs, before it does; ``on_read`` which version of each model of ``run.repo``
-    is measured (the one Triton serves).
-
+    ``on_engine`` hears which engine runs; ``on_read`` which version of each model is measured (the one Triton serves).
     Raises :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within
-    ``run.timeout_s``, GenRepoError for a remote URL, an unusable perf_analyzer or a server without ready models.
+    ``run.timeout_s``, GenRepoError for a remote URL, an unusable perf_analyzer or no ready models.
     """
     if run.url is not None:
         check_loopback(run.url)

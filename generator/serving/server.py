@@ -282,11 +282,9 @@ class TritonServer:
     ) -> TritonServer:
         """Start the server on 127.0.0.1 (free ports picked where not given); returns self without waiting.
 
-        ``model_repository`` is a folder (must exist) or a URL such as ``s3://...``. ``load_models`` are passed as
-        ``--load-model`` (explicit model control). ``env`` overrides the inherited environment. The log goes to
-        ``log_file`` or a temporary file read back by :meth:`log_text`. A folder holding a symlink anywhere is
-        refused (Triton would follow it wherever it leads); ``allow_symlinks`` serves it as it is, for a caller that
-        shows what Triton does with one (lint's real-Triton cases).
+        ``model_repository``: a folder (must exist) or a URL (``s3://...``); ``load_models``: ``--load-model`` (explicit
+        control); ``env`` overrides the environment; the log goes to ``log_file`` or a temporary file
+        (:meth:`log_text`). A folder holding a symlink is refused unless ``allow_symlinks`` (lint's real-Triton cases).
         """
         if self._process is not None:
             raise _error(TritonStartError, "<tritonserver>", "this TritonServer was already started")

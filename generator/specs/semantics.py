@@ -246,11 +246,9 @@ def _dim_field(dim_pointer: str, message: str) -> str:
 def _batch_consistency_problems(recorded: Iterable[tuple[str, dict[str, Any]]], add: Add) -> None:
     """Check that one batch size range explains the recorded batch axes of all inputs.
 
-    A batch axis records ``k * b`` for every batch size ``b`` seen (integer ``k`` per axis), so every axis's
-    (min, max) is proportional to the batch range. An axis whose range is not proportional to the first one cannot
-    come from the same calls: an error. Proportional but not an exact integer multiple of the narrowest range is
-    possible and left to :func:`generator.specs.graphspec.infer_batch_multipliers`, which says what it assumes. Where
-    both axes declare multipliers, their normalized ranges must be equal.
+    A batch axis records ``k * b`` for every batch size ``b`` seen, so every axis's (min, max) is proportional to the
+    batch range; one that is not cannot come from the same calls. Non-integer multiples are left to
+    :func:`generator.specs.graphspec.infer_batch_multipliers`. Declared multipliers must give equal normalized ranges.
     """
     reference: tuple[str, int, int, int | None] | None = None
     for pointer, entry in recorded:

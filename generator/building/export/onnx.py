@@ -134,12 +134,11 @@ def export_onnx(
 ) -> ExportResult:
     """Export ``module`` to a self-contained ONNX file at ``onnx_path`` with the plans' names and dynamic axes.
 
-    ``module`` is an ``nn.Module`` (use :func:`load_pt2` for a ``.pt2`` archive). The graph's inputs are the plans'
-    tensors, flat, in plan order; its outputs the output plans' tensors in order. ``example`` overrides the traced
-    inputs (default :func:`example_inputs`). ``exporter`` is a key of :data:`EXPORTER_CHOICES`; its exporters are
-    tried in :func:`exporter_order`'s order until one gives a file with the plans' I/O and dynamic axes; each failure
-    before it is a note, and so is an exporter left untried. Raises :class:`ExportError` with every exporter's reason
-    when none succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
+    ``module``: an ``nn.Module`` (:func:`load_pt2` loads a ``.pt2``). The graph takes the plans' tensors flat, in plan
+    order, and returns the output plans' tensors. ``example``: the traced inputs (default :func:`example_inputs`).
+    ``exporter``: a key of :data:`EXPORTER_CHOICES`, tried in :func:`exporter_order`'s order until one gives the plans'
+    I/O; each failure is a note. :class:`ExportError` with every reason when none succeeds; a failed export leaves no
+    file.
     """
     onnx_path = Path(onnx_path)
     started = time.monotonic()

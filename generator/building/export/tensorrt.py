@@ -50,11 +50,9 @@ class TensorRTBuildError(GenRepoError):
 class EngineOptions:
     """How to build one engine.
 
-    ``precision`` lists the precisions TensorRT may choose kernels in; the default ``("fp32", "tf32")`` is TensorRT's
-    own default (TF32 on), and leaving ``tf32`` out clears the TF32 flag. ``workspace_bytes`` caps the WORKSPACE
-    memory pool (None: TensorRT's default, the GPU's memory). ``timing_cache_path`` is read before and written after
-    the build (None: no timing cache). ``exclude_lean_runtime`` (with ``version_compatible``) leaves the lean runtime
-    out of the plan; the loading side must then provide it.
+    ``precision``: the precisions TensorRT may use (default ``("fp32", "tf32")``, its own; without ``tf32`` the TF32
+    flag is cleared). ``workspace_bytes`` caps the WORKSPACE pool; ``timing_cache_path`` is read and written;
+    ``exclude_lean_runtime`` (with ``version_compatible``) leaves the lean runtime to the loading side.
     """
 
     precision: tuple[str, ...] = ("fp32", "tf32")
@@ -392,13 +390,11 @@ def build_engine(
 ) -> BuildResult:
     """Parse ``onnx_path`` with ``trt``'s OnnxParser and build a serialized engine with these optimization profiles.
 
-    ``profiles`` holds one entry per optimization profile, in order (TensorRT's profile index 0, 1, ...), each giving
-    min/opt/max for every network input (:class:`ProfileShapes`, or anything :meth:`ProfileShapes.from_data` takes).
-    ``logger`` is a :func:`make_logger` logger to reuse (one is made if None). ``gpu`` is the GPU being built for
-    ("detect": CUDA's device 0 per :mod:`generator.gpu`; None: no GPU); its compute capability is recorded. Raises
-    :class:`GenRepoError` for bad options or a profile that does not fit the network (all problems at once, before
-    building) and :class:`TensorRTBuildError` when TensorRT cannot parse or build, refuses a profile or holds other
-    shapes than were set, with its parser errors and log lines in the message.
+    ``profiles``: one per optimization profile, in order, each min/opt/max for every network input
+    (:class:`ProfileShapes` or what :meth:`ProfileShapes.from_data` takes). ``logger``: a :func:`make_logger` logger to
+    reuse. ``gpu``: the GPU built for ("detect": CUDA's device 0; None: no GPU). Raises :class:`GenRepoError` for bad
+    options or profiles (all at once, before building) and :class:`TensorRTBuildError` when TensorRT cannot parse or
+    build, with its parser errors and log lines.
     """
     options = options or EngineOptions()
     path = Path(onnx_path)
