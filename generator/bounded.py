@@ -162,10 +162,9 @@ def _open(name: str) -> tuple[int, os.stat_result]:
 def open_regular(path: Path | str) -> int:
     """Open ``path`` for reading and return the descriptor, refusing anything but a regular file.
 
-    ``os.stat`` refuses FIFOs and devices before any open; ``O_NONBLOCK`` keeps the open from waiting for a writer
-    if a FIFO took the file's place since, and ``fstat`` on the descriptor refuses it then. The descriptor is left
-    blocking (regular files ignore the flag, but callers may hand it on). Raises :class:`UnreadableFileError` naming
-    the file, or ``FileNotFoundError`` when there is none.
+    ``os.stat`` refuses FIFOs and devices before the open; ``O_NONBLOCK`` keeps the open from waiting if a FIFO took the
+    file's place since, and ``fstat`` refuses it then (the descriptor is left blocking). Raises
+    :class:`UnreadableFileError` naming the file, or ``FileNotFoundError``.
     """
     fd, _ = _open(str(path))
     try:

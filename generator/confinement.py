@@ -333,10 +333,9 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
 def walk_tree(root: Path | str) -> Iterator[tuple[str, os.stat_result]]:
     """(relative POSIX path, ``lstat``) of every entry under ``root`` at every depth, folders included.
 
-    Sorted by name within a folder, a folder before its contents. Nothing is followed: a symlink, to a file or to a
-    folder, inside ``root`` or out of it, is yielded as the link it is (``S_ISLNK``) and never entered, so what lies
-    behind it is never listed nor read. A folder that cannot be listed is yielded and not entered. ``root`` itself is
-    not yielded (callers ``lstat`` it: a root that is a link is theirs to refuse).
+    Sorted by name, a folder before its contents. Nothing is followed: a symlink is yielded as the link it is and never
+    entered; a folder that cannot be listed is yielded, not entered. ``root`` itself is not yielded (callers ``lstat``
+    it).
     """
     pending = [""]
     while pending:

@@ -125,9 +125,8 @@ def _unpack(payload: bytes) -> tuple[ModelPlan, Any]:
 def export_task(payload: bytes) -> TaskOutput:
     """Export, check and make reference data for a model on this node; files come back as bytes.
 
-    ``payload`` is ``_pack(model_plan, build_options)``.
-    For the tensorrt target this is the CPU half: ``model.onnx`` plus ``gen_repo/*`` (the contract is the tensorrt
-    model's); engines are built by :func:`engine_task`.
+    ``payload`` is ``_pack(model_plan, build_options)``. For the tensorrt target this is the CPU half (``model.onnx``
+    and ``gen_repo/*``); engines are built by :func:`engine_task`.
     """
     from generator.building.artifacts import build_model_artifacts
     from generator.building.results import tool_versions
@@ -277,9 +276,8 @@ def run_models_on_ray(
 ) -> list[Any]:
     """Build ``models`` (the cache misses) on the Ray cluster; return one ``ModelResult`` per model, in order.
 
-    Each built model's files are stored in the local build cache under
-    ``keys[model]`` (what :func:`generator.building.pipeline.build_repository` stages from). ``tensorrt`` is the
-    :class:`~generator.planning.targets.TensorRTTarget` in use (for notes only).
+    Each built model's files go into the local build cache under ``keys[model]``, which
+    :func:`generator.building.pipeline.build_repository` stages from; ``tensorrt`` is for notes only.
     """
     from generator.building.results import ModelResult, tool_versions
 

@@ -353,10 +353,9 @@ class ModelContract:
     def reads_values(self, name: str, header: ArrayHeader) -> bool:
         """Whether an array declared as ``header`` for input ``name`` is worth reading for :meth:`validate`.
 
-        An array that fits the contract is read. One the contract refuses is read too when the input has a value
-        domain its dtype can be judged against and it takes at most the ``request_check_bytes`` limit
-        (:data:`generator.bounded.LIMITS`): its values are then reported beside its shape or dtype problem. Anything
-        larger is judged from its header alone, so a file declaring a huge array costs nothing.
+        An array that fits the contract is read; one it refuses is read too when the input has a value domain its dtype
+        can be judged against and it takes at most ``request_check_bytes`` (:data:`generator.bounded.LIMITS`). Anything
+        larger is judged from its header alone.
         """
         if not self.refuses_header(name, header):
             return True
@@ -438,10 +437,9 @@ class ModelContract:
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Random inputs that :meth:`validate` accepts, at the ``"min"``, ``"opt"`` or ``"max"`` shape.
 
-        Unbounded axes (``-1`` known only from a config) use their minimum, at least 1; ``"opt"`` falls back to the
-        same when the contract has no opt shape. ``batch_size`` overrides the batch axis (ValueError when out of
-        range or the model does not batch). Values come from each input's domain where the contract gives one
-        (:func:`generator.planning.values.draw`); otherwise integers are small non-negative values and masks all ones.
+        Unbounded axes use their minimum, at least 1 (also ``"opt"`` without an opt shape); ``batch_size`` overrides the
+        batch axis (ValueError out of range or without batching). Values come from each input's domain
+        (:func:`generator.planning.values.draw`), else small non-negative integers and all-ones masks.
         """
         if shape not in ("min", "opt", "max"):
             raise ValueError(f"shape must be 'min', 'opt' or 'max', not {shape!r}")

@@ -95,10 +95,9 @@ def lint(paths: Sequence[str | FsPath], *, external_models: Iterable[str] = (),
          environment: Environment | None = None) -> LintReport:
     """Lint the repositories ``paths`` together, as one server serving all of them.
 
-    ``external_models`` are model names loaded from elsewhere (an ensemble step may name them); ``environment``
-    says what the target machine has and how its server runs (None: nothing known, Triton's default options); the
-    rules that need a fact it lacks are skipped, and listed in the report. Findings name files relative to their
-    repository, prefixed by the repository path when there are several.
+    ``external_models``: names loaded from elsewhere (an ensemble step may name them); ``environment``: what the target
+    machine has (None: nothing known); rules needing a fact it lacks are skipped and listed. Findings name files
+    relative to their repository, prefixed by it when there are several.
     """
     environment = environment or Environment()
     folders, findings = discover(paths)

@@ -131,9 +131,8 @@ def local_repository(location: str) -> Iterator[tuple[Path, list[Problem] | None
     """Yield a local folder holding the repository at ``location``, and verify's answer when it was a bucket.
 
     A folder is used as it is (None: verify reads it there); s3:// and gs:// are copied to a temporary folder, removed
-    afterwards, as far as the bucket's lock lists them (:func:`generator.repository.remote_copy.download_repository`:
-    what the lock does not list, or lists at another size, is never fetched; it is in the answer). GenRepoError
-    (exit 2) for a folder that is not there, StorageError (exit 2 or 3) for a bucket.
+    afterwards, as far as the lock lists them (:func:`generator.repository.remote_copy.download_repository`).
+    GenRepoError (exit 2) for a missing folder, StorageError (exit 2 or 3) for a bucket.
     """
     from generator.repository.remote_copy import download_repository
     from generator.repository.storage_urls import is_storage_url, local_location

@@ -261,10 +261,9 @@ class BuildCache:
     def copy_entry(self, key: str, destination: Path) -> bool:
         """Copy ``key``'s artifacts into the folder ``destination``, hashing the very bytes copied.
 
-        Each file listed in the entry's signed manifest is copied (folders made as needed) and its copy's sha256
-        and size compared with the manifest: a file changed after :meth:`get` checked it is caught here, not
-        staged. False when the entry is missing, unsigned or a copy differs (``destination`` may then hold part of
-        it: the caller discards it); True when every file was copied exactly.
+        Each file in the entry's signed manifest is copied and its copy's sha256 and size compared, so a file changed
+        after :meth:`get` checked it is never staged. False when the entry is missing, unsigned or a copy differs
+        (``destination`` may hold part of it: the caller discards it).
         """
         entry = self.entry_path(key)
         listed = self._signed_files(entry, key)

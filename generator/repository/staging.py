@@ -461,10 +461,9 @@ class RepositoryWriter:
 def config_staging(out_dir: Path) -> Iterator[ConfigStaging]:
     """A staging folder next to ``out_dir`` for ``gen-repo config``, removed on leaving whatever happens.
 
-    Write the model folders into :attr:`ConfigStaging.folder` (any process may), then :meth:`ConfigStaging.commit`
-    swaps them in. Leaving without a commit (a problem, an interrupt) leaves ``out_dir`` as it was. Not
-    :class:`RepositoryWriter`: a folder of configs alone has no lock file to commit, and each model folder is
-    replaced whole by one rename.
+    Write model folders into :attr:`ConfigStaging.folder`, then :meth:`ConfigStaging.commit` swaps them in; leaving
+    without a commit leaves ``out_dir`` as it was. Not :class:`RepositoryWriter`: configs alone have no lock file, and
+    each model folder is replaced whole by one rename.
     """
     if (why := output_refusal(out_dir)) is not None:  # the caller says where it came from; this guards the rest
         raise GenRepoError([Problem(str(out_dir), "", why)])

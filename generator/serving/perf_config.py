@@ -231,10 +231,9 @@ def perf_config_files(
 def write_perf_config_files(out_dir: Path | str, files: Mapping[str, str]) -> list[Path]:
     """Write :func:`perf_config_files`' ``files`` under ``out_dir`` (folders made); the paths written, sorted.
 
-    Every file's folder is checked to stay inside ``out_dir`` first (:func:`generator.confinement.confined_path`: no
-    absolute path, no ``..``, no symlink leading out), all of them before anything is written: GenRepoError naming
-    each one that does not. Each file is written whole and renamed into place, so a symlink at its own name is
-    replaced, never followed (:func:`generator.atomic_write.write_atomically`); ``perf_analyzer.sh`` is executable.
+    Every file's folder is checked to stay inside ``out_dir`` (:func:`generator.confinement.confined_path`) before
+    anything is written: GenRepoError naming each that does not. Each file is written by
+    :func:`generator.atomic_write.write_atomically`; ``perf_analyzer.sh`` is executable.
     """
     from generator.atomic_write import write_atomically
 

@@ -194,10 +194,9 @@ def exporter_order(module: Any, inputs: Sequence[InputPlanLike], choice: str = "
                                                                                                    str | None]:
     """The exporters to try for ``choice`` (a key of :data:`EXPORTER_CHOICES`), in order, and why dynamo is not first.
 
-    ``auto`` tries the TorchScript-based exporter first (dynamo stays the fallback) when ``module`` holds an
-    ``nn.RNNBase`` (LSTM, GRU, RNN) and an input has a dynamic axis that is not a batch axis: torch 2.13's
-    torch.export specialises an RNN's sequence axis, so the dynamo attempt fails after seconds of tracing (a
-    constraint violation, or a graph with the axis fixed). The reason is None when the order is the usual one.
+    ``auto`` tries the TorchScript-based exporter first when ``module`` holds an ``nn.RNNBase`` and an input has a
+    dynamic non-batch axis: torch.export specialises an RNN's sequence axis, so dynamo would fail after seconds of
+    tracing. The reason is None for the usual order.
     """
     if choice not in EXPORTER_CHOICES:
         raise ValueError(f"exporter {choice!r} is not one of {sorted(EXPORTER_CHOICES)}")

@@ -217,10 +217,9 @@ def make_logger(trt: Any, min_severity: str = "INFO", sink: Callable[[LogMessage
 class BuildResult:
     """A built engine and what went into it.
 
-    ``applied_flags`` lists the builder settings made (``"TF32"``, ``"TF32 cleared"``,
-    ``"builder_optimization_level=5"``...); ``skipped_flags`` maps each requested setting the module lacks or
-    ignored to the reason. ``notes`` holds the Python warnings TensorRT raised (deprecations), ``log`` its warnings
-    and errors during the build.
+    ``applied_flags``: the builder settings made (``"TF32"``, ``"builder_optimization_level=5"``...); ``skipped_flags``:
+    each requested setting the module lacks or ignored, with the reason; ``notes``: TensorRT's Python warnings; ``log``:
+    its warnings and errors during the build.
     """
 
     plan_bytes: bytes = field(repr=False)
