@@ -1,8 +1,7 @@
 """Files gen-repo writes beside its output: created exclusively, written whole, renamed into place.
 
-A reader sees the old file or the new one, never half of one, and nothing is written through a link someone planted
-(docs/security.md, "Files written beside an output"). Folders gen-repo made fresh are written directly. Here too the
-one rule for an output a user names (:func:`sink_problem`): a regular file or a new name, checked before the work.
+Readers see the old file or the whole new one, and nothing is written through a planted link (docs/security.md, "Files
+written beside an output"). :func:`sink_problem` is the one rule for an output a user names.
 """
 
 from __future__ import annotations
@@ -189,11 +188,9 @@ def write_atomically(path: Path | str, data: bytes | str, *, mode: int | None = 
                      overwrite: bool = True) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` through an exclusively created temporary file; return ``path``.
 
-    ``mode``: None gives 0o666 less the umask (as ``open(path, "w")`` does), a number exactly that mode. Readers
-    see the previous file or the whole new one. A symlink at ``path`` is replaced, not followed; a symlink or file
-    planted at a temporary name is never written through. OSError when the folder cannot be written, and
-    FileExistsError with ``overwrite=False`` when ``path`` exists; ``path`` is then unchanged and no temporary file
-    is left behind.
+    ``mode``: None gives 0o666 less the umask, a number exactly that mode. Readers see the old file or the new one; a
+    symlink at ``path`` is replaced, not followed. OSError, or FileExistsError with ``overwrite=False``; ``path`` is
+    then unchanged and no temporary file is left.
     """
     target = Path(path)
     content = data.encode("utf-8") if isinstance(data, str) else data

@@ -1,8 +1,7 @@
 """Bounded input: the one table of limits on what gen-repo reads, and the reader every file goes through.
 
-Only regular files are read, and never more than their limit (``st_size`` is not trusted). A refusal is a located
-:class:`UnreadableFileError` (exit 2) that is also an ``OSError``. docs/security.md lists the limits and the
-environment variables that change them.
+Only regular files are read, never past their limit (``st_size`` is not trusted); a refusal is a located
+:class:`UnreadableFileError` (exit 2, an ``OSError``). docs/security.md lists the limits.
 """
 
 from __future__ import annotations
@@ -163,10 +162,9 @@ def _open(name: str) -> tuple[int, os.stat_result]:
 def open_regular(path: Path | str) -> int:
     """Open ``path`` for reading and return the descriptor, refusing anything but a regular file.
 
-    ``os.stat`` refuses FIFOs and devices before any open; ``O_NONBLOCK`` keeps the open from waiting for a writer
-    if a FIFO took the file's place since, and ``fstat`` on the descriptor refuses it then. The descriptor is left
-    blocking (regular files ignore the flag, but callers may hand it on). Raises :class:`UnreadableFileError` naming
-    the file, or ``FileNotFoundError`` when there is none.
+    ``os.stat`` refuses FIFOs and devices before the open; ``O_NONBLOCK`` keeps the open from waiting if a FIFO took the
+    file's place since, and ``fstat`` refuses it then (the descriptor is left blocking). Raises
+    :class:`UnreadableFileError` naming the file, or ``FileNotFoundError``.
     """
     fd, _ = _open(str(path))
     try:

@@ -1,9 +1,7 @@
 """Client-side request validation for Triton models: a model's contract and the checks Triton applies to a request.
 
-Importable with numpy and tritonclient only (no torch, no onnx), so client teams check a request before it leaves
-them. A contract comes from a gen-repo repository (exact ranges), any ``config.pbtxt`` or a live server
-(docs/client.md).
-The classes live in :mod:`generator.contracts`; this module is their public home.
+Importable with numpy and tritonclient only, so client teams check a request before it leaves them (docs/client.md). The
+classes live in :mod:`generator.contracts`; this module is their public home.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Confinement: every path a Triton config, a manifest's output or a request names stays inside its folder.
 
-:data:`CONFIG_PATH_FIELDS` is the one table of config fields that name a file, folder or library (docs/security.md,
-"Paths in a model's config"); :func:`walk_tree` is the one walk of a repository, listing links and never entering
-them, so every reader refuses a link by one rule.
+:data:`CONFIG_PATH_FIELDS` is the one table of config fields naming a file (docs/security.md); :func:`walk_tree` is the
+one walk of a repository, listing links and never entering them.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ __all__ = [
     "output_overlap_problems",
     "refuse_symlinks",
     "relative_path_problem",
-    "symlink_problems",
     "walk_tree",
 ]
 
@@ -307,11 +305,9 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
                             resolved: bool = False) -> list[Problem]:
     """The output folder equals or contains something the build reads: replacing it would destroy an input.
 
-    ``reads``: (what, path) pairs (the manifest's folder, each spec, source and sample file, the code path, the
-    cache). Paths are compared resolved (symlinks followed), so a link cannot hide an input inside the output;
-    ``resolved``: the reads' paths are resolved already (:func:`generator.manifest.loading.read_paths`).
-    Each problem is located at ``file``/``pointer`` (the manifest's ``/output``, or ``-o``); a read inside one
-    already reported (a spec in the manifest's folder) is not reported again.
+    ``reads``: (what, path) pairs, compared resolved so a link cannot hide an input inside the output (``resolved``:
+    already resolved by :func:`generator.manifest.loading.read_paths`). Located at ``file``/``pointer``; a read inside
+    one already reported is not reported again.
     """
     try:
         target = os.path.realpath(output)
@@ -333,16 +329,13 @@ def output_overlap_problems(output: Path, reads: Iterable[tuple[str, Path | str]
     return problems
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The one walk of a repository folder
-# --------------------------------------------------------------------------------------------------------------------
+# -- The one walk of a repository folder -----------------------------------------------------------------------------
 def walk_tree(root: Path | str) -> Iterator[tuple[str, os.stat_result]]:
     """(relative POSIX path, ``lstat``) of every entry under ``root`` at every depth, folders included.
 
-    Sorted by name within a folder, a folder before its contents. Nothing is followed: a symlink, to a file or to a
-    folder, inside ``root`` or out of it, is yielded as the link it is (``S_ISLNK``) and never entered, so what lies
-    behind it is never listed nor read. A folder that cannot be listed is yielded and not entered. ``root`` itself is
-    not yielded (callers ``lstat`` it: a root that is a link is theirs to refuse).
+    Sorted by name, a folder before its contents. Nothing is followed: a symlink is yielded as the link it is and never
+    entered; a folder that cannot be listed is yielded, not entered. ``root`` itself is not yielded (callers ``lstat``
+    it).
     """
     pending = [""]
     while pending:

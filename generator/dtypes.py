@@ -83,10 +83,9 @@ def _targets(torch_dtype: str | None) -> frozenset[str]:
 class DType:
     """One data type as each layer spells it.
 
-    ``numpy`` is the numpy dtype name (``"bfloat16"`` is ml_dtypes', which tritonclient uses; ``"object"`` holds
-    Triton's BYTES). ``safetensors`` is the safetensors format's spelling (None: it has no such type). ``byte_size``
-    is None where the size varies (strings). ``targets`` are the gen-repo targets that serve a torch tensor of this
-    type (empty without a torch dtype).
+    ``numpy``: the numpy dtype name (``"bfloat16"`` is ml_dtypes', ``"object"`` holds BYTES); ``safetensors``: that
+    format's spelling (None: none); ``byte_size``: None where it varies; ``targets``: the targets that serve a torch
+    tensor of this type.
     """
 
     triton: str

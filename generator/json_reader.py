@@ -1,8 +1,7 @@
 """The one JSON reader: every JSON document gen-repo reads is parsed here, with the same refusals.
 
-Too deep nesting, duplicate keys and numbers past :mod:`generator.number_limits` (NaN and Infinity included) are
-refused as located problems (exit 2), never a ``RecursionError`` or an int-to-string ``ValueError``
-(docs/security.md). The located walks run only on a refused document.
+Too deep nesting, duplicate keys and numbers past :mod:`generator.number_limits` are located problems (exit 2), never a
+``RecursionError`` (docs/security.md). The located walks run only on a refused document.
 """
 
 from __future__ import annotations

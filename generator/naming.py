@@ -89,14 +89,11 @@ def case_collisions(names: list[str]) -> list[tuple[str, str]]:
 def version_folder(name: str) -> int | None:
     r"""The version the folder ``name`` is, when it is exactly a Triton version folder; None otherwise.
 
-    Exactly: ASCII decimal digits only (no whitespace, no sign, no final newline, nothing after them), no leading
-    zero except for ``0`` itself, at most int64. Triton core reads a model's sub-folders in ``model_lifecycle.cc``
-    ``VersionsToLoad``: a name longer than one character that starts with ``0`` is skipped ("ignore version
-    directory ... which contains leading zeros"), ``warmup`` and ``initial_state`` too, and every other name goes to
-    ``std::stoll``, which skips leading whitespace, takes a sign and the leading digits and ignores the rest (so
-    ``"3\n"``, ``" 3"``, ``"+3"`` and ``"3abc"`` are all version 3 to Triton, loaded from the folder ``3``), throws
-    ``invalid_argument`` for a name without leading digits (skipped) and ``out_of_range`` past int64 (not caught
-    there). Only exact names are versions to gen-repo: verify, publish, diff, report, lint and smoke all ask here.
+    Exactly: ASCII decimal digits only, no leading zero except ``0`` itself, at most int64. Triton's
+    ``model_lifecycle.cc`` ``VersionsToLoad`` skips names with leading zeros, ``warmup`` and ``initial_state``, and
+    hands the rest to ``std::stoll``, which takes whitespace, a sign and trailing junk (``"3\n"``, ``" 3"``, ``"+3"``
+    and ``"3abc"`` are all version 3 to Triton). Only exact names are versions to gen-repo: verify, publish, diff,
+    report, lint and smoke all ask here.
     """
     if not _VERSION_NAME.fullmatch(name):
         return None

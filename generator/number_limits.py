@@ -1,9 +1,7 @@
 """The numbers gen-repo can represent, decided once: every reader refuses the rest, and dims arithmetic stays within.
 
-Integers are what a protobuf integer field can hold (int64 or uint64: Triton's dims, versions and byte sizes are
-int64, queue delays uint64); floats are finite and at most ``FLOAT_LIMIT`` in magnitude, leaving room for the sums
-and means charts and samples take. Past them a number is a located problem naming the limit, never Python's
-int-to-string ``ValueError``, an ``OverflowError`` or an infinity.
+Integers fit a protobuf int64 or uint64; floats are finite and at most ``FLOAT_LIMIT``. Past them a number is a located
+problem naming the limit, never a ``ValueError``, an ``OverflowError`` or an infinity.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One model's artifacts: source -> ONNX -> reference data -> checks -> (TensorRT plans), in a work folder.
 
-The only stage that runs user code, torch, onnxruntime or TensorRT, and the unit of parallelism and caching: the
-local build (:mod:`generator.building.pipeline`) runs it in this process or in spawned workers, the Ray build
-(:mod:`generator.building.distributed`) on cluster nodes. A failure is a :class:`StageFailed` naming its stage.
+The only stage that runs user code, torch, onnxruntime or TensorRT, and the unit of parallelism and caching (local
+workers or Ray tasks). A failure is a :class:`StageFailed` naming its stage.
 """
 
 from __future__ import annotations
@@ -42,9 +41,8 @@ __all__ = [
 def about_source(where: Problem) -> Iterator[None]:
     """Report every failure inside as a problem of the model's source entry in the manifest.
 
-    ``where`` names the manifest file and ``/models/<i>/source/<kind>``: that is what the user edits, so problems
-    point there, not at the spec file or only at the source file, whose location (and pointer inside it, e.g.
-    ``/graph/input`` of an ONNX file) starts the message.
+    ``where`` names the manifest file and ``/models/<i>/source/<kind>``, what the user edits; the source file's location
+    (and pointer inside it, e.g. ``/graph/input``) starts the message.
     """
     try:
         yield
@@ -92,10 +90,9 @@ def locate_build_problems(
 ) -> list[Problem]:
     """A failed build's problems as a user acts on them: each names the model (or ensemble) and the stage.
 
-    Each is located in the manifest (``file: /models/<i>...``) unless it already points at a manifest line or at a
-    file the user owns (a spec axis, a source file), whose location then stays and the message names the entry.
-    ``workdir`` is the build's work folder, deleted after the build: a path in it appears only where the file was
-    kept for inspection (``kept``: work path -> kept path), and the message says so.
+    Located in the manifest (``file: /models/<i>...``) unless already at a manifest line or a file the user owns; the
+    message then names the entry. A path in ``workdir`` (deleted after the build) appears only where the file was kept
+    for inspection (``kept``: work path -> kept path).
     """
     manifest_file = str(manifest_file)
     kept = dict(kept or {})
@@ -130,10 +127,9 @@ def build_model_artifacts(
 ) -> ModelArtifacts:
     """Produce every file of ``<model>/<version>/`` for one model in ``workdir``; raise :class:`StageFailed`.
 
-    ``progress`` is told (a :class:`BuildEvent`) when each stage starts. ``cache_root`` holds the TensorRT timing
-    cache, and keeps the exported ONNX of a model that failed after its export, for inspection
-    (``<cache>/failed/<model>/model.onnx``; the problems say so). A failure names the model, its manifest entry, the
-    stage and, where one is involved, the tensor (:func:`locate_build_problems`).
+    ``progress`` hears when each stage starts. ``cache_root`` holds the TensorRT timing cache and keeps the exported
+    ONNX of a model that failed later (``<cache>/failed/<model>/model.onnx``). A failure names the model, its entry, the
+    stage and any tensor (:func:`locate_build_problems`).
     """
     enter = _Stage(model.name, progress)
     try:
@@ -480,12 +476,9 @@ def derive_output_ranges(
 ) -> tuple[dict[str, OutputRange], list[str]]:
     """Each output's shape range over the whole input range, and a note for each one wider than the recording.
 
-    The recording shows only the sizes its calls produced; the reference cases run the model at the min and max of
-    every input range (and on every sample), so their outputs bound what it produces: the range is the recording's
-    widened to every case's output (model-side). An axis in ``data_dependent`` (:func:`data_dependent_axes` of the
-    exported graph) is dynamic (``-1``) in the config even where every case gave one size, and no case bounds it:
-    other data gives other sizes (a filter keeps none, or all), so its range is ``0..`` unbounded (max ``-1``, as
-    :class:`generator.client.TensorContract` reads it).
+    The reference cases run the model at every input range's min and max (and on every sample), so their outputs widen
+    the recording's range. An axis in ``data_dependent`` (:func:`data_dependent_axes`) is ``-1`` in the config and
+    unbounded (``0..``, max ``-1`` as :class:`generator.client.TensorContract` reads it): other data gives other sizes.
     """
     from generator.planning.contract import to_model
 

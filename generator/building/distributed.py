@@ -1,8 +1,7 @@
 """Distributed builds on an existing Ray cluster (``gen-repo build --ray auto|ADDRESS``).
 
-Ray only schedules: per model one export task on a CPU node, then for TensorRT one engine task per compute
-capability. The driver caches the returned files under the local build's keys, so staging and the lock are the local
-path and the result is byte-identical (docs/release-pipelines.md). Ray is imported only by :func:`run_models_on_ray`.
+Ray only schedules (one export task per model, one engine task per compute capability); the driver caches the files
+under the local build's keys, so the result is byte-identical (docs/release-pipelines.md).
 """
 
 from __future__ import annotations
@@ -101,9 +100,7 @@ def engine_plan(model: ModelPlan) -> dict[str, str | None]:
     return {model.config.default_model_filename or "model.plan": None}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Tasks (run on cluster nodes; module-level so workers import them by reference)
-# --------------------------------------------------------------------------------------------------------------------
+# -- Tasks (run on cluster nodes; module-level so workers import them by reference) ----------------------------------
 def _node_name() -> str:
     import socket
 
@@ -128,9 +125,8 @@ def _unpack(payload: bytes) -> tuple[ModelPlan, Any]:
 def export_task(payload: bytes) -> TaskOutput:
     """Export, check and make reference data for a model on this node; files come back as bytes.
 
-    ``payload`` is ``_pack(model_plan, build_options)``.
-    For the tensorrt target this is the CPU half: ``model.onnx`` plus ``gen_repo/*`` (the contract is the tensorrt
-    model's); engines are built by :func:`engine_task`.
+    ``payload`` is ``_pack(model_plan, build_options)``. For the tensorrt target this is the CPU half (``model.onnx``
+    and ``gen_repo/*``); engines are built by :func:`engine_task`.
     """
     from generator.building.artifacts import build_model_artifacts
     from generator.building.results import tool_versions
@@ -193,9 +189,7 @@ def engine_task(payload: bytes, onnx_bytes: bytes, filename: str, compute_capabi
     return TaskOutput({filename: plan_bytes}, (f"{note}, {len(plan_bytes)} bytes, built on {node}",), (), node)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The driver
-# --------------------------------------------------------------------------------------------------------------------
+# -- The driver ------------------------------------------------------------------------------------------------------
 def _import_ray() -> Any:
     try:
         import ray
@@ -282,9 +276,8 @@ def run_models_on_ray(
 ) -> list[Any]:
     """Build ``models`` (the cache misses) on the Ray cluster; return one ``ModelResult`` per model, in order.
 
-    Each built model's files are stored in the local build cache under
-    ``keys[model]`` (what :func:`generator.building.pipeline.build_repository` stages from). ``tensorrt`` is the
-    :class:`~generator.planning.targets.TensorRTTarget` in use (for notes only).
+    Each built model's files go into the local build cache under ``keys[model]``, which
+    :func:`generator.building.pipeline.build_repository` stages from; ``tensorrt`` is for notes only.
     """
     from generator.building.results import ModelResult, tool_versions
 
@@ -460,19 +453,4 @@ def _cancel_model(ray: Any, pending: dict[Any, _Pending], model: str) -> None:
             continue
 
 
-__all__ = [
-    "CC_RESOURCE_PREFIX",
-    "DEFAULT_INFEASIBLE_TIMEOUT_S",
-    "DEFAULT_MAX_RETRIES",
-    "RETRYABLE_EXCEPTIONS",
-    "TaskDemand",
-    "TaskOutput",
-    "cc_resource",
-    "connect",
-    "engine_demand",
-    "engine_plan",
-    "engine_task",
-    "export_demand",
-    "export_task",
-    "run_models_on_ray",
-]
+__all__ = ["TaskDemand", "TaskOutput", "cc_resource", "connect", "engine_demand", "export_demand", "run_models_on_ray"]

@@ -38,12 +38,8 @@ from generator.repository.cache import BuildCache, default_cache_root
 from generator.repository.digest import hash_bytes, hash_file
 from generator.resources import resource_dir
 
-#: What ``target: auto`` may become, in order of preference: a TensorRT plan where a GPU and standard
-#: TensorRT exist, otherwise ONNX. ``python`` (what a CPU-only Triton serves) is chosen explicitly.
-AUTO_TARGETS = ("tensorrt", "onnx")
-# --------------------------------------------------------------------------------------------------------------------
-# One model: source -> ONNX -> checks -> reference data -> (plan)
-# --------------------------------------------------------------------------------------------------------------------
+
+# -- One model: source -> ONNX -> checks -> reference data -> (plan) -------------------------------------------------
 def factory_search_path(plan: RepositoryPlan, options: BuildOptions, cwd: Path | None = None) -> tuple[str, ...]:
     """Folders searched first for ``module:callable`` factories, in order.
 
@@ -145,9 +141,7 @@ def model_cache_key(
     )
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Workers
-# --------------------------------------------------------------------------------------------------------------------
+# -- Workers ---------------------------------------------------------------------------------------------------------
 #: In a worker process only: where its progress events go (set by the pool's initializer; a queue cannot be
 #: pickled into each task).
 _WORKER_EVENTS: Any = None
@@ -205,9 +199,7 @@ def _build_one(
                            tuple(_locate(model, "build", problems)), "build")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The repository
-# --------------------------------------------------------------------------------------------------------------------
+# -- The repository --------------------------------------------------------------------------------------------------
 def build_repository(
     manifest_path: Path | str,
     options: BuildOptions | None = None,
@@ -216,10 +208,9 @@ def build_repository(
 ) -> BuildReport:
     """Build every model of the manifest and swap the repository in atomically.
 
-    Raises GenRepoError (exit code 2) for a manifest that cannot be built at all, before any model is imported or
-    exported (see :func:`preflight`). Without ``keep_going`` any failed model raises :class:`BuildFailed` and the
-    previous repository stays untouched; with it, failed models keep their previous build (if any) and the rest is
-    swapped in.
+    GenRepoError (exit 2) for a manifest that cannot be built at all, before anything is imported (:func:`preflight`).
+    Without ``keep_going`` a failed model raises :class:`BuildFailed` and the previous repository stays; with it, failed
+    models keep their previous build and the rest is swapped in.
     """
     from generator.repository.lock import build_lock
     from generator.repository.staging import RepositoryWriter
@@ -352,10 +343,9 @@ _SCRATCH_ENV = ("TMPDIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR", "PYTHONPY
 def _contained_scratch(cache_root: Path) -> Iterator[None]:
     """Point library scratch writes into a temporary folder in the cache while models build, then delete it.
 
-    onnxruntime writes a telemetry device id under ``$XDG_CACHE_HOME`` (or ``~/.cache``) and a session file in
-    ``$TMPDIR`` when imported, torch makes ``$TMPDIR/torchinductor_<user>``, and importing a factory writes
-    ``__pycache__`` beside its source: without this a build writes outside the output and cache folders. Spawned
-    workers inherit the environment.
+    onnxruntime writes a device id under ``$XDG_CACHE_HOME`` and a session file in ``$TMPDIR``, torch makes
+    ``$TMPDIR/torchinductor_<user>``, a factory's import writes ``__pycache__``: without this a build writes outside its
+    output and cache folders. Spawned workers inherit the environment.
     """
     cache_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".scratch-{os.getpid()}-", dir=cache_root))
@@ -426,9 +416,8 @@ def _build_ensembles(
 ) -> tuple[list[ModelResult], dict[str, EnsemblePlan]]:
     """Each ensemble's contract and reference data, once its step models are built (cached like a model).
 
-    The ensemble is planned again over its steps as built (``built``: their output ranges over the whole input
-    range), so its ranges and Triton's wiring rules see what the steps really produce. Returns the results and the
-    ensembles as planned again.
+    Planned again over its steps as built (``built``: their output ranges over the whole input range), so ranges and
+    wiring rules see what the steps produce. Returns the results and the ensembles as planned again.
     """
     from generator.planning.ensemble_plan import plan_ensemble
 

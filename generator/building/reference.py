@@ -25,13 +25,7 @@ if TYPE_CHECKING:
     from generator.planning.profiles import OptimizationProfile
     from generator.specs.sample_metadata import ForwardSignature
 
-__all__ = [
-    "CASE_SHAPES",
-    "ReferenceCaseError",
-    "make_reference_cases",
-    "reference_inputs",
-    "torch_outputs",
-]
+__all__ = ["CASE_SHAPES", "ReferenceCaseError", "make_reference_cases", "reference_inputs"]
 
 #: Case name -> the plan attribute holding its (full) input shape.
 CASE_SHAPES = {"min": "min_shape", "opt": "opt_shape", "max": "max_shape"}
@@ -46,9 +40,7 @@ class ReferenceCaseError(Exception):
         super().__init__(f"case {case!r} ({shapes}): {type(cause).__name__}: {cause}")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Inputs
-# --------------------------------------------------------------------------------------------------------------------
+# -- Inputs ----------------------------------------------------------------------------------------------------------
 def _seed(*parts: str) -> int:
     digest = hashlib.sha256("\x00".join(parts).encode()).digest()
     return int.from_bytes(digest[:8], "little")
@@ -83,9 +75,7 @@ def reference_inputs(
     return arrays
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Outputs
-# --------------------------------------------------------------------------------------------------------------------
+# -- Outputs ---------------------------------------------------------------------------------------------------------
 def torch_outputs(
     module: Any,
     inputs: Sequence[TensorPlanLike],

@@ -1,8 +1,6 @@
 """The build's plain data: progress events, per-model results and the report (its options are the plan's).
 
-Below every stage (imports no stage), so the local build (:mod:`generator.building.pipeline`), the per-model work
-(:mod:`generator.building.artifacts`) and the Ray workers (:mod:`generator.building.distributed`) share them without
-importing each other.
+Imports no stage, so the local build, the per-model work and the Ray workers share it without importing each other.
 """
 
 from __future__ import annotations

@@ -30,10 +30,6 @@ _STYLE = {"passed": "green", "failed": "bold red", "skipped": "yellow", "error":
 _LABEL = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
 
 
-def _usage(message: str) -> GenRepoError:
-    return GenRepoError([Problem("<gen-repo smoke>", "", message)])
-
-
 def _plain_line(result: CheckResult) -> str:
     return f"{_LABEL[result.status]:<5} {result.model} {result.check} ({result.duration_s:.3f} s): {result.message}"
 

@@ -1,8 +1,7 @@
 """Client-visible changes between two model contracts, each classified as a client experiences it.
 
-Breaking when a request valid before is refused now or a response changes shape or type; compatible otherwise; what a
-contract derived from a config cannot tell is an :class:`UnknownFact` (docs/diff.md). Pure data: the client calls
-this module through the :class:`ContractLike` protocol, so it does not import the client.
+Breaking when a request valid before is refused or a response changes shape or type; what a config-derived contract
+cannot tell is an :class:`UnknownFact` (docs/diff.md). Pure data, through :class:`ContractLike`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from generator.contracts.tensor_contract import TensorContract
 from generator.planning.values import ValueDomain
 
 __all__ = [
-    "DIFF_FORMAT",
     "ContractChange",
     "ContractDiff",
     "ModelComparison",
@@ -184,9 +182,7 @@ class ContractDiff:
         return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Classification
-# --------------------------------------------------------------------------------------------------------------------
+# -- Classification --------------------------------------------------------------------------------------------------
 def is_exact(contract: ContractLike) -> bool:
     """Whether ``contract`` came from ``gen_repo/contract.json`` (exact ranges and value domains).
 
@@ -384,12 +380,9 @@ def _renames(role: str, removed: Sequence[TensorContract],
              added: Sequence[TensorContract]) -> list[tuple[str, str]]:
     """(removed name, the added name it was most likely renamed to), in the order of ``removed``.
 
-    Each removed tensor, in order, takes the first added tensor (in order) with its data type and dims that no
-    earlier one took; a required input is never matched to an optional one (a client sending the old required
-    input would not be sending a required input now). Linear: added tensors are bucketed by (data type, dims), and
-    each bucket is walked once per kind of match (any, or required only), never back over a taken tensor.
-    (Tensor names are unique in a contract, as Triton requires; were one repeated, each removed tensor of that name
-    still takes a tensor of its own.)
+    Each removed tensor, in order, takes the first untaken added tensor with its data type and dims; a required input
+    never matches an optional one. Linear: added tensors are bucketed by (data type, dims) and each bucket is walked
+    once per kind of match, never back over a taken tensor.
     """
     buckets: dict[tuple[str, tuple[int, ...]], tuple[list[TensorContract], list[TensorContract]]] = {}
     for tensor in added:

@@ -1,9 +1,7 @@
 """A model's contract: what a request must look like, the checks Triton applies to one, and example requests.
 
-A :class:`ModelContract` comes from a repository gen-repo built (``<model>/<version>/gen_repo/contract.json``: exact
-min/opt/max ranges), any ``config.pbtxt`` (ranges from ``dims`` alone: a ``-1`` dim allows any size ``>= 0``, as
-Triton does, the batch axis ``1..max_batch_size``) or a live server (``get_model_config``). Published as
-:mod:`generator.client`.
+From a gen-repo repository (exact ranges), any ``config.pbtxt`` (a ``-1`` dim allows any size ``>= 0``, the batch axis
+``1..max_batch_size``) or a live server. Published as :mod:`generator.client`.
 """
 
 from __future__ import annotations
@@ -355,10 +353,9 @@ class ModelContract:
     def reads_values(self, name: str, header: ArrayHeader) -> bool:
         """Whether an array declared as ``header`` for input ``name`` is worth reading for :meth:`validate`.
 
-        An array that fits the contract is read. One the contract refuses is read too when the input has a value
-        domain its dtype can be judged against and it takes at most the ``request_check_bytes`` limit
-        (:data:`generator.bounded.LIMITS`): its values are then reported beside its shape or dtype problem. Anything
-        larger is judged from its header alone, so a file declaring a huge array costs nothing.
+        An array that fits the contract is read; one it refuses is read too when the input has a value domain its dtype
+        can be judged against and it takes at most ``request_check_bytes`` (:data:`generator.bounded.LIMITS`). Anything
+        larger is judged from its header alone.
         """
         if not self.refuses_header(name, header):
             return True
@@ -440,10 +437,9 @@ class ModelContract:
     ) -> dict[str, np.ndarray[Any, Any]]:
         """Random inputs that :meth:`validate` accepts, at the ``"min"``, ``"opt"`` or ``"max"`` shape.
 
-        Unbounded axes (``-1`` known only from a config) use their minimum, at least 1; ``"opt"`` falls back to the
-        same when the contract has no opt shape. ``batch_size`` overrides the batch axis (ValueError when out of
-        range or the model does not batch). Values come from each input's domain where the contract gives one
-        (:func:`generator.planning.values.draw`); otherwise integers are small non-negative values and masks all ones.
+        Unbounded axes use their minimum, at least 1 (also ``"opt"`` without an opt shape); ``batch_size`` overrides the
+        batch axis (ValueError out of range or without batching). Values come from each input's domain
+        (:func:`generator.planning.values.draw`), else small non-negative integers and all-ones masks.
         """
         if shape not in ("min", "opt", "max"):
             raise ValueError(f"shape must be 'min', 'opt' or 'max', not {shape!r}")

@@ -1,8 +1,7 @@
 """Reference data files: ``reference.npz`` and ``reference.json`` in ``<model>/<version>/gen_repo/``.
 
-Written at build time, read back by smoke and ``check-request`` as docs/repository-layout.md defines them (arrays
-request-side). The ``.npz`` is written with sorted members, a fixed timestamp and no compression, so it is
-deterministic (``numpy.savez`` stamps the current time).
+Written at build time, read by smoke and ``check-request`` (docs/repository-layout.md). The ``.npz`` has sorted members,
+a fixed timestamp and no compression, so it is deterministic.
 """
 
 from __future__ import annotations
@@ -24,14 +23,10 @@ from generator.json_reader import read_json
 from generator.planning.compare import CompareSettings
 
 __all__ = [
-    "REFERENCE_FORMAT",
     "ReferenceCase",
     "ReferenceDataError",
-    "read_compare_settings",
     "read_npz",
     "read_reference",
-    "reference_index",
-    "reference_key",
     "request_members",
     "write_npz",
     "write_reference",
@@ -61,9 +56,7 @@ class ReferenceCase:
                 "outputs": list(self.outputs)}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------------------------------
+# -- Files -----------------------------------------------------------------------------------------------------------
 def write_npz(path: Path | str, arrays: Mapping[str, np.ndarray]) -> Path:
     """Write an ``.npz`` that ``numpy.load`` reads, byte-identical for identical arrays.
 
@@ -169,9 +162,7 @@ def read_reference(folder: Path | str) -> list[ReferenceCase]:
     return cases
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The array names of reference.npz, and requests read from any .npz
-# --------------------------------------------------------------------------------------------------------------------
+# -- The array names of reference.npz, and requests read from any .npz -----------------------------------------------
 #: reference.npz names arrays ``<case>/input/<tensor>`` and ``<case>/output/<tensor>``.
 _CASE_KEY = re.compile(r"^(?P<case>[^/]+)/(?P<role>input|output)/(?P<tensor>.+)$")
 

@@ -1,10 +1,7 @@
 """What Triton serves for one model of a repository: its config, the version it serves, that version's contract.
 
-The one reader for every command that needs a model. The version is the one a request naming none reaches under the
-config's ``version_policy`` (:mod:`generator.triton.version_policy`), so a higher version folder an interrupted
-publish left unswitched, or an older version an operator pinned, is read as Triton serves it. Files come through a
-:class:`Reader` (a folder here, a bucket in :mod:`generator.repository.contract_sources`), bounded and inside the
-repository; a problem is a located :class:`~generator.errors.GenRepoError` (exit 2).
+The one reader for every command that needs a model. The version is the one Triton serves under the config's
+``version_policy``; files come through a :class:`Reader` (a folder, or a bucket), bounded and confined.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One input or output of a model's contract: its data type, config dims and the full request shapes it allows.
 
 Shapes are full request shapes (batch axis first when the model batches); ``max_shape`` is None where a size has no
-upper bound. :mod:`generator.contracts.model_contract` holds a model's tensors; :mod:`generator.contracts.diff`
-compares them.
+upper bound.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Platform and backend as Triton core infers them, and what each backend needs on disk (ONNX graphs included).
 
-:func:`resolve` ports core's AutoCompleteBackendFields (Triton 2.51), which fills platform and backend from each
-other or from the model files even without auto-complete, so every per-backend rule runs however the backend was
-named. onnx is imported only for a repository holding an ONNX model.
+:func:`resolve` ports core's AutoCompleteBackendFields (Triton 2.51), so every per-backend rule runs however the backend
+was named. onnx is imported only for a repository holding an ONNX model.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from generator.lint.folders import ModelFolder, Resolved
 from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
-    "AUTO_COMPLETE_FILLS",
-    "BACKEND_PLATFORM",
     "ENSEMBLE",
     "NO_AUTO_COMPLETE",
     "PLATFORM_BACKEND",

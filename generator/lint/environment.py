@@ -1,8 +1,7 @@
 """What the target machine has (GPUs, installed backends) and how its server runs, and the rules that need to know.
 
-The repository alone cannot tell: :class:`Environment` says what the machine has (``--gpus``, ``--backends`` or a
-running server) and carries the tritonserver options some refusals depend on, spelled as ``tritonserver``'s own;
-what it leaves unknown is skipped, and said so.
+:class:`Environment` says what the machine has (``--gpus``, ``--backends`` or a running server) and the tritonserver
+options some refusals depend on; what it leaves unknown is skipped, and said so.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from generator.lint.folders import ModelFolder
 from generator.triton.proto import model_config_pb2 as mc
 
 __all__ = [
-    "ENVIRONMENT_RULES",
     "RATE_LIMIT_MODES",
     "Environment",
     "RateLimitResource",

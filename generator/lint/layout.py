@@ -29,8 +29,6 @@ from generator.triton.proto import model_config_pb2 as mc
 from generator.triton.version_policy import versions_to_load
 
 __all__ = [
-    "INITIAL_STATE_FOLDER",
-    "SKIPPED_MODEL_SUBDIRS",
     "check_confinement",
     "check_files",
     "check_symlinks",
@@ -41,7 +39,6 @@ __all__ = [
     "parse_config_text",
     "read_config",
     "scan_versions",
-    "triton_join",
 ]
 
 #: core constants.h kInitialStateFolder; kWarmupDataFolder is generator.naming's WARMUP_FOLDER.
@@ -156,10 +153,9 @@ def alternative_configs(folder: ModelFolder) -> list[str]:
 def check_symlinks(folder: ModelFolder) -> list[Finding]:
     """``symlink``: the model folder itself, and every folder and file at any depth in it, that is a symlink.
 
-    Triton's local file system follows links (``stat``) and serves paths in place, so a linked version folder,
-    ``warmup/``, ``gen_repo/`` or ``model.py`` is read wherever the link leads on the server, outside the
-    repository included; what lint reads here says nothing about that. The walk is the one every reader of a
-    repository uses (:func:`generator.confinement.walk_tree`): it never descends through a link.
+    Triton follows links and serves paths in place, so a linked version folder, ``warmup/``, ``gen_repo/`` or
+    ``model.py`` is read wherever it leads on the server. The walk is :func:`generator.confinement.walk_tree`: it never
+    descends through a link.
     """
     if folder.path.is_symlink():
         return [_symlink_finding(folder, "")]  # not entered: what it leads to is not the repository's

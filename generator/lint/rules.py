@@ -1,8 +1,7 @@
 """The one table of lint rules: each rule's severity and area, the Triton checks it ports, and what holds it.
 
-A check names the Triton source, the words of its refusal and the lint case (a repository flagged at
-``file:line:col`` beside an accepted neighbour) that the real Triton refuses and loads. docs/lint-rules.md is
-generated from this table (:func:`generator.lint.rules_doc.rules_markdown`).
+A check names the Triton source, its refusal's words and the lint case the real Triton refuses and loads.
+docs/lint-rules.md is generated from this table (:func:`generator.lint.rules_doc.rules_markdown`).
 """
 
 from __future__ import annotations

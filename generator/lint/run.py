@@ -1,8 +1,7 @@
 """Lint one or more repositories as one Triton server with repeated ``--model-repository`` sees them.
 
-The order follows Triton's load path: model folders and their config (repository manager), versions, platform and
-backend inference, then every area's rules on the resolved config, the files it names, the environment, and last
-the ensembles across all repositories.
+In Triton's load order: model folders and configs, versions, platform and backend, every area's rules, the environment,
+and last the ensembles across all repositories.
 """
 
 from __future__ import annotations
@@ -96,10 +95,9 @@ def lint(paths: Sequence[str | FsPath], *, external_models: Iterable[str] = (),
          environment: Environment | None = None) -> LintReport:
     """Lint the repositories ``paths`` together, as one server serving all of them.
 
-    ``external_models`` are model names loaded from elsewhere (an ensemble step may name them); ``environment``
-    says what the target machine has and how its server runs (None: nothing known, Triton's default options); the
-    rules that need a fact it lacks are skipped, and listed in the report. Findings name files relative to their
-    repository, prefixed by the repository path when there are several.
+    ``external_models``: names loaded from elsewhere (an ensemble step may name them); ``environment``: what the target
+    machine has (None: nothing known); rules needing a fact it lacks are skipped and listed. Findings name files
+    relative to their repository, prefixed by it when there are several.
     """
     environment = environment or Environment()
     folders, findings = discover(paths)

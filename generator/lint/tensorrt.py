@@ -1,8 +1,7 @@
 """TensorRT plans: the optimization profiles each instance group lists, against each other and against the plan's.
 
-Triton's TensorRT backend serves only the profiles a group lists (profile 0 when none), and any instance may get any
-request, so every group must list every profile. A plan's profiles are read from gen-repo's contract where there is
-one (docs/tensorrt.md).
+Any instance may get any request, so every group must list every profile. A plan's profiles come from gen-repo's
+contract where there is one (docs/tensorrt.md).
 """
 
 from __future__ import annotations

@@ -97,11 +97,9 @@ class RefusedModel:
 class ManifestModel:
     """One model entry after loading: names resolved, GraphSpec loaded, defaults merged into ``options``.
 
-    ``spec_file``/``spec_pointer`` locate the graph (the manifest itself and ``/models/<i>/spec`` for an inline
-    graph). ``own_options`` are the option keys the model set itself (the rest came from ``defaults``). ``graph``
+    ``spec_file``/``spec_pointer`` locate the graph; ``own_options``: the option keys the model set itself; ``graph``
     carries the manifest's ``dynamic_shapes`` and ``batch_axis_multipliers`` (``graph_fixes`` says which);
-    ``input_values`` is the manifest's ``inputs:`` as written (the plan resolves the tensor names).
-    ``profiles_file`` is the AITune profiles file ``profiles: {aitune: ...}`` names, read.
+    ``input_values``: ``inputs:`` as written; ``profiles_file``: the AITune profiles file, read.
     """
 
     index: int

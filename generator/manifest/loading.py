@@ -1,8 +1,7 @@
 """The repository manifest (``gen-repo.yaml`` or JSON): which GraphSpecs become which Triton models.
 
-Loading validates the document against its schema, resolves paths relative to the manifest (confined to its folder),
-loads the GraphSpecs and returns plain data (:mod:`generator.manifest.entries`), every problem located by a JSON
-pointer. docs/manifest.md describes the format.
+Schema first, then paths resolved (confined to the manifest's folder) and GraphSpecs loaded into plain data
+(:mod:`generator.manifest.entries`), every problem located. docs/manifest.md describes the format.
 """
 
 from __future__ import annotations
@@ -42,8 +41,6 @@ __all__ = [
     "LoadedEntry",
     "ManifestDocument",
     "SpecCache",
-    "check_entries",
-    "load_entry",
     "load_manifest",
     "read_manifest",
     "read_paths",
@@ -69,9 +66,7 @@ class _Graph:
     document: Any = field(default=None, repr=False, compare=False)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------------------------------------
+# -- Loading ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class ManifestDocument:
     """A manifest read and schema-checked, before its models load: everything loading one entry needs.
@@ -247,11 +242,9 @@ def load_manifest(
 ) -> Manifest:
     """Load and check a manifest; raise GenRepoError carrying every problem found.
 
-    ``allow_outside`` permits spec/source/output paths that leave the manifest's folder (via ``..``, an absolute
-    path or a symlink); without it such paths are refused, so a manifest cannot read or write elsewhere. With
-    ``keep_going`` a model whose own entry has problems (its spec, source, samples or options) is returned in
-    :attr:`Manifest.refused` instead; problems of the document itself (schema, output, names) still raise. A
-    manifest already read (:func:`read_manifest`) is loaded as it was read.
+    ``allow_outside`` permits paths leaving the manifest's folder (``..``, absolute, a symlink). With ``keep_going`` a
+    model whose own entry has problems is returned in :attr:`Manifest.refused`; problems of the document itself still
+    raise. A :class:`ManifestDocument` (:func:`read_manifest`) is loaded as it was read.
     """
     document = path if isinstance(path, ManifestDocument) else read_manifest(path, allow_outside=allow_outside)
     cache: SpecCache = {}
@@ -499,9 +492,7 @@ def _default_name(loaded: _Graph, manifest_path: Path) -> str:
     return model_name_from_graph(loaded.graph.name, prefix)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# GraphSpecs
-# --------------------------------------------------------------------------------------------------------------------
+# -- GraphSpecs ------------------------------------------------------------------------------------------------------
 def _load_spec(
     manifest_path: Path,
     base_dir: Path,

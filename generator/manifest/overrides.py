@@ -63,11 +63,11 @@ def apply_overrides(
     recorded_definitions = list(raw.get("dynamic_shapes") or [])
     # A replacement takes the place of the spec's definition, additions come after: the spec's definitions keep their
     # indices, so messages that cite one point at it in the spec file. origin[k] is the manifest index or None.
-    by_path = {_key(entry["path"]): j for j, entry in enumerate(declared)}
+    by_path = {path_from_json(entry["path"]): j for j, entry in enumerate(declared)}
     merged: list[Any] = []
     origin: list[int | None] = []
     for entry in recorded_definitions:
-        j = by_path.pop(_key(entry["path"]), None)
+        j = by_path.pop(path_from_json(entry["path"]), None)
         merged.append(entry if j is None else copy.deepcopy(declared[j]))
         origin.append(j)
         if j is not None:
@@ -131,12 +131,8 @@ def apply_overrides(
     return Overridden(graph, tuple(applied), tuple(assumptions), (), tuple(origin) if declared else ())
 
 
-def _key(path: Any) -> Any:
-    return path_from_json(path)
-
-
 def _show(path: Any) -> str:
-    return Locator(_key(path)).display_path
+    return Locator(path_from_json(path)).display_path
 
 
 def _find_tensor(raw: Mapping[str, Any], key: str) -> tuple[str, int, dict[str, Any]] | str:
@@ -145,7 +141,7 @@ def _find_tensor(raw: Mapping[str, Any], key: str) -> tuple[str, int, dict[str, 
     names = []
     for kind in ("input", "output"):
         for index, entry in enumerate(raw[f"{kind}_spec"]["tensor_data"]):
-            path = _key(entry["semantic_path"])
+            path = path_from_json(entry["semantic_path"])
             name = format_tensor_name(path, kind)
             names.append(name)
             if key in (name, entry.get("access_path"), Locator(path, is_output=kind == "output").display_path):
@@ -161,10 +157,10 @@ def _recorded_fit_problems(
     raw: Mapping[str, Any], declared: list[Any], manifest_file: str, model_pointer: str
 ) -> list[Problem]:
     """AITune checks a definition against every recorded call: recorded sizes must lie inside each declared axis."""
-    by_path = {_key(entry["semantic_path"]): entry for entry in raw["input_spec"]["tensor_data"]}
+    by_path = {path_from_json(entry["semantic_path"]): entry for entry in raw["input_spec"]["tensor_data"]}
     problems = []
     for index, definition in enumerate(declared):
-        tensor = by_path.get(_key(definition["path"]))
+        tensor = by_path.get(path_from_json(definition["path"]))
         if tensor is None or len(tensor["shape"]) != len(definition["shape"]):
             continue  # reported by graph_problems
         for axis, dim in enumerate(definition["shape"]):

@@ -163,9 +163,8 @@ def write_starter_manifest(specs: Sequence[Path | str], manifest: Path | str, *,
     """Write :func:`_starter_manifest` to ``manifest``, never over an existing file.
 
     Returns the manifest, its model count and whether it refers to specs outside its folder (``plan`` then needs
-    ``--allow-outside``). The text goes to a temporary file in the same folder first and is then linked to its name,
-    which fails if the name exists (:func:`generator.atomic_write.write_atomically` without overwrite): nothing is
-    half-written, and a file that appears meanwhile is not replaced either.
+    ``--allow-outside``). Written by :func:`generator.atomic_write.write_atomically` without overwrite: never
+    half-written, never over a file that appears meanwhile.
     """
     manifest = Path(manifest)
     refused = Problem(str(manifest), "", "already exists; gen-repo init never overwrites a file (remove it or "

@@ -41,11 +41,9 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 class Comparison:
     """One output against its reference: whether every compared element is in tolerance, and the errors.
 
-    ``max_abs_error`` is the largest finite ``|have - want|``; ``max_rel_error`` the largest ``|have - want| / |want|``
-    where ``|want|`` exceeds ``atol`` (nearer zero the absolute tolerance governs, and a quotient there says nothing:
-    never a division by zero). Both are None for strings (compared for equality only). ``compared`` elements were
-    judged, ``left_out`` were padding, ``mismatched`` were out of tolerance; ``worst`` is the element furthest out of
-    tolerance as (index, have, want).
+    ``max_abs_error``: the largest finite ``|have - want|``; ``max_rel_error``: the largest ``|have - want| / |want|``
+    where ``|want| > atol`` (never a division by zero). Both None for strings. ``compared``, ``left_out`` (padding) and
+    ``mismatched`` count elements; ``worst`` is the element furthest out, as (index, have, want).
     """
 
     ok: bool
@@ -147,9 +145,7 @@ def compare_arrays(
     return Comparison(mismatched == 0, max_abs, max_rel, int(np.count_nonzero(judged)), mismatched, left_out, worst)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# What a user tunes: the manifest's compare:
-# --------------------------------------------------------------------------------------------------------------------
+# -- What a user tunes: the manifest's compare: ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Padding:
     """Positions an input marks as padding, left out of the comparison of ``outputs``.

@@ -1,8 +1,7 @@
 """Triton ``ModelConfig`` protobuf messages from a model's plan and options, and their deterministic pbtxt text.
 
-Merged in order: the target's template, the plan, the manifest's options, then the raw ``pbtxt`` fragment with
-protobuf ``MergeFrom`` semantics (limited to :data:`generator.planning.fragments.FRAGMENT_FIELDS`). The result is
-checked against Triton's rules, so a fragment cannot produce a config the server would refuse.
+Merged in order: template, plan, options, then the raw ``pbtxt`` fragment (:mod:`generator.planning.fragments`); the
+result is checked against Triton's rules, so a fragment cannot produce a config the server would refuse.
 """
 
 from __future__ import annotations
@@ -571,9 +570,7 @@ def _confine_paths(r: ConfigRequest, build: ConfigBuild) -> None:
         build.problems.append(Problem(r.file, where, escape.message))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Triton's rules
-# --------------------------------------------------------------------------------------------------------------------
+# -- Triton's rules --------------------------------------------------------------------------------------------------
 def config_problems(config: model_config_pb2.ModelConfig, folder_name: str | None = None) -> list[str]:
     """Why Triton would refuse ``config`` (or serve something else than meant); empty when it is fine.
 

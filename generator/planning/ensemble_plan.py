@@ -1,8 +1,7 @@
 """The manifest's ``ensembles:`` planned: I/O derived from the maps, the wiring checked, the ensemble ModelConfig.
 
-Pure, like :mod:`generator.planning.plan`: the steps are the manifest's planned models, whose exact tensors (dims,
-request-side shape ranges, value domains) make the wiring checkable before anything is exported. Problems are located in
-the manifest (``/ensembles/<i>/steps/<j>/inputs/<name>``); an ensemble with any is refused, with every reason.
+Pure, like :mod:`generator.planning.plan`: the steps' exact tensors make the wiring checkable before any export.
+Problems are located in the manifest; an ensemble with any is refused.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The one table of what a manifest's raw ``pbtxt`` fragment may set, per kind of model and per target backend.
 
-:mod:`generator.planning.config` merges a fragment last; this module decides, before the merge, which of its fields
-belong to the model (Triton's ``scheduling_choice`` is a oneof, so a wrong scheduler would silently replace ours) and
-which of its optimization settings and parameters the target's backend reads (the rest it ignores, or they contradict
-the model gen-repo generates).
+Decided before :mod:`generator.planning.config` merges a fragment: which fields belong to the model (a wrong scheduler
+would silently replace ours) and which settings the target's backend reads.
 """
 
 from __future__ import annotations

@@ -41,11 +41,9 @@ __all__ = [
     "OutputRange",
     "TensorPlan",
     "axis_origin",
-    "default_target_resolver",
     "output_ranges_from_contract",
     "with_output_ranges",
     "describe_plan",
-    "plan_ensembles",
     "plan_model",
     "plan_repository",
 ]
@@ -122,10 +120,9 @@ def plan_repository(
 ) -> RepositoryPlan:
     """Plan every model of ``manifest``.
 
-    ``warmup_data``: warmup reads the data files a build writes (:func:`generator.planning.config.warmup_data_file`);
-    without it (configs only) warmup uses zeros and random bytes. Without ``keep_going`` raise GenRepoError with
-    every problem of every model at once; with it, models that cannot be planned (and those the manifest already
-    refused) are listed in :attr:`RepositoryPlan.refused`.
+    ``warmup_data``: warmup reads the data files a build writes (else zeros and random bytes). Without ``keep_going``
+    raise GenRepoError with every model's problems at once; with it, unplannable (and refused) models are in
+    :attr:`RepositoryPlan.refused`.
     """
     problems: list[Problem] = []
     plans = []
@@ -173,9 +170,7 @@ def plan_ensembles(
     return tuple(planned), tuple(refused_ensembles)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# One model
-# --------------------------------------------------------------------------------------------------------------------
+# -- One model -------------------------------------------------------------------------------------------------------
 def plan_model(
     model: ManifestModel,
     manifest_file: Path | str,

@@ -65,9 +65,7 @@ class _Bucket:
     where: dict[int, tuple[str, str, str, str]]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Axes
-# --------------------------------------------------------------------------------------------------------------------
+# -- Axes ------------------------------------------------------------------------------------------------------------
 def profile_axes(model: ManifestModel, tensors: TensorsPlan) -> list[ProfileAxis]:
     """The dynamic dimensions of ``tensors``' inputs, one per group of linked axes (the batch axes first).
 
@@ -125,9 +123,7 @@ def _axis_words(axis: ProfileAxis, inputs: Sequence[TensorPlan]) -> str:
     return f"{axis.key} = {tensors}: {axis.low}..{axis.high} opt {axis.opt}"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Reading the buckets
-# --------------------------------------------------------------------------------------------------------------------
+# -- Reading the buckets ---------------------------------------------------------------------------------------------
 def _manifest_buckets(
     raw: Sequence[Mapping[str, Any]], axes: Sequence[ProfileAxis], inputs: Sequence[TensorPlan], model: ManifestModel,
     file: str, problems: list[Problem],
@@ -225,9 +221,7 @@ def _aitune_buckets(
     return buckets
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Checks
-# --------------------------------------------------------------------------------------------------------------------
+# -- Checks ----------------------------------------------------------------------------------------------------------
 def _range_problems(bucket: _Bucket, axes: Sequence[ProfileAxis], batching: bool, max_batch_size: int) -> list[Problem]:
     """Every axis the bucket sets: its min <= opt <= max, inside the contract's range."""
     out = []
@@ -286,9 +280,7 @@ def _bucket_words(index: int, bucket: _Bucket, axes: Sequence[ProfileAxis]) -> s
     return f"{index} {bucket.name!r}: " + ", ".join(parts)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The plan's profiles
-# --------------------------------------------------------------------------------------------------------------------
+# -- The plan's profiles ---------------------------------------------------------------------------------------------
 def plan_profiles(
     model: ManifestModel, tensors: TensorsPlan, file: str, target: str
 ) -> tuple[TensorsPlan, tuple[OptimizationProfile, ...]]:

@@ -1,8 +1,7 @@
 """Which target a model gets, and whether it can be built here: decided before anything is imported or exported.
 
-:func:`plan_build` is what ``plan``, ``config`` and ``build`` share (load, resolve targets, plan), and
-:func:`preflight` refuses at once what cannot work here. Light on purpose: no build machinery, torch or onnx, so
-``plan`` and ``config`` start fast.
+:func:`plan_build` is what ``plan``, ``config`` and ``build`` share; :func:`preflight` refuses at once what cannot work
+here. No build machinery, torch or onnx, so ``plan`` and ``config`` start fast.
 """
 
 from __future__ import annotations
@@ -166,30 +165,18 @@ def _compute_capability_problems(
     wanted = {m.name: sorted(m.config.cc_model_filenames) for m in models if m.config.cc_model_filenames}
     if not wanted:
         return []
-    if options.tensorrt_module != "tensorrt":
-        for model in models:
-            if model.name in wanted:
-                problems.append(
-                    Problem(
-                        str(plan.manifest_file),
-                        _model_pointer(plan, model, "compute_capabilities"),
-                        f"model {model.name!r}: one plan per compute capability needs standard TensorRT and a GPU of "
-                        f"each capability; {options.tensorrt_module} builds without choosing a GPU",
-                    )
-                )
-        return problems
-    present = {g.compute_capability for g in detect_gpus() if g.compute_capability}
+    standard = options.tensorrt_module == "tensorrt"
+    present = {g.compute_capability for g in detect_gpus() if g.compute_capability} if standard else set()
     for model in models:
         missing = [cc for cc in wanted.get(model.name, []) if cc not in present]
-        if missing:
-            problems.append(
-                Problem(
-                    str(plan.manifest_file),
-                    _model_pointer(plan, model, "compute_capabilities"),
-                    f"model {model.name!r}: no GPU of compute capability {', '.join(missing)} on this machine (found: "
-                    f"{', '.join(sorted(present)) or 'none'}); a plan runs only on the GPU kind it was built on",
-                )
-            )
+        if not missing:
+            continue
+        why = (f"no GPU of compute capability {', '.join(missing)} on this machine (found: "
+               f"{', '.join(sorted(present)) or 'none'}); a plan runs only on the GPU kind it was built on"
+               if standard else "one plan per compute capability needs standard TensorRT and a GPU of each "
+               f"capability; {options.tensorrt_module} builds without choosing a GPU")
+        problems.append(Problem(str(plan.manifest_file), _model_pointer(plan, model, "compute_capabilities"),
+                                f"model {model.name!r}: {why}"))
     return problems
 
 
@@ -207,19 +194,15 @@ def engine_targets(model: ModelPlan) -> dict[str, str | None]:
     return {model.config.default_model_filename or "model.plan": None if gpu is None else gpu.compute_capability}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The plan for this machine
-# --------------------------------------------------------------------------------------------------------------------
+# -- The plan for this machine ---------------------------------------------------------------------------------------
 def plan_build(
     manifest_path: Path | ManifestDocument, options: BuildOptions, output_dir: Path | None = None, *,
     warmup_data: bool = True,
 ) -> tuple[RepositoryPlan, list[str]]:
     """Load (unless already read) and plan the manifest, resolving ``target: auto`` and ``--target`` for this machine.
 
-    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone).
-
-    Every model is planned; one that cannot be (at loading or planning) is refused. Without ``keep_going`` any
-    refusal raises GenRepoError with the problems of every refused model at once; with it they are in
+    ``warmup_data``: warmup reads the data files the build writes (``False`` for configs alone). A model that cannot be
+    planned is refused: without ``keep_going`` GenRepoError with every refused model's problems, with it
     :attr:`RepositoryPlan.refused`.
     """
     notes: list[str] = []

@@ -1,8 +1,7 @@
 """One graph's tensors as Triton serves them: names, shapes (with the shape policy), scalars and the batching decision.
 
-Pure data, no torch: ``validate`` and ``plan`` apply the same servability rules through :func:`plan_tensors`. Every
-decision (batching or not, how a scalar travels) is a sentence in :attr:`TensorsPlan.decisions`, so ``gen-repo
-plan`` can say which case applied and why (docs/repository-layout.md).
+Pure data: ``validate`` and ``plan`` share :func:`plan_tensors`. Every decision is a sentence in
+:attr:`TensorsPlan.decisions`, so ``gen-repo plan`` says which case applied and why.
 """
 
 from __future__ import annotations
@@ -30,16 +29,7 @@ from generator.specs.schema import LoadedGraph
 from generator.specs.shape_policy import AxisGroup, ShapeResolution, resolve_shapes
 from generator.specs.tensor_spec import TensorSpec
 
-__all__ = [
-    "DTYPE_TO_TRITON",
-    "INT32_MAX",
-    "TensorPlan",
-    "TensorsPlan",
-    "input_changes",
-    "plan_tensors",
-    "servability",
-    "signature_order",
-]
+__all__ = ["DTYPE_TO_TRITON", "INT32_MAX", "TensorPlan", "TensorsPlan", "plan_tensors", "servability"]
 
 #: torch dtype (AITune's string form) -> Triton data type, from the one table (:mod:`generator.dtypes`).
 DTYPE_TO_TRITON = TORCH_TO_TRITON
@@ -50,13 +40,11 @@ INT32_MAX = 2**31 - 1
 class TensorPlan:
     """One input or output as Triton and the TensorRT profile see it.
 
-    ``dims`` are the config dims (batch axis left out when batching; ``[1]`` for a scalar). ``min/opt/max_shape``
-    are full model-side shapes (batch axis first when batching), what the optimization profile and the exported
-    graph's I/O see; for outputs ``opt_shape == max_shape``. A per-item scalar of a batching model has
-    ``reshape == ()``: the request carries ``[b, 1]``, the model ``[b]``. ``torch_scalar``: forward takes (or
-    returns) a 0-d tensor here, which the request and the exported graph carry as ``[1]`` (the graph reshapes it).
-    ``batch_axes`` are the model-side batch axes with their multipliers (also for models that do not batch).
-    ``values`` is the manifest's value domain of an input.
+    ``dims`` are the config dims (no batch axis when batching; ``[1]`` for a scalar); ``min/opt/max_shape`` the full
+    model-side shapes the profile and the exported graph see (``opt_shape == max_shape`` for outputs). A per-item scalar
+    of a batching model has ``reshape == ()`` (request ``[b, 1]``, model ``[b]``); ``torch_scalar``: forward takes or
+    returns a 0-d tensor, carried as ``[1]``. ``batch_axes``: the model-side batch axes with their multipliers;
+    ``values``: the manifest's value domain.
     """
 
     name: str

@@ -1,8 +1,7 @@
 """The values an input takes, and valid synthetic data drawn from them: one home for the build and the client.
 
-A :class:`ValueDomain` (a range or a set, from the manifest or the exported graph) travels in the contract, so
-reference data, smoke requests, example inputs and ``check-request`` all respect it (docs/manifest.md). numpy is
-imported lazily: :mod:`generator.planning.plan` must stay light.
+A :class:`ValueDomain` travels in the contract, so reference data, smoke requests, example inputs and ``check-request``
+all respect it (docs/manifest.md). numpy is imported lazily.
 """
 
 from __future__ import annotations

@@ -38,10 +38,6 @@ __all__ = [
     "TensorFacts",
     "build_report",
     "load_inputs",
-    "local_repository",
-    "plan_decisions",
-    "read_repository",
-    "render_report",
 ]
 
 #: The ``--json`` documents the report reads, by option: the schema each is checked against.
@@ -129,17 +125,14 @@ class ReportInputs:
     tune: Mapping[str, Any] | None = None
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The repository
-# --------------------------------------------------------------------------------------------------------------------
+# -- The repository --------------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def local_repository(location: str) -> Iterator[tuple[Path, list[Problem] | None]]:
     """Yield a local folder holding the repository at ``location``, and verify's answer when it was a bucket.
 
     A folder is used as it is (None: verify reads it there); s3:// and gs:// are copied to a temporary folder, removed
-    afterwards, as far as the bucket's lock lists them (:func:`generator.repository.remote_copy.download_repository`:
-    what the lock does not list, or lists at another size, is never fetched; it is in the answer). GenRepoError
-    (exit 2) for a folder that is not there, StorageError (exit 2 or 3) for a bucket.
+    afterwards, as far as the lock lists them (:func:`generator.repository.remote_copy.download_repository`).
+    GenRepoError (exit 2) for a missing folder, StorageError (exit 2 or 3) for a bucket.
     """
     from generator.repository.remote_copy import download_repository
     from generator.repository.storage_urls import is_storage_url, local_location
@@ -287,9 +280,7 @@ def _steps(config: model_config_pb2.ModelConfig) -> tuple[EnsembleStep, ...]:
                  for step in config.ensemble_scheduling.step)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The --smoke, --perf, --diff and --tune documents
-# --------------------------------------------------------------------------------------------------------------------
+# -- The --smoke, --perf, --diff and --tune documents ----------------------------------------------------------------
 def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | None = None,
                 tune: str | None = None) -> ReportInputs:
     """Read and check the given ``--json`` files; GenRepoError with every problem of every file at once."""
@@ -315,9 +306,7 @@ def load_inputs(smoke: str | None = None, perf: str | None = None, diff: str | N
                         documents.get("tune"))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The page
-# --------------------------------------------------------------------------------------------------------------------
+# -- The page --------------------------------------------------------------------------------------------------------
 def _chart_ranges(model: ModelSection) -> list[ShapeRange]:
     """Every input of ``model`` that has axes, as the range chart draws it."""
     return [ShapeRange(t.name, t.min_shape, t.opt_shape, t.max_shape, model.max_batch_size > 0)

@@ -22,10 +22,8 @@ if TYPE_CHECKING:
     from generator.repository.verify import Verification
     from generator.serving.smoke_results import SmokeReport
 
-__all__ = [
-    "build_summary", "diff_markdown", "diff_summary", "error_summary", "lint_summary", "problem_rows", "smoke_summary",
-    "verify_summary",
-]
+__all__ = ["build_summary", "diff_markdown", "diff_summary", "error_summary", "lint_summary", "smoke_summary",
+           "verify_summary"]
 
 #: Columns of a table of located problems (bad input, verify's differences).
 _PROBLEM_COLUMNS = ("file", "pointer", "problem")

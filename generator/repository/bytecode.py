@@ -1,8 +1,7 @@
 """Python bytecode in a repository: a ``__pycache__`` file passes only when it is what its locked source compiles to.
 
-Triton's Python backend writes and then runs ``__pycache__/model.<tag>.pyc``, so a planted one is code ``verify``
-must not pass. The locked source is compiled here and compared byte for byte, except the recorded file name;
-nothing from the ``.pyc`` is unmarshalled or run (docs/security.md).
+Triton's Python backend runs ``__pycache__/model.<tag>.pyc``, so a planted one must not pass ``verify``; nothing from
+the ``.pyc`` is unmarshalled or run (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Content-addressed build cache: an unchanged model is not exported or built again.
 
-An entry appears by one rename of a complete folder, is re-hashed on every read and signed with an HMAC under a
-secret kept outside the cache, so a damaged or altered entry is a miss, never a wrong artifact (docs/security.md,
-"The build cache").
+Entries appear by one rename, are re-hashed on every read and signed with an HMAC, so a damaged or altered entry is a
+miss, never a wrong artifact (docs/security.md, "The build cache").
 """
 
 from __future__ import annotations
@@ -262,10 +261,9 @@ class BuildCache:
     def copy_entry(self, key: str, destination: Path) -> bool:
         """Copy ``key``'s artifacts into the folder ``destination``, hashing the very bytes copied.
 
-        Each file listed in the entry's signed manifest is copied (folders made as needed) and its copy's sha256
-        and size compared with the manifest: a file changed after :meth:`get` checked it is caught here, not
-        staged. False when the entry is missing, unsigned or a copy differs (``destination`` may then hold part of
-        it: the caller discards it); True when every file was copied exactly.
+        Each file in the entry's signed manifest is copied and its copy's sha256 and size compared, so a file changed
+        after :meth:`get` checked it is never staged. False when the entry is missing, unsigned or a copy differs
+        (``destination`` may hold part of it: the caller discards it).
         """
         entry = self.entry_path(key)
         listed = self._signed_files(entry, key)
@@ -463,9 +461,6 @@ class BuildCache:
 
 
 __all__ = [
-    "CACHE_FORMAT",
-    "KEY_PARTS",
-    "SECRET_ENV",
     "BuildCache",
     "cache_key",
     "cache_secret",

@@ -1,8 +1,7 @@
 """The contracts of a repository, as ``gen-repo diff`` and ``gen-repo publish`` compare them.
 
-A folder, an ``s3://``/``gs://`` repository or one version folder; per model the contract of the version Triton
-serves, read by :func:`generator.contracts.served.read_served_model`. Reads are bounded and confined; every problem
-is raised at once.
+A folder, a bucket or one version folder; per model the contract of the version Triton serves, read by
+:func:`generator.contracts.served.read_served_model`, bounded and confined.
 """
 
 from __future__ import annotations

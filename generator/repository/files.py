@@ -170,10 +170,9 @@ def no_space_error(destination: Path, error: OSError, what: str | None = None) -
 def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
     """Write ``files`` (root-relative POSIX path -> text or bytes) under the folder ``root``, creating folders.
 
-    Paths are taken as given (callers pass validated, relative names). Written with ``os`` calls relative to an open
-    descriptor of ``root`` and each folder made once: about half the cost of ``Path.mkdir(parents=True)`` plus
-    ``write_text`` per file, which counts when a repository has thousands of models (bench/bench_config_gen.py).
-    Files are created with mode 0o666 minus the umask and replaced if present; text is written as UTF-8.
+    Paths are taken as given (validated by callers). ``os`` calls relative to an open descriptor of ``root``, each
+    folder made once: about half the cost of ``mkdir`` plus ``write_text`` per file (bench/bench_config_gen.py). Mode
+    0o666 minus the umask, replaced if present, text as UTF-8.
     """
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

@@ -1,8 +1,7 @@
 """A folder as a publish destination: the operations ``gen-repo publish`` uses on S3 and GCS, on a local file system.
 
-Nothing found in a shared folder is trusted: paths are resolved without following links, replaced files are renamed
-into place, new version folders appear by one no-clobber rename (docs/release-pipelines.md, "Publishing to a
-shared folder").
+Nothing in a shared folder is trusted: no link followed, files renamed into place, version folders made by one
+no-clobber rename (docs/release-pipelines.md, "Publishing to a shared folder").
 """
 
 from __future__ import annotations
@@ -256,11 +255,8 @@ class LocalStore:
     def take_over(self, path: str, holder_token: object, data: bytes) -> bool:
         """Replace the expired lock file ``path`` whose token was ``holder_token`` by ``data``; False if it changed.
 
-        False when another publisher changed it meanwhile (then it is left as that publisher made it).
-
-        The old file is first renamed aside (atomic: of two publishers taking over, one gets it), and read there: if
-        it is not the expired one (another publisher took over and locked between our read and our rename), it is
-        linked back. Then the lock is created exclusively, as a free one is.
+        The old file is renamed aside (of two publishers taking over, one gets it) and read there: if it is not the
+        expired one, it is linked back and this returns False. Then the lock is created exclusively, as a free one is.
         """
         with self._parent(path) as (fd, name), self._located(path):
             aside = f"{name}.expired.{os.urandom(6).hex()}"

@@ -60,10 +60,9 @@ def _absolute_paths(value: Any, pointer: list[str | int]) -> Iterator[str]:
 def build_lock(repo_dir: Path, tool_versions: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> dict:
     """Build the lock file for the repository at ``repo_dir``: every artifact's sha256 and size, tool versions, models.
 
-    ``models`` maps each model name to what identifies its build (``spec_sha256``, ``cache_key``, ``target``, ...).
-    The result has no absolute paths and no timestamps, so the same inputs give the same lock file wherever they
-    are built. Raises GenRepoError when the tree holds a symlink or special file, a top-level folder that is not a
-    listed model (or the reverse), or when the metadata holds an absolute path.
+    ``models`` maps each model to what identifies its build (``spec_sha256``, ``cache_key``, ``target``, ...). No
+    absolute paths, no timestamps. GenRepoError for a symlink or special file, a top-level folder that is not a listed
+    model (or the reverse), or an absolute path in the metadata.
     """
     repo_dir = Path(repo_dir)
     lock_file = str(repo_dir / LOCK_FILE_NAME)

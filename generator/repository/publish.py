@@ -1,8 +1,7 @@
 """Publishing a model repository to object storage or a shared folder with safe rolling versions.
 
-Nothing a server may be loading is edited and nothing unchecked is trusted: new versions are uploaded and read back
-unseen, then made visible by a config switch under the publishers' lock. docs/release-pipelines.md ("What a publish
-does") gives the steps.
+Nothing a server may be loading is edited: new versions are uploaded and read back unseen, then made visible by a config
+switch under the publishers' lock (docs/release-pipelines.md, "What a publish does").
 """
 
 from __future__ import annotations
@@ -115,9 +114,7 @@ UploadHook = Callable[[Any, list[str]], None]
 Say = Callable[[str, str], None]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Publishing
-# --------------------------------------------------------------------------------------------------------------------
+# -- Publishing ------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _Gate:
     """The release gate's settings: whether breaking changes may ship, and who allowed them."""
@@ -153,17 +150,14 @@ def publish(
 ) -> PublishReport:
     """Publish the repository at ``local_dir`` to ``url`` (see the module docstring); return what was done.
 
-    ``url``: ``s3://``, ``gs://``, or a folder (a path, resolved from the current folder, or ``file:///path``).
-
-    ``force`` publishes a new version even of a model whose files and config are unchanged, and publishes over a
-    remote lock file that is not valid. Raises GenRepoError (exit 2) for a local repository that does not match its
-    lock file (before or while uploading) or whose lock does not describe a publishable repository, a bad URL, a
-    missing bucket; :class:`PublishLocked` when another publisher holds the lock at a reservation or the switch;
-    :class:`PublishError` when an uploaded object does not read back as the lock file says, a served version's
-    objects do not match the remote lock file, or the served state changed while this publish uploaded;
-    :class:`ReleaseRefused` (exit 1) when a model's new version breaks clients of its served version and
-    ``allow_breaking`` is false (``allowed_by``, default ``$USER``, is recorded when it is true);
-    :class:`~generator.repository.storage_errors.StorageUnreachable` (exit 3) when the endpoint cannot be reached.
+    ``url``: ``s3://``, ``gs://``, or a folder (a path or ``file:///path``). ``force`` publishes a new version even of
+    an unchanged model, and over a remote lock file that is not valid. Raises GenRepoError (exit 2) for a local
+    repository that does not match its lock file or is not publishable, a bad URL, a missing bucket;
+    :class:`PublishLocked` when another publisher holds the lock; :class:`PublishError` when an upload does not read
+    back as locked, a served version differs from the remote lock, or the served state changed meanwhile;
+    :class:`ReleaseRefused` (exit 1) when a new version breaks clients and ``allow_breaking`` is false (``allowed_by``,
+    default ``$USER``, is recorded when true); :class:`~generator.repository.storage_errors.StorageUnreachable` (exit
+    3).
     """
     if keep_versions < 1:
         raise GenRepoError([Problem(url, "", f"keep_versions must be at least 1, got {keep_versions}")])
@@ -316,12 +310,11 @@ def _release_gate(local: Path, target: StorageURL, fs: Any, bucket: BucketState,
                   changed: list[str], gate: _Gate, say: Say) -> dict[str, dict[str, Any]]:
     """Step 4: each changed model's contract against the served one, as ``gen-repo diff`` compares them.
 
-    The served contract is read as ``diff`` reads it (:func:`generator.repository.contract_sources.load_model_contract`:
-    the version Triton serves, whatever the bucket's lock file records or lacks). A model the bucket has neither a
-    config nor a version folder of is served by nobody: nothing to break. Raises :class:`ReleaseRefused` listing every
-    breaking change (of every model) unless ``gate.allow_breaking``; a served contract that cannot be read refuses
-    the same way. The record per model holds the changes, and for allowed breaking changes who allowed them and
-    when (the one part that differs between two identical publishes).
+    The served contract is read as ``diff`` reads it
+    (:func:`generator.repository.contract_sources.load_model_contract`); a model the bucket does not serve breaks
+    nothing. Raises :class:`ReleaseRefused` listing every breaking change unless ``gate.allow_breaking`` (an unreadable
+    served contract refuses too); the record holds the changes and, for allowed breaking ones, who allowed them and
+    when.
     """
     reader = BucketReader(fs, target, bucket.objects)
     folder = FolderReader(local)
@@ -526,7 +519,6 @@ def _remove_version(fs: Any, target: StorageURL, model: str, version: int) -> No
 
 
 __all__ = [
-    "DEFAULT_KEEP_VERSIONS",
     "DEFAULT_LOCK_TTL_S",
     "LOCK_OBJECT",
     "ModelPublish",

@@ -31,9 +31,7 @@ __all__ = [
     "local_versions",
     "published_config",
     "upload_file",
-    "version_of",
     "versioned_path",
-    "versions_present",
 ]
 
 #: Folders of a model with one subfolder per version: the version folder itself ("") and its warmup data
@@ -119,9 +117,7 @@ def local_versions(lock: Mapping[str, Any], lock_file: str) -> dict[str, int]:
     return versions
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The local side: what the local lock file says is published, read only as checked against it
-# --------------------------------------------------------------------------------------------------------------------
+# -- The local side: what the local lock file says is published, read only as checked against it ---------------------
 @dataclass(frozen=True, slots=True)
 class LocalFile:
     """One file of the version a model publishes: where it goes (area, path inside the version) and its lock entry."""

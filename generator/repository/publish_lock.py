@@ -1,8 +1,7 @@
 """The publishers' lock object and their version reservations, for ``gen-repo publish``.
 
-One publisher at a time reserves version numbers and switches; the lock is a conditional write on S3, an exclusive
-create in a folder and a write read back on GCS, and expires with its lease (docs/release-pipelines.md). Every
-object is read within ``publish_object_bytes``.
+A conditional write on S3, an exclusive create in a folder, a write read back on GCS; it expires with its lease
+(docs/release-pipelines.md). Every object is read within ``publish_object_bytes``.
 """
 
 from __future__ import annotations
@@ -173,9 +172,7 @@ class PublishLock:
         self.release()
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Reservations
-# --------------------------------------------------------------------------------------------------------------------
+# -- Reservations ----------------------------------------------------------------------------------------------------
 def reserved_versions(fs: Any, target: StorageURL, objects: Mapping[str, int]) -> dict[str, set[int]]:
     """The versions live reservations (other publishers in flight) hold, per model; expired ones are ignored.
 

@@ -54,11 +54,9 @@ class _CopyingSource(BucketSource):
 def download_repository(url: str, destination: Path | str, filesystem: Any = None) -> RemoteCopy:
     """Copy the repository at ``url`` into ``destination`` (a new folder): its lock file and the objects matching it.
 
-    StorageError (located, never a traceback) for a bad URL, a missing bucket, an unreachable endpoint, no objects,
-    objects that cannot form a folder tree, or a lock file that is missing, over ``lock_bytes`` or not a valid lock
-    (then nothing bounds what to fetch, and nothing is). Objects the lock does not list or lists at another size are
-    never fetched; a locked object whose bytes differ is fetched within its locked size and removed: each is a problem
-    of :attr:`RemoteCopy.problems`, as ``verify`` names it.
+    StorageError (located) for a bad URL, a missing bucket, an unreachable endpoint, no objects, or a lock file that is
+    missing, too large or not valid. Objects the lock does not list (or at another size) are never fetched; a locked
+    object whose bytes differ is removed: each is one of :attr:`RemoteCopy.problems`, as ``verify`` names it.
     """
     target = parse_url(url)
     dest = Path(destination)

@@ -1,8 +1,7 @@
 """Writing a model repository atomically: staging beside the destination, one swap, leftovers of dead writers.
 
-The destination is swapped with a complete, fsynced staging folder in one step (``renameat2`` where available) with
-signals deferred, so it is never missing or half-written; a failed or killed writer leaves it untouched, and the
-next writer removes its leftovers.
+The destination is swapped with a complete, fsynced staging folder in one step, signals deferred; a failed or killed
+writer leaves it untouched, and the next writer removes its leftovers.
 """
 
 from __future__ import annotations
@@ -243,11 +242,9 @@ class RepositoryWriter:
     def adopt_previous(self, name: str) -> Path | None:
         """Copy model ``name`` unchanged from the current destination into staging; None when there is none.
 
-        For ``--keep-going``: a model that failed to build keeps its previous build. Anything already staged for
-        that model (a partial build) is replaced. Symlinks and special files in the previous model are refused.
-        Only the files the previous lock lists are copied, each checked against its sha256 and size as it is
-        copied: bytecode a server wrote and anything planted since are left behind, and a previous build that no
-        longer matches its lock is not adopted (None), so the new lock never vouches for bytes nobody checked.
+        For ``--keep-going``: a failed model keeps its previous build, replacing anything staged for it. Only files the
+        previous lock lists are copied, each checked against its sha256 and size; links and special files are refused,
+        and a previous build that no longer matches its lock is not adopted (None).
         """
         self._check_model_name(name)
         source = self.destination / name
@@ -464,10 +461,9 @@ class RepositoryWriter:
 def config_staging(out_dir: Path) -> Iterator[ConfigStaging]:
     """A staging folder next to ``out_dir`` for ``gen-repo config``, removed on leaving whatever happens.
 
-    Write the model folders into :attr:`ConfigStaging.folder` (any process may), then :meth:`ConfigStaging.commit`
-    swaps them in. Leaving without a commit (a problem, an interrupt) leaves ``out_dir`` as it was. Not
-    :class:`RepositoryWriter`: a folder of configs alone has no lock file to commit, and each model folder is
-    replaced whole by one rename.
+    Write model folders into :attr:`ConfigStaging.folder`, then :meth:`ConfigStaging.commit` swaps them in; leaving
+    without a commit leaves ``out_dir`` as it was. Not :class:`RepositoryWriter`: configs alone have no lock file, and
+    each model folder is replaced whole by one rename.
     """
     if (why := output_refusal(out_dir)) is not None:  # the caller says where it came from; this guards the rest
         raise GenRepoError([Problem(str(out_dir), "", why)])

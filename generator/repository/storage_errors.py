@@ -1,8 +1,7 @@
 """Every failure of the storage clients (s3fs/botocore, gcsfs/aiohttp/google-auth) as a located error, not a traceback.
 
-:func:`storage_errors` turns them into a :class:`StorageError` naming the URL: exit 2 for what the user must fix (no
-such bucket, access refused, a layout that is not a repository), 3 when the endpoint cannot be reached or answers only
-with server errors, 1 for anything else the store refused.
+A :class:`StorageError` naming the URL: exit 2 for what the user must fix, 3 when the endpoint cannot be reached or
+answers only with server errors, 1 for anything else the store refused.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Where a repository is published: ``s3://``, ``gs://`` and folder URLs, and the filesystem that reaches each.
 
-Emulators: ``STORAGE_EMULATOR_HOST`` points gen-repo's GCS client at an emulator (anonymous, no credential lookup);
-tritonserver's google-cloud-cpp takes ``CLOUD_STORAGE_EMULATOR_ENDPOINT`` instead. ``s3://host:port/...`` names an S3
-endpoint in the URL itself, for both. A shared folder (a path or ``file:///path``) is reached through
-:class:`generator.repository.local_store.LocalStore`, with the object stores' operations.
+``STORAGE_EMULATOR_HOST`` points the GCS client at an emulator (tritonserver takes ``CLOUD_STORAGE_EMULATOR_ENDPOINT``);
+``s3://host:port/...`` names an S3 endpoint. A folder is reached through
+:class:`generator.repository.local_store.LocalStore`.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ __all__ = [
     "Source",
     "Verification",
     "check_listing",
-    "list_folder",
     "locked_listing",
     "verify_location",
     "verify_published",
@@ -104,12 +103,9 @@ def list_folder(root: Path) -> Listing:
 def verify_repository(path: Path) -> list[Problem]:
     """Every way the repository at ``path`` differs from its lock file; empty when it matches exactly.
 
-    Reports, each naming the file: a missing or corrupt lock file; artifacts modified (size or sha256 differs),
-    missing, or not regular files; files present but not listed (unexpected); symlinks and special files anywhere
-    (refused: a repository holds regular files only), and locked files behind a linked folder (not read through it).
-    The one thing passed without a lock entry is bytecode in a ``__pycache__`` folder that is exactly what a locked,
-    unmodified ``.py`` compiles to under this Python (:mod:`generator.repository.bytecode`): what Triton's Python
-    backend writes when it loads ``model.py``.
+    A missing or corrupt lock file; artifacts modified, missing or not regular files; files not listed; symlinks and
+    special files anywhere, and locked files behind a linked folder. Passed without a lock entry: only ``__pycache__``
+    bytecode that is exactly what a locked ``.py`` compiles to here (:mod:`generator.repository.bytecode`).
     """
     repo = Path(path)
     if not repo.is_dir():
@@ -208,9 +204,7 @@ def _unlisted_problem(source: Source, rel: str, size: int, artifacts: Mapping[st
     return None if why is None else f"refused: {why} (source {source_rel!r})"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# A repository in a bucket: one listing, its lock file, then the same check
-# --------------------------------------------------------------------------------------------------------------------
+# -- A repository in a bucket: one listing, its lock file, then the same check ---------------------------------------
 def verify_location(location: str, filesystem: Any = None) -> Verification:
     """``gen-repo verify``'s answer for a folder, ``file://``, ``s3://`` or ``gs://`` location.
 

@@ -1,8 +1,7 @@
 """The smoke ``burst``: many requests from many threads at once, and the model statistics read around them.
 
-Every thread opens its own connection, then all send together (dynamic batching only shows when requests queue);
-the statistics are read once they are quiet before the burst and once they count every request after it. The burst
-checks every answer; ``--perf``'s figures come from the one load generator (:func:`perf_figures`).
+All threads send together (dynamic batching only shows when requests queue), statistics read before and after;
+``--perf``'s figures come from the one load generator (:func:`perf_figures`).
 """
 
 from __future__ import annotations

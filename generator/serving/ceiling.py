@@ -1,8 +1,7 @@
 """The ceiling: what a model's runtime does on this machine without a server, the yardstick for served figures.
 
-onnxruntime in-process for the python and onnx targets (one session per instance, the intra-op threads the instance
-would run, the profile's batch sizes, the repository's own ``model.onnx``), TensorRT's own execution of the plan
-where a GPU is present. Where neither can run, a :class:`Ceiling` says why instead of a figure.
+onnxruntime in-process for the python and onnx targets, TensorRT's own execution of the plan where a GPU is present;
+where neither can run, a :class:`Ceiling` says why instead of a figure.
 """
 
 from __future__ import annotations

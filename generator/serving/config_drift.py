@@ -1,8 +1,7 @@
 """The smoke ``config`` check's comparisons: a generated config against the server's view of it.
 
-The server's ``get_model_config`` (what Triton made of ``config.pbtxt``, its defaults filled in), its
-``get_model_metadata``, and gen-repo's ``gen_repo/contract.json`` must agree with the generated config on what a
-client relies on; each function lists the differences as sentences (empty when they agree).
+The server's ``get_model_config`` and ``get_model_metadata`` and gen-repo's ``contract.json`` must agree with the
+generated config on what a client relies on; each function lists the differences as sentences.
 """
 
 from __future__ import annotations

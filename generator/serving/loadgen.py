@@ -1,10 +1,8 @@
 """The one load generator of ``perf``, ``tune`` and ``smoke --perf``, and the one way its figures are read.
 
-``concurrency`` clients, each with its own connection, send the same prepared request back to back, in
-:func:`client_processes` worker processes (spawned, never forked: gRPC's threads do not survive a fork): the cores the
-server's instances do not need, so the load does not take the cores it measures. :func:`measure` reads them in
-windows, lengthened until they agree (or a cap): a window's throughput is :func:`completion_rate`, the noise the
-windows' :func:`spread`, latencies the nearest-rank :func:`percentile`. Loopback servers only.
+Closed-loop clients in spawned worker processes on the cores the server does not need (:func:`client_processes`),
+loopback only; :func:`measure` reads windows until they agree: :func:`completion_rate`, :func:`spread`,
+:func:`percentile`.
 """
 
 from __future__ import annotations
@@ -339,11 +337,9 @@ def spread(values: Sequence[float]) -> float:
 def measure(load: LoadGenerator, windows: Windows, *, batch: int = 1, max_requests: int | None = None) -> Measurement:
     """Measure ``load`` in windows after a warmup, until the last ``agree`` agree within the tolerance.
 
-    A round of windows stops early when they agree, or once ``max_requests`` were sent; otherwise ``max_windows``
-    run and every one counts. With ``settle_s``, a round that did not agree is followed by one of windows twice as
-    long while the measurement's time allows (a longer window averages more batches). Throughput (``batch`` items
-    per request) is the mean of the last round's kept windows, the noise their spread; latencies are over their
-    requests.
+    A round stops early when its windows agree or ``max_requests`` were sent, else runs ``max_windows``. With
+    ``settle_s``, a round that did not agree is followed by one of windows twice as long while time allows. Throughput
+    (``batch`` items per request) is the mean of the last round's kept windows, the noise their spread.
     """
     w = windows
     load.start()

@@ -1,8 +1,7 @@
 """``gen-repo perf``: every model at every concurrency, on a running or launched server, every call with a deadline.
 
-The engine is a real perf_analyzer where one runs here (:mod:`generator.serving.perf_analyzer`), else the one load
-generator (:mod:`generator.serving.loadgen`: ``--duration`` split into about 1 s windows, their spread the noise);
-the models and their shapes come from the repository's contracts or from the server.
+A real perf_analyzer where one runs here, else the one load generator (:mod:`generator.serving.loadgen`); models and
+shapes come from the repository's contracts or from the server.
 """
 
 from __future__ import annotations
@@ -29,9 +28,7 @@ __all__ = ["PerfReport", "PerfRun", "run_perf"]
 _PA_STABILITY = 0.10
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# ``gen-repo perf``: every model at every concurrency, on a running or launched server
-# --------------------------------------------------------------------------------------------------------------------
+# -- ``gen-repo perf``: every model at every concurrency, on a running or launched server ----------------------------
 @dataclass(frozen=True, slots=True)
 class PerfRun:
     """What ``gen-repo perf`` measures, where and how.
@@ -80,11 +77,9 @@ def run_perf(run: PerfRun, on_engine: Callable[[str], None] | None = None,
              on_read: Callable[[str], None] | None = None) -> PerfReport:
     """Measure every model of ``run`` at every concurrency.
 
-    ``on_engine`` hears which engine runs, before it does; ``on_read`` which version of each model of ``run.repo``
-    is measured (the one Triton serves).
-
+    ``on_engine`` hears which engine runs; ``on_read`` which version of each model is measured (the one Triton serves).
     Raises :class:`~generator.triton.connection.ServerUnreachableError` when the server does not answer within
-    ``run.timeout_s``, GenRepoError for a remote URL, an unusable perf_analyzer or a server without ready models.
+    ``run.timeout_s``, GenRepoError for a remote URL, an unusable perf_analyzer or no ready models.
     """
     if run.url is not None:
         check_loopback(run.url)

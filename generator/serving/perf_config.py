@@ -124,11 +124,9 @@ def _model_analyzer_config(
 ) -> dict[str, Any]:
     """A Model Analyzer ``profile`` config whose search space stays inside each model's profile.
 
-    Automatic search is disabled (``run_config_search_disable``): each model gets a manual space in which
-    ``max_batch_size`` candidates are at most the profile's max batch and at least its opt batch, preferred batch
-    sizes (the opt batch) never exceed the smallest ``max_batch_size`` candidate, client ``batch_sizes`` are at most
-    the profile's max batch, and the concurrency list stops where more requests can only queue. Inputs are described
-    with ``perf_analyzer_flags`` (``shape`` for each dynamic input at the opt shape, ``input-data`` the opt JSON).
+    Automatic search is off: per model, ``max_batch_size`` candidates lie between the profile's opt and max batch,
+    preferred sizes (the opt batch) never exceed the smallest candidate, client ``batch_sizes`` stay within the max
+    batch and concurrency stops where requests only queue. ``perf_analyzer_flags`` give the opt shapes and input data.
     """
     profile: dict[str, Any] = {}
     for model in models:
@@ -181,12 +179,9 @@ def perf_config_files(
 ) -> dict[str, str]:
     """Every file ``gen-repo perf-config`` writes, as OUTDIR-relative POSIX path -> text (pure, deterministic).
 
-    - ``<model>/input_data.<variant>.json``: perf_analyzer input data per variant;
-    - ``perf_analyzer.json``: per model and variant the batch size, shapes and argument list;
-    - ``perf_analyzer.sh``: the same as commands (run from anywhere: it changes into its own folder first);
-    - ``model_analyzer.yaml``: the bounded Model Analyzer config (paths relative to OUTDIR: run it from there).
-
-    ``model_repository`` is written as given (callers pass it relative to OUTDIR to keep artifacts path-free).
+    ``<model>/input_data.<variant>.json`` (perf_analyzer input data), ``perf_analyzer.json`` (per model and variant the
+    batch size, shapes and arguments), ``perf_analyzer.sh`` (the same as commands, run from anywhere) and
+    ``model_analyzer.yaml`` (paths relative to OUTDIR). ``model_repository`` is written as given.
     """
     import yaml
 
@@ -236,10 +231,9 @@ def perf_config_files(
 def write_perf_config_files(out_dir: Path | str, files: Mapping[str, str]) -> list[Path]:
     """Write :func:`perf_config_files`' ``files`` under ``out_dir`` (folders made); the paths written, sorted.
 
-    Every file's folder is checked to stay inside ``out_dir`` first (:func:`generator.confinement.confined_path`: no
-    absolute path, no ``..``, no symlink leading out), all of them before anything is written: GenRepoError naming
-    each one that does not. Each file is written whole and renamed into place, so a symlink at its own name is
-    replaced, never followed (:func:`generator.atomic_write.write_atomically`); ``perf_analyzer.sh`` is executable.
+    Every file's folder is checked to stay inside ``out_dir`` (:func:`generator.confinement.confined_path`) before
+    anything is written: GenRepoError naming each that does not. Each file is written by
+    :func:`generator.atomic_write.write_atomically`; ``perf_analyzer.sh`` is executable.
     """
     from generator.atomic_write import write_atomically
 

@@ -1,8 +1,7 @@
 """What ``gen-repo perf-config`` and ``perf`` load: each model's inputs and profile, and the search space inside it.
 
-A :class:`PerfModel` comes from the model's ``gen_repo/contract.json`` (the source of truth, which the plan writes)
-or from the plan itself; the shape variants (min, opt, max of the optimization profile), client batch sizes and
-concurrency levels derived from it never leave what the engine supports.
+A :class:`PerfModel` comes from the model's ``gen_repo/contract.json`` or the plan; its shape variants, batch sizes and
+concurrency levels never leave what the engine supports.
 """
 
 from __future__ import annotations

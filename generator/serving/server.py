@@ -1,8 +1,7 @@
 """Start and stop a local ``tritonserver`` on loopback: for ``gen-repo smoke --launch``, ``gen-repo serve`` and tests.
 
-The binary comes from an explicit path, ``PATH``, or the ``nvidia-pytriton`` wheel (whose libraries and Python
-backend stub are set up here). The server binds 127.0.0.1, writes nothing of the user's (docs/guarantees.md) and is
-always stopped, its whole process group included; every wait has a deadline.
+The binary comes from a path, ``PATH`` or the ``nvidia-pytriton`` wheel. The server binds 127.0.0.1, writes nothing of
+the user's (docs/guarantees.md) and is always stopped; every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -50,9 +49,7 @@ LOG_TAIL_LINES = 40
 _READY_CALL_S = 2.0
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------------------------------------------------
+# -- Errors ----------------------------------------------------------------------------------------------------------
 class TritonServerError(GenRepoError):
     """A local tritonserver could not be found, started or made ready."""
 
@@ -77,9 +74,7 @@ def _error(cls: type[TritonServerError], where: str, message: str) -> TritonServ
     return cls([Problem(where, "", message)])
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Finding the binary
-# --------------------------------------------------------------------------------------------------------------------
+# -- Finding the binary ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class TritonBinary:
     """A tritonserver executable and what it needs to run.
@@ -219,9 +214,7 @@ def find_tritonserver(explicit: Path | str | None = None) -> TritonBinary:
     )
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Ports
-# --------------------------------------------------------------------------------------------------------------------
+# -- Ports -----------------------------------------------------------------------------------------------------------
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago (a race remains; ``wait_ready`` retries)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -229,9 +222,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The server
-# --------------------------------------------------------------------------------------------------------------------
+# -- The server ------------------------------------------------------------------------------------------------------
 def _kill_group(pid: int) -> None:
     """SIGKILL a process group we created (safety net at garbage collection / interpreter exit)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -291,11 +282,9 @@ class TritonServer:
     ) -> TritonServer:
         """Start the server on 127.0.0.1 (free ports picked where not given); returns self without waiting.
 
-        ``model_repository`` is a folder (must exist) or a URL such as ``s3://...``. ``load_models`` are passed as
-        ``--load-model`` (explicit model control). ``env`` overrides the inherited environment. The log goes to
-        ``log_file`` or a temporary file read back by :meth:`log_text`. A folder holding a symlink anywhere is
-        refused (Triton would follow it wherever it leads); ``allow_symlinks`` serves it as it is, for a caller that
-        shows what Triton does with one (lint's real-Triton cases).
+        ``model_repository``: a folder (must exist) or a URL (``s3://...``); ``load_models``: ``--load-model`` (explicit
+        control); ``env`` overrides the environment; the log goes to ``log_file`` or a temporary file
+        (:meth:`log_text`). A folder holding a symlink is refused unless ``allow_symlinks`` (lint's real-Triton cases).
         """
         if self._process is not None:
             raise _error(TritonStartError, "<tritonserver>", "this TritonServer was already started")

@@ -1,7 +1,6 @@
 """Smoke-test a model repository through tritonclient against a live Triton server (``gen-repo smoke``).
 
-Per model the named checks ``ready``, ``config``, ``inference``, ``reference``, ``reject_batch``, ``reject_shape``
-and ``burst`` (docs/release-pipelines.md), each a :class:`CheckResult`. Nothing hangs: once the server stops
+Per model the checks of docs/release-pipelines.md, each a :class:`CheckResult`. Nothing hangs: once the server stops
 answering, the remaining checks are errors naming where it was lost.
 """
 
@@ -31,7 +30,6 @@ from generator.triton.connection import Connection, is_transport_error
 from generator.triton.proto import model_config_pb2
 
 __all__ = [
-    "BURST_ATTEMPTS",
     "DEFAULT_TOLERANCES",
     "ServerLostError",
     "missing_backend",
@@ -52,9 +50,7 @@ _QUOTED_FAILURES = 5
 BURST_ATTEMPTS = 3
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The server lost, a model that does not load
-# --------------------------------------------------------------------------------------------------------------------
+# -- The server lost, a model that does not load ---------------------------------------------------------------------
 class ServerLostError(Exception):
     """The server stopped answering (transport error and a failed liveness probe)."""
 
@@ -83,9 +79,7 @@ def missing_backend(text: str, side: _ModelSide | None, details: dict[str, Any])
             "`gen-repo build MANIFEST --target python` (the same ONNX, run by onnxruntime inside the Python backend)")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The reference comparison (tolerances and the element test: generator.planning.compare)
-# --------------------------------------------------------------------------------------------------------------------
+# -- The reference comparison (tolerances and the element test: generator.planning.compare) --------------------------
 def _compare(settings: CompareSettings, output: str, have: np.ndarray, want: np.ndarray,
              inputs: Mapping[str, np.ndarray], options: SmokeOptions) -> tuple[dict[str, Any], str]:
     """The reference check's record of one output and its problem ("" when it matches).
@@ -103,9 +97,7 @@ def _compare(settings: CompareSettings, output: str, have: np.ndarray, want: np.
     return entry, problem
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# The repository side
-# --------------------------------------------------------------------------------------------------------------------
+# -- The repository side ---------------------------------------------------------------------------------------------
 def repository_models(repo_dir: Path | str) -> list[str]:
     """Model folders of a repository (those holding a ``config.pbtxt`` or a numeric version folder), sorted."""
     root = Path(repo_dir)
@@ -176,9 +168,7 @@ class _State:
     responses: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Running the checks
-# --------------------------------------------------------------------------------------------------------------------
+# -- Running the checks ----------------------------------------------------------------------------------------------
 Outcome = tuple[str, str, dict[str, Any]]
 Progress = Callable[[CheckResult], None]
 
@@ -523,9 +513,7 @@ class _Run:
         return "passed", summary, details
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Entry points
-# --------------------------------------------------------------------------------------------------------------------
+# -- Entry points ----------------------------------------------------------------------------------------------------
 def unreachable_report(url: str, protocol: str, models: Sequence[str], message: str) -> SmokeReport:
     """Build the report for a server that could not be reached: one ``ready`` error per model (exit code 3)."""
     names = list(models) or [SERVER]

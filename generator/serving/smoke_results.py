@@ -1,7 +1,6 @@
 """A smoke run's results as plain data: the checks, each result, the report and its exit code.
 
-What ``gen-repo smoke`` prints and what the JUnit, JSON, Markdown and HTML reports are made from
-(:mod:`generator.reports.junit`, :mod:`generator.reports.summaries`); the checks themselves:
+What ``gen-repo smoke`` prints and the JUnit, JSON, Markdown and HTML reports are made from; the checks themselves:
 :mod:`generator.serving.smoke`.
 """
 

@@ -218,10 +218,9 @@ def _depth(value: Any, limit: int) -> bool:
 def load_document(path: Path | str, max_bytes: int | None = None) -> Any:
     """Parse a JSON or YAML file into plain data; raise GenRepoError naming the file and what is wrong.
 
-    YAML is chosen by the ``.yaml``/``.yml`` suffix; everything else is parsed as JSON (NaN and Infinity refused).
-    AITune's pickled binary form is recognised and refused with a pointer to the JSON form. The file is read by
-    :func:`generator.bounded.read_bytes`: regular files only, at most the ``document_bytes`` limit (``max_bytes``
-    lowers it for one call).
+    YAML by the ``.yaml``/``.yml`` suffix, everything else JSON (NaN and Infinity refused); AITune's pickled form is
+    refused with a pointer to the JSON form. Read by :func:`generator.bounded.read_bytes` within ``document_bytes``
+    (``max_bytes`` lowers it).
     """
     name = str(path)
     try:

@@ -19,9 +19,7 @@ from generator.specs.tensor_spec import BatchDim, ShapeDefinition, TensorSpec, s
 __all__ = ["GraphSpec", "infer_batch_multipliers"]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# GraphSpec
-# --------------------------------------------------------------------------------------------------------------------
+# -- GraphSpec -------------------------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class GraphSpec:
     """One computational graph of a torch module (``aitune.torch.module.graph_spec.GraphSpec``).

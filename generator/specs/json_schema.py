@@ -1,8 +1,7 @@
 """Validating documents against the JSON Schemas in ``schemas/`` (Draft 2020-12), every problem located.
 
-``jsonschema`` is the reference and reports every problem; ``jsonschema_rs``, where installed, only answers "valid"
-fast (it is trusted only where it cannot be more lenient). Patterns are read as ECMA-262 and, where asked, ``4.0``
-is no integer (docs/security.md).
+``jsonschema`` reports every problem; ``jsonschema_rs``, where installed, only answers "valid" fast, trusted only where
+it cannot be more lenient. Patterns are ECMA-262; where asked, ``4.0`` is no integer (docs/security.md).
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAST_VALIDATOR_MODULE",
-    "contains_integral_float",
-    "contains_tuple",
     "ecma_pattern",
     "fast_schema_valid",
     "fast_validator",

@@ -54,28 +54,22 @@ class SampleMetadata:
     @staticmethod
     def from_inputs(inputs: Mapping[str, Any], strict: bool = False, batch_size: float | None = None) -> SampleMetadata:
         """Metadata of inputs keyed by forward parameter name (numpy arrays or torch tensors are the tensors)."""
-        bs = float("nan") if batch_size is None else float(batch_size)
-        tensors, others = [], []
-        for steps, value in _find_leaves(dict(inputs)):
-            locator = Locator(_collapse(steps))
-            if _is_array(value):
-                tensors.append((locator, TensorSpec.from_tensor(value, bs)))
-            elif strict:
-                others.append((locator, value))
-        return SampleMetadata(tuple(tensors), tuple(others), strict, None)
+        leaves = [(Locator(_collapse(steps)), value) for steps, value in _find_leaves(dict(inputs))]
+        return SampleMetadata._from_leaves(leaves, strict, batch_size)
 
     @staticmethod
     def from_outputs(output: Any, strict: bool = False, batch_size: float | None = None) -> SampleMetadata:
         """Metadata of a forward's return value; a bare tensor has the empty path ``()``."""
+        leaves = [(Locator(steps[0] if len(steps) == 1 else steps, is_output=True), value)
+                  for steps, value in _find_leaves(output)]
+        return SampleMetadata._from_leaves(leaves, strict, batch_size)
+
+    @staticmethod
+    def _from_leaves(leaves: list[tuple[Locator, Any]], strict: bool, batch_size: float | None) -> SampleMetadata:
         bs = float("nan") if batch_size is None else float(batch_size)
-        tensors, others = [], []
-        for steps, value in _find_leaves(output):
-            locator = Locator(steps[0] if len(steps) == 1 else steps, is_output=True)
-            if _is_array(value):
-                tensors.append((locator, TensorSpec.from_tensor(value, bs)))
-            elif strict:
-                others.append((locator, value))
-        return SampleMetadata(tuple(tensors), tuple(others), strict, None)
+        tensors = tuple((locator, TensorSpec.from_tensor(value, bs)) for locator, value in leaves if _is_array(value))
+        others = tuple((locator, value) for locator, value in leaves if strict and not _is_array(value))
+        return SampleMetadata(tensors, others, strict, None)
 
     def describe(self) -> str:
         """Table-like text of the tensors and other leaves."""

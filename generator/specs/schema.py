@@ -1,8 +1,7 @@
 """Load and validate GraphSpec documents: JSON Schema first, then the semantic rules a schema cannot express.
 
-Fixture files, bare GraphSpecs and AITune tune reports are accepted; every problem of a document is collected with
-its JSON pointer before one :class:`~generator.errors.GenRepoError` is raised. Nothing from a spec file is ever
-unpickled, evaluated or imported.
+Fixture files, bare GraphSpecs and AITune tune reports; every problem is located before one GenRepoError is raised.
+Nothing from a spec file is unpickled, evaluated or imported.
 """
 
 from __future__ import annotations
@@ -57,9 +56,7 @@ class LoadedGraph:
     document: Any = field(default=None, repr=False, compare=False)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Public API
-# --------------------------------------------------------------------------------------------------------------------
+# -- Public API ------------------------------------------------------------------------------------------------------
 def load_graphspecs(path: Path | str) -> list[LoadedGraph]:
     """Every GraphSpec in a JSON/YAML file (fixture wrapper, bare graph or tune report), validated.
 

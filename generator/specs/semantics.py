@@ -1,8 +1,7 @@
 """AITune's rules a JSON Schema cannot express, checked on a schema-valid graph, each problem at its pointer.
 
-Names unique after AITune's naming, forward's parameters, explicit dynamic shapes against the recorded ranges, one
-batch size across inputs. :func:`graph_problems` reports them through ``add(pointer, message)``; the manifest's
-overrides run it on the graph they changed.
+Unique names, forward's parameters, explicit dynamic shapes against the recorded ranges, one batch size across inputs;
+:func:`graph_problems` reports them through ``add(pointer, message)``.
 """
 
 from __future__ import annotations
@@ -29,11 +28,6 @@ def _is_clean(pointer: str, broken: set[str]) -> bool:
         return True
     prefix = pointer + "/"
     return not any(b == pointer or b.startswith(prefix) for b in broken)
-
-
-def _path_key(value: Any) -> Any:
-    """Hashable semantic path (lists become tuples), as GraphSpec.from_dict builds it."""
-    return path_from_json(value)
 
 
 def _show_path(value: Any) -> str:
@@ -72,7 +66,7 @@ def graph_problems(graph: dict[str, Any], base: str, add: Add, broken: set[str])
     explicit = _dynamic_shape_problems(
         graph.get("dynamic_shapes"), base + "/dynamic_shapes", inputs, input_paths, add, broken
     )
-    recorded = [(p, e) for p, e in inputs if ranks_ok[p] and _path_key(e["semantic_path"]) not in explicit]
+    recorded = [(p, e) for p, e in inputs if ranks_ok[p] and path_from_json(e["semantic_path"]) not in explicit]
     _batch_consistency_problems(recorded, add)
 
 
@@ -139,7 +133,7 @@ def _name_problems(paths: list[tuple[str, Any]], prefix: Literal["input", "outpu
     """Tensor names (AITune's ``input_<path>``/``output_<path>``) must be unique after sanitising."""
     seen: dict[str, str] = {}
     for pointer, path in paths:
-        name = format_tensor_name(_path_key(path), prefix)
+        name = format_tensor_name(path_from_json(path), prefix)
         first = seen.setdefault(name, pointer)
         if first != pointer:
             add(f"{pointer}/semantic_path", f"{prefix} tensor name {name!r} (from path "
@@ -185,8 +179,8 @@ def _dynamic_shape_problems(
     defined: set[Any] = set()
     if not isinstance(definitions, list):
         return defined
-    by_path = {_path_key(entry["semantic_path"]): entry for _, entry in inputs}
-    known_paths = {_path_key(path) for _, path in input_paths}
+    by_path = {path_from_json(entry["semantic_path"]): entry for _, entry in inputs}
+    known_paths = {path_from_json(path) for _, path in input_paths}
     first_path: dict[Any, str] = {}
     dims_by_name: dict[str, tuple[str, dict[str, Any]]] = {}
     batch_reference: tuple[str, dict[str, Any]] | None = None
@@ -194,7 +188,7 @@ def _dynamic_shape_problems(
         where = f"{pointer}/{index}"
         if not isinstance(definition, dict) or not _is_clean(where, broken):
             continue
-        key = _path_key(definition["path"])
+        key = path_from_json(definition["path"])
         defined.add(key)
         if key in first_path:
             add(f"{where}/path", f"input {_show_path(definition['path'])} already has a definition at "
@@ -252,11 +246,9 @@ def _dim_field(dim_pointer: str, message: str) -> str:
 def _batch_consistency_problems(recorded: Iterable[tuple[str, dict[str, Any]]], add: Add) -> None:
     """Check that one batch size range explains the recorded batch axes of all inputs.
 
-    A batch axis records ``k * b`` for every batch size ``b`` seen (integer ``k`` per axis), so every axis's
-    (min, max) is proportional to the batch range. An axis whose range is not proportional to the first one cannot
-    come from the same calls: an error. Proportional but not an exact integer multiple of the narrowest range is
-    possible and left to :func:`generator.specs.graphspec.infer_batch_multipliers`, which says what it assumes. Where
-    both axes declare multipliers, their normalized ranges must be equal.
+    A batch axis records ``k * b`` for every batch size ``b`` seen, so every axis's (min, max) is proportional to the
+    batch range; one that is not cannot come from the same calls. Non-integer multiples are left to
+    :func:`generator.specs.graphspec.infer_batch_multipliers`. Declared multipliers must give equal normalized ranges.
     """
     reference: tuple[str, int, int, int | None] | None = None
     for pointer, entry in recorded:

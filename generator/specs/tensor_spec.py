@@ -16,9 +16,7 @@ from generator.specs.paths import Locator, path_from_json, path_to_json
 __all__ = ["BatchDim", "DynamicDim", "ShapeDefinition", "TensorSpec", "dtype_name"]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Explicit dynamic shapes
-# --------------------------------------------------------------------------------------------------------------------
+# -- Explicit dynamic shapes -----------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class DynamicDim:
     """Named dynamic dimension with inclusive bounds (``aitune.torch.dynamic_shapes.DynamicDim``).
@@ -84,9 +82,7 @@ def shape_definition_from_json(shape: list[Any]) -> ShapeDefinition:
     return tuple(out)
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# TensorSpec
-# --------------------------------------------------------------------------------------------------------------------
+# -- TensorSpec ------------------------------------------------------------------------------------------------------
 _NUMPY_TO_TORCH_DTYPE = {"bool": "torch.bool"}
 
 
@@ -102,20 +98,17 @@ def dtype_name(array: Any) -> str:
 class TensorSpec:
     """Tensor metadata (``aitune.torch.module.tensor_spec.TensorSpec``).
 
-    ``shape`` holds ints for static axes and ``batch<i>`` / ``dim<i>`` for axes seen changing. ``dtype`` is AITune's
-    string form (``"torch.float32"``) so this module needs no torch.
+    ``shape`` holds ints for static axes and ``batch<i>`` / ``dim<i>`` for axes seen changing; ``dtype`` is AITune's
+    string form (``"torch.float32"``). ``bs_multipliers`` is AITune's private ``_bs_multipliers`` (size / batch size per
+    axis, ``None`` for NaN); AITune's JSON lacks it, so it is ``None`` unless ``batch_axis_multipliers`` gave it (or
+    :func:`infer_batch_multipliers` inferred it). Deviations, with the reason:
 
-    ``bs_multipliers`` is AITune's private ``_bs_multipliers`` (per axis: size / batch size; ``None`` where AITune
-    has NaN). AITune's JSON does not carry it, so it is ``None`` for specs read from JSON unless the optional
-    extension field ``batch_axis_multipliers`` gave the batch axes' multipliers (or :func:`infer_batch_multipliers`
-    inferred them). Deviations, with the reason:
-
-    - Where a batch axis's multiplier is unknown, :meth:`get_batch_axis_multipliers` assumes 1 (AITune would crash
-      on ``int(nan)``; it never has to, because it always recorded them).
-    - ``__eq__`` compares all fields; AITune compares ranks only, because it uses TensorSpec as a graph-matching
-      key, whereas gen-repo needs value equality for round trips and caching.
-    - :meth:`update_shapes_seen` keeps an axis's existing ``batch``/``dim`` label when either side's multiplier is
-      unknown and the other side carries the same label (JSON-read specs cannot recompute it).
+    - an unknown batch axis multiplier is 1 in :meth:`get_batch_axis_multipliers` (AITune would crash on ``int(nan)``;
+      it never has to, as it always recorded them);
+    - ``__eq__`` compares all fields; AITune compares ranks only (a graph-matching key), gen-repo needs value equality
+      for round trips and caching;
+    - :meth:`update_shapes_seen` keeps an axis's ``batch``/``dim`` label when either side's multiplier is unknown and
+      the other carries the same label (JSON-read specs cannot recompute it).
     """
 
     shape: list[str | int]

@@ -1,8 +1,7 @@
 """Triton's refusals of dynamic batching and instance group settings, once, on plain data.
 
-Core ``model_config_utils.cc`` ValidateModelConfig and ValidateInstanceGroup. The manifest's options, the planned
-config and ``gen-repo lint`` all ask these functions; each turns a :data:`Location` into a JSON pointer or a
-``config.pbtxt`` line and column, as with :mod:`generator.triton.ensemble`.
+Core ``model_config_utils.cc`` ValidateModelConfig and ValidateInstanceGroup, asked by the manifest's options, the
+planned config and ``gen-repo lint``, each locating a :data:`Location` its own way.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Triton's ``model_config.proto`` messages (``model_config_pb2``) without importing the tritonclient gRPC client.
 
-``tritonclient.grpc``'s ``__init__`` imports grpc, numpy and ml_dtypes, which ``plan``, ``config`` and ``lint`` never
-use; the generated module needs only protobuf, so it is loaded from its file under its own name (one module object
-per process, the one a later ``import tritonclient.grpc`` reuses). Type checkers see the real generated module.
-Every config.pbtxt is parsed here too (:func:`parse_model_config`), so each reader refuses the same texts, located.
+``tritonclient.grpc`` imports grpc, numpy and ml_dtypes, which ``plan``, ``config`` and ``lint`` never use; the
+generated module is loaded from its file alone. Every config.pbtxt is parsed here (:func:`parse_model_config`).
 """
 
 from __future__ import annotations

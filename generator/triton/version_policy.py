@@ -1,8 +1,7 @@
 """Which version folders Triton loads for a model, and which one answers a request that names no version.
 
-``model_lifecycle.cc`` applies the config's ``version_policy`` to the numeric version folders it finds: ``specific``
-loads the listed versions that exist, ``latest { num_versions: n }`` the n highest, ``all`` every one; no policy is
-``latest 1``. A request without a version goes to the highest loaded one.
+``specific`` loads the listed versions that exist, ``latest { num_versions: n }`` the n highest, ``all`` every one; no
+policy is ``latest 1``. A request without a version goes to the highest loaded one.
 """
 
 from __future__ import annotations

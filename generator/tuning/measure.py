@@ -1,9 +1,7 @@
 """One candidate measured on a running server: loaded with its config override, put under load, judged stable.
 
-Each candidate is loaded through Triton's repository API with its whole config as an override (a loaded model is
-reloaded, never the server restarted), its settings read back from the server (what Triton applied, not what was
-asked), then measured by :func:`generator.serving.loadgen.measure` (windows lengthened until they agree; their
-spread is the noise the search must clear), or by perf_analyzer where one runs here.
+Loaded through Triton's repository API with its whole config as an override (never a server restart), settings read
+back, then measured by :func:`generator.serving.loadgen.measure` or perf_analyzer.
 """
 
 from __future__ import annotations

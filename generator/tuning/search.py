@@ -1,8 +1,7 @@
 """The search: from the generated config, steepest ascent over neighbours, bounded in time, stopped by the noise.
 
-A step moves only on a gain beyond both figures' noise, so the search stops there ("converged") or when the time
-budget is spent ("budget"); the best is the generated setting unless another beat it beyond the noise, and
-candidates over the p99 budget never become the best (docs/tune.md).
+A step moves only on a gain beyond both figures' noise, until "converged" or "budget"; candidates over the p99 budget
+never become the best (docs/tune.md).
 """
 
 from __future__ import annotations

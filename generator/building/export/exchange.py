@@ -37,9 +37,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Plain data the stages exchange
-# --------------------------------------------------------------------------------------------------------------------
+# -- Plain data the stages exchange ----------------------------------------------------------------------------------
 class TensorPlanLike(Protocol):
     """What this module reads from a tensor plan (``generator.planning.plan.TensorPlan`` satisfies it)."""
 
@@ -135,9 +133,7 @@ def dynamic_axes_of(plan: TensorPlanLike) -> list[int]:
     return [axis for axis, (lo, hi) in enumerate(zip(plan.min_shape, plan.max_shape, strict=True)) if lo != hi]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Error text
-# --------------------------------------------------------------------------------------------------------------------
+# -- Error text ------------------------------------------------------------------------------------------------------
 ANSI_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 def short_error(exc: BaseException) -> str:
     """An exporter error's root cause on one line (torch wraps it in pages of advice, some of it coloured)."""

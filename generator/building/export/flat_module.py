@@ -1,8 +1,7 @@
 """The flat wrapper: a module whose forward takes flat tensors in plan order and returns a flat tuple.
 
-The exported graph takes flat tensors named by the plan, in plan order; the wrapper (:class:`FlatModule`) re-nests
-them by semantic path into forward's parameters (dicts for string keys, tuples for indices) and flattens forward's
-result by the output plans' paths. The export and the reference cases run the model through it alike.
+The wrapper (:class:`FlatModule`) re-nests the flat inputs by semantic path into forward's parameters and flattens its
+result by the output plans' paths; the export and the reference cases both run through it.
 """
 
 from __future__ import annotations
@@ -27,9 +26,7 @@ __all__ = ["FlatModule", "RECORDED_NAME", "flat_module_for"]
 RECORDED_NAME = ("generator.export.onnx", "_make_flat_module_class.<locals>._FlatModule")
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Flat wrapper
-# --------------------------------------------------------------------------------------------------------------------
+# -- Flat wrapper ----------------------------------------------------------------------------------------------------
 def _steps(path: SemanticPath) -> tuple[str | int, ...]:
     return path if isinstance(path, tuple) else (path,)
 

@@ -47,10 +47,8 @@ if TYPE_CHECKING:
     from generator.specs.sample_metadata import ForwardSignature
 
 __all__ = [
-    "EXPORTERS",
     "EXPORTER_CHOICES",
     "EXPORTER_NAMES",
-    "copy_onnx_self_contained",
     "example_inputs",
     "export_onnx",
     "exporter_order",
@@ -75,18 +73,14 @@ EXPORTER_NAMES = {"dynamo": "torch.onnx.export(dynamo=True)",
 EXPORTER_CHOICES = {"auto": EXPORTERS, "dynamo": ("dynamo",), "torchscript": ("legacy",)}
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# dtypes (the table is generator.dtypes; tolerances and the comparison are generator.planning.compare)
-# --------------------------------------------------------------------------------------------------------------------
+# -- dtypes (the table is generator.dtypes; tolerances and the comparison are generator.planning.compare) ------------
 def _torch_dtype(dtype: Any) -> torch.dtype:
     import torch
 
     return getattr(torch, normalize_dtype(dtype))
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Export
-# --------------------------------------------------------------------------------------------------------------------
+# -- Export ----------------------------------------------------------------------------------------------------------
 def example_inputs(inputs: Sequence[InputPlanLike], seed: int = 0) -> list[torch.Tensor]:
     """Tensors to trace with: the opt shape, with dynamic axes of size 0/1 raised to 2 where the range allows.
 
@@ -140,12 +134,11 @@ def export_onnx(
 ) -> ExportResult:
     """Export ``module`` to a self-contained ONNX file at ``onnx_path`` with the plans' names and dynamic axes.
 
-    ``module`` is an ``nn.Module`` (use :func:`load_pt2` for a ``.pt2`` archive). The graph's inputs are the plans'
-    tensors, flat, in plan order; its outputs the output plans' tensors in order. ``example`` overrides the traced
-    inputs (default :func:`example_inputs`). ``exporter`` is a key of :data:`EXPORTER_CHOICES`; its exporters are
-    tried in :func:`exporter_order`'s order until one gives a file with the plans' I/O and dynamic axes; each failure
-    before it is a note, and so is an exporter left untried. Raises :class:`ExportError` with every exporter's reason
-    when none succeeds. Writes through a temporary file in the same folder, so a failed export leaves no file.
+    ``module``: an ``nn.Module`` (:func:`load_pt2` loads a ``.pt2``). The graph takes the plans' tensors flat, in plan
+    order, and returns the output plans' tensors. ``example``: the traced inputs (default :func:`example_inputs`).
+    ``exporter``: a key of :data:`EXPORTER_CHOICES`, tried in :func:`exporter_order`'s order until one gives the plans'
+    I/O; each failure is a note. :class:`ExportError` with every reason when none succeeds; a failed export leaves no
+    file.
     """
     onnx_path = Path(onnx_path)
     started = time.monotonic()
@@ -201,10 +194,9 @@ def exporter_order(module: Any, inputs: Sequence[InputPlanLike], choice: str = "
                                                                                                    str | None]:
     """The exporters to try for ``choice`` (a key of :data:`EXPORTER_CHOICES`), in order, and why dynamo is not first.
 
-    ``auto`` tries the TorchScript-based exporter first (dynamo stays the fallback) when ``module`` holds an
-    ``nn.RNNBase`` (LSTM, GRU, RNN) and an input has a dynamic axis that is not a batch axis: torch 2.13's
-    torch.export specialises an RNN's sequence axis, so the dynamo attempt fails after seconds of tracing (a
-    constraint violation, or a graph with the axis fixed). The reason is None when the order is the usual one.
+    ``auto`` tries the TorchScript-based exporter first when ``module`` holds an ``nn.RNNBase`` and an input has a
+    dynamic non-batch axis: torch.export specialises an RNN's sequence axis, so dynamo would fail after seconds of
+    tracing. The reason is None for the usual order.
     """
     if choice not in EXPORTER_CHOICES:
         raise ValueError(f"exporter {choice!r} is not one of {sorted(EXPORTER_CHOICES)}")

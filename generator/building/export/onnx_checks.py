@@ -33,9 +33,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Checks
-# --------------------------------------------------------------------------------------------------------------------
+# -- Checks ----------------------------------------------------------------------------------------------------------
 def _value_info_dims(value_info: Any) -> list[int | str | None]:
     dims: list[int | str | None] = []
     for dim in value_info.type.tensor_type.shape.dim:
@@ -173,11 +171,9 @@ def compare_with_onnxruntime(
 ) -> tuple[list[CaseResult], list[Problem]]:
     """Run every case in onnxruntime and compare with its stored (torch) outputs (:mod:`generator.planning.compare`).
 
-    An element passes when ``|ort - torch| <= atol + rtol * |torch|`` with the tolerances of ``compare`` (the
-    manifest's) or the dtype table's; integers and bool must be equal; shapes and dtypes must match; positions a
-    padding mask marks are left out. Cases hold request-side arrays (``generator.planning.contract``); the plans in
-    ``inputs``/``outputs`` (where given) turn them into the graph's model-side shapes and back. Returns per-output
-    results and the problems (empty when all pass).
+    Tolerances from ``compare`` (the manifest's) or the dtype table (:mod:`generator.planning.compare`); padding
+    positions are left out. Cases hold request-side arrays; ``inputs``/``outputs`` plans map them to the graph's shapes
+    and back. Returns per-output results and the problems (empty when all pass).
     """
     from generator.planning.contract import to_model, to_request
 

@@ -1,8 +1,7 @@
 """Mask inputs an ONNX graph uses to drop positions, and which of their values keeps a position.
 
-A PyTorch key-padding mask drops a position where it is ``True``, a Hugging Face ``attention_mask`` where it is
-``0``; the graph says which (a ``Where`` or ``Mul`` with a large negative constant), so synthetic data keeps every
-position. Reads the graph only (docs/manifest.md, "Synthetic data and masks").
+A PyTorch key-padding mask drops a position where it is ``True``, a Hugging Face ``attention_mask`` where it is ``0``;
+the graph says which, so synthetic data keeps every position (docs/manifest.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """ONNX -> TensorRT engine with its optimization profiles: a thin layer over the TensorRT Python builder API.
 
-Takes the TensorRT module as ``trt``, so standard TensorRT and TensorRT-RTX (whose builder runs on a CPU) share it;
-a builder option a module lacks is reported in :attr:`BuildResult.skipped_flags`, not fatal. No ``trt.Runtime`` is
-ever created here (see :mod:`generator.gpu`).
+Takes the TensorRT module as ``trt`` (standard TensorRT or TensorRT-RTX); an option a module lacks is reported in
+:attr:`BuildResult.skipped_flags`. No ``trt.Runtime`` is created here (see :mod:`generator.gpu`).
 """
 
 from __future__ import annotations
@@ -22,15 +21,12 @@ if TYPE_CHECKING:
     from generator.planning.options import BuildOptions
 
 __all__ = [
-    "HARDWARE_COMPATIBILITY_LEVELS",
-    "PRECISIONS",
     "EngineOptions",
     "BuildResult",
     "ProfileShapes",
     "TensorRTBuildError",
     "build_engine",
     "make_logger",
-    "module_flavor",
     "profile_problems",
     "profile_shapes",
 ]
@@ -49,18 +45,14 @@ class TensorRTBuildError(GenRepoError):
     exit_code = EXIT_FAILED
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Options and profiles (plain data)
-# --------------------------------------------------------------------------------------------------------------------
+# -- Options and profiles (plain data) -------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class EngineOptions:
     """How to build one engine.
 
-    ``precision`` lists the precisions TensorRT may choose kernels in; the default ``("fp32", "tf32")`` is TensorRT's
-    own default (TF32 on), and leaving ``tf32`` out clears the TF32 flag. ``workspace_bytes`` caps the WORKSPACE
-    memory pool (None: TensorRT's default, the GPU's memory). ``timing_cache_path`` is read before and written after
-    the build (None: no timing cache). ``exclude_lean_runtime`` (with ``version_compatible``) leaves the lean runtime
-    out of the plan; the loading side must then provide it.
+    ``precision``: the precisions TensorRT may use (default ``("fp32", "tf32")``, its own; without ``tf32`` the TF32
+    flag is cleared). ``workspace_bytes`` caps the WORKSPACE pool; ``timing_cache_path`` is read and written;
+    ``exclude_lean_runtime`` (with ``version_compatible``) leaves the lean runtime to the loading side.
     """
 
     precision: tuple[str, ...] = ("fp32", "tf32")
@@ -177,17 +169,13 @@ def _describe(profile: ProfileShapes) -> str:
     return f"min={list(profile.min)} opt={list(profile.opt)} max={list(profile.max)}"
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Naming
-# --------------------------------------------------------------------------------------------------------------------
+# -- Naming ----------------------------------------------------------------------------------------------------------
 def module_flavor(trt: Any) -> str:
     """``"tensorrt"`` or ``"tensorrt_rtx"``: the top-level name of the module passed in."""
     return str(getattr(trt, "__name__", "tensorrt")).split(".")[0]
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Logger
-# --------------------------------------------------------------------------------------------------------------------
+# -- Logger ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class LogMessage:
     """One message TensorRT logged."""
@@ -224,17 +212,14 @@ def make_logger(trt: Any, min_severity: str = "INFO", sink: Callable[[LogMessage
     return CapturingLogger()
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Build
-# --------------------------------------------------------------------------------------------------------------------
+# -- Build -----------------------------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class BuildResult:
     """A built engine and what went into it.
 
-    ``applied_flags`` lists the builder settings made (``"TF32"``, ``"TF32 cleared"``,
-    ``"builder_optimization_level=5"``...); ``skipped_flags`` maps each requested setting the module lacks or
-    ignored to the reason. ``notes`` holds the Python warnings TensorRT raised (deprecations), ``log`` its warnings
-    and errors during the build.
+    ``applied_flags``: the builder settings made (``"TF32"``, ``"builder_optimization_level=5"``...); ``skipped_flags``:
+    each requested setting the module lacks or ignored, with the reason; ``notes``: TensorRT's Python warnings; ``log``:
+    its warnings and errors during the build.
     """
 
     plan_bytes: bytes = field(repr=False)
@@ -404,13 +389,11 @@ def build_engine(
 ) -> BuildResult:
     """Parse ``onnx_path`` with ``trt``'s OnnxParser and build a serialized engine with these optimization profiles.
 
-    ``profiles`` holds one entry per optimization profile, in order (TensorRT's profile index 0, 1, ...), each giving
-    min/opt/max for every network input (:class:`ProfileShapes`, or anything :meth:`ProfileShapes.from_data` takes).
-    ``logger`` is a :func:`make_logger` logger to reuse (one is made if None). ``gpu`` is the GPU being built for
-    ("detect": CUDA's device 0 per :mod:`generator.gpu`; None: no GPU); its compute capability is recorded. Raises
-    :class:`GenRepoError` for bad options or a profile that does not fit the network (all problems at once, before
-    building) and :class:`TensorRTBuildError` when TensorRT cannot parse or build, refuses a profile or holds other
-    shapes than were set, with its parser errors and log lines in the message.
+    ``profiles``: one per optimization profile, in order, each min/opt/max for every network input
+    (:class:`ProfileShapes` or what :meth:`ProfileShapes.from_data` takes). ``logger``: a :func:`make_logger` logger to
+    reuse. ``gpu``: the GPU built for ("detect": CUDA's device 0; None: no GPU). Raises :class:`GenRepoError` for bad
+    options or profiles (all at once, before building) and :class:`TensorRTBuildError` when TensorRT cannot parse or
+    build, with its parser errors and log lines.
     """
     options = options or EngineOptions()
     path = Path(onnx_path)
