@@ -278,13 +278,19 @@ def _strict() -> bool:
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
-    """The ``requires`` marker, the skip tally and the hypothesis profile (derandomized in CI)."""
+    """The ``requires`` marker, the skip tally, SIGINT heard and the hypothesis profile (derandomized in CI)."""
     config.addinivalue_line(
         "markers", "requires(*names): skip unless each requirement of tests/requirements.py is present")
     config.stash[_SKIPS_SEEN] = []
     # Same results whatever the terminal: rich (and the CLIs run as children) must not see a forced terminal or width.
     for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE", "COLUMNS", "LINES"):
         _os.environ.pop(name, None)
+    # A runner started in the background by a shell without job control ignores SIGINT, and its children inherit
+    # that: the Ctrl-C tests' commands would not hear their Ctrl-C. They get a terminal's default, as a user's would.
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     from hypothesis import settings
 
     # CI: a fixed seed (derandomize), so a red run reproduces; bench/fuzz_long.py runs randomized and longer.
