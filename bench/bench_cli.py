@@ -47,7 +47,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 #: jsonschema alone, in its own process: read, parse, every error of the GraphSpec schema.
 JSONSCHEMA_ALONE = """
 import json, sys
-from generator.specs.documents import schema_validator  # jsonschema's Draft202012Validator with schemas/ registered
+from generator.specs.json_schema import schema_validator  # jsonschema's Draft202012Validator with schemas/ registered
 validator = schema_validator("graphspec.schema.json")
 errors = 0
 for path in sys.argv[1:]:
@@ -181,7 +181,7 @@ def bench_config(count: int, repeats: int, folder: Path) -> None:
     ours()
     first = folder / "out0"
     messages = []
-    for model in sorted(p.name for p in first.iterdir()):
+    for model in sorted(p.name for p in first.iterdir() if p.is_dir()):  # not the output marker file
         message = model_config_pb2.ModelConfig()
         text_format.Parse((first / model / "config.pbtxt").read_text(encoding="utf-8"), message)
         messages.append((model, message))
