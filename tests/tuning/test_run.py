@@ -41,7 +41,8 @@ def test_tune_reaches_the_oracles_optimum(tmp_path):
     # load); its measured throughput confirms it, within what a loaded 2-core machine takes off any setting (a
     # python-backend round trip per request), and never above the bound (the model cannot serve faster).
     s = best.setting
-    assert expected_throughput(s.instance_count, s.preferred_batch_size) >= 0.95 * bound, (bound, lines)
+    assert expected_throughput(s.instance_count, s.preferred_batch_size, s.max_queue_delay_us) >= 0.95 * bound, \
+        (bound, lines)
     assert reaches_bound(s.instance_count), lines
     assert 0.85 * bound <= best.score <= 1.03 * bound, (bound, lines)
     # It started away from it (one instance cannot exceed one_instance_throughput) and needed few candidates.
